@@ -1,0 +1,33 @@
+"""Which topics a flow replicates (MM2's ``TopicFilter``/``DefaultTopicFilter``)."""
+
+from __future__ import annotations
+
+import re
+from typing import Protocol
+
+from replicator.config import FlowConfig
+
+__all__ = ["TopicFilter", "RegexTopicFilter"]
+
+
+class TopicFilter(Protocol):
+    def should_replicate_topic(self, topic: str) -> bool:
+        """True when ``topic`` matches the flow's selection (before policy and cycle checks)."""
+        ...
+
+
+class RegexTopicFilter:
+    """Include/exclude lists of regexes, each matched against the whole topic name, as MM2 does."""
+
+    def __init__(self, include: tuple[str, ...], exclude: tuple[str, ...]) -> None:
+        self._include = re.compile("|".join(f"(?:{p})" for p in include)) if include else None
+        self._exclude = re.compile("|".join(f"(?:{p})" for p in exclude)) if exclude else None
+
+    @classmethod
+    def for_flow(cls, flow: FlowConfig) -> RegexTopicFilter:
+        return cls(flow.topics, flow.topics_exclude)
+
+    def should_replicate_topic(self, topic: str) -> bool:
+        if self._include is None or not self._include.fullmatch(topic):
+            return False
+        return not (self._exclude is not None and self._exclude.fullmatch(topic))
