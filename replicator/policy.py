@@ -45,7 +45,7 @@ class ReplicationPolicy(ABC):
             return topic
         return self.original_topic(upstream)
 
-    def configure(self, config: PolicyConfig) -> None:
+    def configure(self, config: PolicyConfig) -> None:  # noqa: B027 (optional hook, no-op by default)
         """Called once after construction of a custom policy, like MM2's ``configure(props)``."""
 
     def heartbeats_topic(self) -> str:
