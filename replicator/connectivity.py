@@ -52,9 +52,7 @@ class MetadataProbe:
         try:
             self._admin = AdminClient(conf)
         except KafkaException as exc:
-            raise ConfigError(
-                f"invalid Kafka client configuration: {self.redact(kafka_error_reason(exc))}"
-            ) from None
+            raise ConfigError(f"invalid Kafka client configuration: {self.redact(kafka_error_reason(exc))}") from None
 
     @property
     def bootstrap(self) -> str:
@@ -116,7 +114,6 @@ def wait_for_cluster(alias: str, client_config: dict[str, str], *, timeout_s: fl
     except KafkaException as exc:
         reason = probe.redact(kafka_error_reason(exc))
         raise ClusterUnreachableError(
-            f"cluster {alias} at {probe.bootstrap} did not answer a metadata request within "
-            f"{timeout_s:g} s: {reason}"
+            f"cluster {alias} at {probe.bootstrap} did not answer a metadata request within {timeout_s:g} s: {reason}"
         ) from exc
     _log.debug("cluster %s at %s answers metadata requests", alias, probe.bootstrap)

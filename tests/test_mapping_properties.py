@@ -95,9 +95,7 @@ def test_one_row_per_change_of_delta_not_per_record(run):
     records, copies, points = run
     segments = build_segments(points)
     # A segment is a contiguous run of one delta: never more rows than runs in the real copies.
-    runs = 1 + sum(
-        1 for (u0, d0), (u1, d1) in zip(copies, copies[1:], strict=False) if (u1 - u0, d1 - d0) != (1, 1)
-    )
+    runs = 1 + sum(1 for (u0, d0), (u1, d1) in zip(copies, copies[1:], strict=False) if (u1 - u0, d1 - d0) != (1, 1))
     assert len(segments) <= runs
 
 

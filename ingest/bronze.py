@@ -1,0 +1,93 @@
+"""State topics -> the bronze Delta table, with Spark Structured Streaming.
+
+One streaming query per cluster that holds a state topic (every flow's target), each with its
+own checkpoint, all appending to one bronze table. The Kafka source plus the Delta sink and the
+checkpoint make each state-topic record land exactly once; ``available_now`` runs a batch that
+stops at the current end, otherwise the query keeps running (``mirrorlake lakehouse serve``).
+Bronze keeps the raw bytes: decoding happens downstream, so nothing is lost to a decoder bug.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.streaming import StreamingQuery
+
+from ingest.paths import LakehousePaths
+from replicator.config import MirrorlakeConfig
+
+__all__ = ["state_clusters", "start_bronze_ingest", "kafka_options"]
+
+_log = logging.getLogger(__name__)
+
+# librdkafka names -> Java client names, for the settings that differ.
+_JAVA_NAMES = {"sasl.mechanisms": "sasl.mechanism"}
+_PASS_THROUGH_PREFIXES = ("security.protocol", "sasl.", "ssl.")
+
+
+def state_clusters(config: MirrorlakeConfig) -> list[str]:
+    """Aliases of the clusters that hold a state topic: the targets of the configured flows."""
+    return sorted({flow.target for flow in config.flows})
+
+
+def kafka_options(config: MirrorlakeConfig, alias: str) -> dict[str, str]:
+    """Spark Kafka-source options for a cluster: bootstrap servers and its security settings."""
+    cluster = config.cluster(alias)
+    options = {"kafka.bootstrap.servers": cluster.bootstrap_servers}
+    client = {k: v.get_secret_value() for k, v in cluster.client.items()}
+    for key, value in client.items():
+        if key.startswith(_PASS_THROUGH_PREFIXES) and key not in ("sasl.username", "sasl.password"):
+            options[f"kafka.{_JAVA_NAMES.get(key, key)}"] = value
+    if "sasl.username" in client:
+        module = (
+            "org.apache.kafka.common.security.plain.PlainLoginModule"
+            if client.get("sasl.mechanisms", "PLAIN").upper() == "PLAIN"
+            else "org.apache.kafka.common.security.scram.ScramLoginModule"
+        )
+        options["kafka.sasl.jaas.config"] = (
+            f'{module} required username="{client["sasl.username"]}" password="{client.get("sasl.password", "")}";'
+        )
+    return options
+
+
+def _raw_stream(spark: SparkSession, config: MirrorlakeConfig, alias: str) -> DataFrame:
+    reader = spark.readStream.format("kafka")
+    for key, value in kafka_options(config, alias).items():
+        reader = reader.option(key, value)
+    raw = (
+        reader.option("subscribe", config.state_topic)
+        .option("startingOffsets", "earliest")
+        .option("maxOffsetsPerTrigger", 2_000_000)
+        .load()
+    )
+    return raw.select(
+        F.lit(alias).alias("cluster"),
+        "topic",
+        "partition",
+        "offset",
+        F.col("timestamp").alias("kafka_timestamp"),
+        "key",
+        "value",
+        F.current_timestamp().alias("ingested_at"),
+    )
+
+
+def start_bronze_ingest(
+    spark: SparkSession, config: MirrorlakeConfig, paths: LakehousePaths, *, available_now: bool = True
+) -> list[StreamingQuery]:
+    """Start one query per state cluster; with ``available_now`` the caller awaits their end."""
+    queries = []
+    for alias in state_clusters(config):
+        writer = (
+            _raw_stream(spark, config, alias)
+            .writeStream.format("delta")
+            .outputMode("append")
+            .option("checkpointLocation", str(paths.checkpoint(f"bronze-{alias}")))
+            .queryName(f"bronze-{alias}")
+        )
+        writer = writer.trigger(availableNow=True) if available_now else writer.trigger(processingTime="5 seconds")
+        queries.append(writer.start(str(paths.bronze)))
+        _log.info("bronze ingest from %s (%s) started", alias, config.state_topic)
+    return queries

@@ -1,0 +1,111 @@
+"""Gold ``offset_mapping``: one row per run of constant ``downstream - upstream`` per partition.
+
+The Spark twin of ``replicator.mapping.build_segments`` (the reference the tests hold it to):
+each offset sync proves one or two copied records (its own, and ``previous_*``); ordered by
+downstream offset within (flow, source topic, partition), a point starts a new segment when its
+delta differs from the previous point's, when the sync says the step from its predecessor was
+not (+1, +1), or when it opens a producer session and is not adjacent to the previous point.
+Overlapping upstream ranges are at-least-once replays; translation takes the latest copy.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import DataFrame, Window
+from pyspark.sql import functions as F
+
+from replicator.mapping import BOUNDARY, CONTINUES, SESSION_START
+
+__all__ = ["offset_mapping", "MAPPING_KEY"]
+
+MAPPING_KEY = ("flow", "source_topic", "partition")
+
+
+def _points(syncs: DataFrame) -> DataFrame:
+    base = [
+        "flow",
+        "source_cluster",
+        "target_cluster",
+        "source_topic",
+        "target_topic",
+        "partition",
+        "emitted_at_ms",
+    ]
+    has_prev = F.col("previous_upstream_offset").isNotNull() & F.col("previous_downstream_offset").isNotNull()
+    adjacent = ((F.col("upstream_offset") - F.col("previous_upstream_offset")) == 1) & (
+        (F.col("downstream_offset") - F.col("previous_downstream_offset")) == 1
+    )
+    own_start = (
+        F.when(has_prev, F.when(adjacent, F.lit(CONTINUES)).otherwise(F.lit(BOUNDARY)))
+        .when(F.col("reason") == "first", F.lit(SESSION_START))
+        .otherwise(F.lit(CONTINUES))
+    )
+    own = syncs.select(
+        *base,
+        F.col("upstream_offset").alias("u"),
+        F.col("downstream_offset").alias("d"),
+        own_start.alias("start"),
+    )
+    prev = syncs.where(has_prev).select(
+        *base,
+        F.col("previous_upstream_offset").alias("u"),
+        F.col("previous_downstream_offset").alias("d"),
+        F.lit(CONTINUES).alias("start"),
+    )
+    return (
+        own.unionByName(prev)
+        .groupBy(*MAPPING_KEY, "d", "u")
+        .agg(
+            F.max("start").alias("start"),
+            F.first("source_cluster").alias("source_cluster"),
+            F.first("target_cluster").alias("target_cluster"),
+            F.first("target_topic").alias("target_topic"),
+            F.min("emitted_at_ms").alias("emitted_at_ms"),
+        )
+    )
+
+
+def offset_mapping(syncs: DataFrame) -> DataFrame:
+    """Segments from the silver ``offset_sync`` table (any number of flows and partitions)."""
+    points = _points(syncs)
+    w = Window.partitionBy(*MAPPING_KEY).orderBy("d", "u")
+    prev_u, prev_d = F.lag("u").over(w), F.lag("d").over(w)
+    new_segment = (
+        prev_u.isNull()
+        | ((F.col("d") - F.col("u")) != (prev_d - prev_u))
+        | (F.col("u") <= prev_u)
+        | (F.col("start") == BOUNDARY)
+        | ((F.col("start") == SESSION_START) & (F.col("u") != prev_u + 1))
+    )
+    flagged = points.withColumn("segment", F.sum(new_segment.cast("int")).over(w))
+    return (
+        flagged.groupBy(*MAPPING_KEY, "segment")
+        .agg(
+            F.first("source_cluster").alias("source_cluster"),
+            F.first("target_cluster").alias("target_cluster"),
+            F.first("target_topic").alias("target_topic"),
+            F.min_by("u", "d").alias("upstream_start"),
+            F.max_by("u", "d").alias("upstream_end"),
+            F.min("d").alias("downstream_start"),
+            F.max("d").alias("downstream_end"),
+            F.count("*").alias("points"),
+            F.min("emitted_at_ms").alias("first_synced_ms"),
+            F.max("emitted_at_ms").alias("last_synced_ms"),
+        )
+        .withColumn("delta", F.col("downstream_start") - F.col("upstream_start"))
+        .select(
+            "flow",
+            "source_cluster",
+            "target_cluster",
+            "source_topic",
+            "target_topic",
+            "partition",
+            "upstream_start",
+            "upstream_end",
+            "downstream_start",
+            "downstream_end",
+            "delta",
+            "points",
+            "first_synced_ms",
+            "last_synced_ms",
+        )
+    )

@@ -1,0 +1,117 @@
+"""Bronze -> one typed, deduplicated Delta table per event type, plus the quarantine table.
+
+A Delta streaming read of bronze (``availableNow``, checkpointed) feeds ``foreachBatch``: each
+batch is classified by schema fingerprint, decoded per type, and MERGEd into ``silver/<type>``
+on ``event_id`` (insert if absent), so replays, at-least-once duplicates in the state topic and a
+batch re-run after a crash all leave one row per event. Records that are not events, or whose
+body does not decode, are MERGEd into ``quarantine`` on their state-topic coordinates with the
+reason: reported, never dropped.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from delta.tables import DeltaTable
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from ingest.decode import LINEAGE_COLUMNS, UNKNOWN_TYPE, classify, decode_events, event_spark_schema
+from ingest.paths import LakehousePaths
+from replicator.events import registry
+
+__all__ = ["update_silver", "QUARANTINE_SCHEMA", "silver_schema"]
+
+_log = logging.getLogger(__name__)
+
+QUARANTINE_SCHEMA = T.StructType(
+    [
+        T.StructField("state_cluster", T.StringType(), False),
+        T.StructField("state_topic", T.StringType(), False),
+        T.StructField("state_partition", T.IntegerType(), False),
+        T.StructField("state_offset", T.LongType(), False),
+        T.StructField("value", T.BinaryType(), True),
+        T.StructField("reason", T.StringType(), False),
+        T.StructField("quarantined_at", T.TimestampType(), False),
+    ]
+)
+_LINEAGE_TYPES = {
+    "state_cluster": T.StringType(),
+    "state_topic": T.StringType(),
+    "state_partition": T.IntegerType(),
+    "state_offset": T.LongType(),
+}
+
+
+def silver_schema(event_type: str) -> T.StructType:
+    """Event columns (nullable, as decoded) plus where each event sits in the state topic."""
+    fields = [T.StructField(f.name, f.dataType, True) for f in event_spark_schema(event_type).fields]
+    fields += [T.StructField(name, dtype, False) for name, dtype in _LINEAGE_TYPES.items()]
+    return T.StructType(fields)
+
+
+def _ensure_table(spark: SparkSession, path: str, schema: T.StructType) -> DeltaTable:
+    return DeltaTable.createIfNotExists(spark).location(path).addColumns(schema).execute()
+
+
+def _merge_batch(spark: SparkSession, paths: LakehousePaths, batch: DataFrame, batch_id: int) -> None:
+    classified = classify(batch).persist()
+    try:
+        bad: list[DataFrame] = [
+            classified.where(F.col("event_type") == UNKNOWN_TYPE).select(
+                *[
+                    F.col(o).alias(n)
+                    for o, n in zip(("cluster", "topic", "partition", "offset"), LINEAGE_COLUMNS, strict=True)
+                ],
+                "value",
+                F.lit("not a mirrorlake event: bad header or unknown schema fingerprint").alias("reason"),
+            )
+        ]
+        for event_type in registry().event_types():
+            decoded = decode_events(classified, event_type).persist()
+            try:
+                good = decoded.where(F.col("decode_error").isNull()).drop("value", "decode_error")
+                good = good.dropDuplicates(["event_id"])
+                table = _ensure_table(spark, str(paths.silver(event_type)), silver_schema(event_type))
+                (table.alias("t").merge(good.alias("s"), "t.event_id = s.event_id").whenNotMatchedInsertAll().execute())
+                bad.append(
+                    decoded.where(F.col("decode_error").isNotNull()).select(
+                        *LINEAGE_COLUMNS, "value", F.col("decode_error").alias("reason")
+                    )
+                )
+            finally:
+                decoded.unpersist()
+        _quarantine(spark, paths, bad)
+    finally:
+        classified.unpersist()
+    _log.info("silver batch %d merged", batch_id)
+
+
+def _quarantine(spark: SparkSession, paths: LakehousePaths, parts: list[DataFrame]) -> None:
+    rejected = parts[0]
+    for part in parts[1:]:
+        rejected = rejected.unionByName(part)
+    rejected = rejected.withColumn("quarantined_at", F.current_timestamp())
+    table = _ensure_table(spark, str(paths.quarantine), QUARANTINE_SCHEMA)
+    key = " AND ".join(f"t.{c} = s.{c}" for c in LINEAGE_COLUMNS)
+    table.alias("t").merge(rejected.alias("s"), key).whenNotMatchedInsertAll().execute()
+
+
+def update_silver(spark: SparkSession, paths: LakehousePaths) -> None:
+    """Bring every silver table and quarantine up to date with bronze (one availableNow run)."""
+    if not DeltaTable.isDeltaTable(spark, str(paths.bronze)):
+        _log.info("no bronze table yet at %s: nothing to decode", paths.bronze)
+        return
+    query = (
+        spark.readStream.format("delta")
+        .load(str(paths.bronze))
+        .writeStream.foreachBatch(lambda df, batch_id: _merge_batch(spark, paths, df, batch_id))
+        .option("checkpointLocation", str(paths.checkpoint("silver")))
+        .trigger(availableNow=True)
+        .queryName("silver")
+        .start()
+    )
+    query.awaitTermination()
+    if query.exception() is not None:
+        raise RuntimeError(f"silver update failed: {query.exception()}")

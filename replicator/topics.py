@@ -1,0 +1,118 @@
+"""Which source topics a flow mirrors, and making sure their remote topics exist on the target.
+
+``TopicSelector`` is the flow's whole topic decision (filter, internal topics, cycle prevention by
+name); ``TopicManager`` does the admin calls. Both run off the hot path, on a refresh interval.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
+
+from replicator.errors import ReplicationError
+from replicator.filters import TopicFilter
+from replicator.policy import ReplicationPolicy
+
+__all__ = ["TopicSelector", "TopicManager", "RemoteTopic", "STATE_TOPIC_CONFIG"]
+
+_log = logging.getLogger(__name__)
+
+# The state topic is the source of truth every lakehouse table is rebuilt from: keep it forever.
+STATE_TOPIC_CONFIG = {"retention.ms": "-1", "retention.bytes": "-1", "cleanup.policy": "delete"}
+STATE_TOPIC_PARTITIONS = 3
+_ADMIN_TIMEOUT_S = 30.0
+
+
+@dataclass(frozen=True)
+class RemoteTopic:
+    source_topic: str
+    target_topic: str
+    partitions: int
+
+
+class TopicSelector:
+    """Decides which source topics a flow ``source->target`` replicates and their remote names."""
+
+    def __init__(
+        self, policy: ReplicationPolicy, topic_filter: TopicFilter, *, source: str, target: str, state_topic: str
+    ) -> None:
+        self._policy = policy
+        self._filter = topic_filter
+        self._source = source
+        self._target = target
+        self._state_topic = state_topic
+
+    def should_replicate(self, topic: str) -> bool:
+        if topic == self._state_topic or self._policy.is_internal_topic(topic):
+            return False
+        if self._policy.topic_source(topic) == self._target:
+            return False  # it came from the target: replicating it back would close a cycle
+        return self._filter.should_replicate_topic(topic)
+
+    def select(self, source_partitions: Mapping[str, int]) -> dict[str, RemoteTopic]:
+        return {
+            t: RemoteTopic(t, self._policy.format_remote_topic(self._source, t), n)
+            for t, n in sorted(source_partitions.items())
+            if self.should_replicate(t)
+        }
+
+
+class TopicManager:
+    """Admin operations of one flow: read source topics, create/grow remote topics."""
+
+    def __init__(self, source_admin: AdminClient, target_admin: AdminClient) -> None:
+        self._source = source_admin
+        self._target = target_admin
+
+    @staticmethod
+    def partition_counts(admin: AdminClient) -> dict[str, int]:
+        try:
+            md = admin.list_topics(timeout=_ADMIN_TIMEOUT_S)
+        except KafkaException as exc:
+            raise ReplicationError(f"cannot list topics: {exc.args[0].str() if exc.args else exc}") from exc
+        return {name: len(t.partitions) for name, t in md.topics.items() if t.error is None}
+
+    def source_partitions(self) -> dict[str, int]:
+        return self.partition_counts(self._source)
+
+    def ensure_remote_topics(self, wanted: list[RemoteTopic]) -> None:
+        """Create missing remote topics with the source's partition count; grow smaller ones."""
+        existing = self.partition_counts(self._target)
+        create = [
+            NewTopic(r.target_topic, num_partitions=r.partitions, replication_factor=-1)
+            for r in wanted
+            if r.target_topic not in existing
+        ]
+        grow = [
+            NewPartitions(r.target_topic, r.partitions)
+            for r in wanted
+            if r.target_topic in existing and existing[r.target_topic] < r.partitions
+        ]
+        if create:
+            self._wait(self._target.create_topics(create, operation_timeout=_ADMIN_TIMEOUT_S), "create topic")
+        if grow:
+            self._wait(self._target.create_partitions(grow, operation_timeout=_ADMIN_TIMEOUT_S), "add partitions")
+
+    def ensure_state_topic(self, name: str) -> None:
+        if name in self.partition_counts(self._target):
+            return
+        topic = NewTopic(
+            name, num_partitions=STATE_TOPIC_PARTITIONS, replication_factor=-1, config=dict(STATE_TOPIC_CONFIG)
+        )
+        self._wait(self._target.create_topics([topic], operation_timeout=_ADMIN_TIMEOUT_S), "create state topic")
+
+    @staticmethod
+    def _wait(futures: Mapping[str, object], what: str) -> None:
+        for name, future in futures.items():
+            try:
+                future.result(timeout=_ADMIN_TIMEOUT_S)  # type: ignore[attr-defined]
+                _log.info("%s %s: done", what, name)
+            except KafkaException as exc:
+                err = exc.args[0] if exc.args else None
+                if isinstance(err, KafkaError) and err.code() == KafkaError.TOPIC_ALREADY_EXISTS:
+                    continue  # another replicator process won the race
+                raise ReplicationError(f"{what} {name} failed: {err.str() if err else exc}") from exc

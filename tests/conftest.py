@@ -1,0 +1,128 @@
+"""Shared fixtures: three real local Kafka clusters (A, B, C) for the whole session, uuid topic names.
+
+The clusters are started with the same code as ``mirrorlake clusters up`` (``mirrorlake.localkafka``)
+on free port pairs under the session's tmp dir, and stopped by PID at session end, also when tests or
+the start-up fail. ``MIRRORLAKE_TEST_BOOTSTRAP_<ALIAS>`` (e.g. ``MIRRORLAKE_TEST_BOOTSTRAP_A=host:9092``)
+uses an existing cluster for that alias instead; such clusters are only checked, never stopped.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import socket
+import uuid
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mirrorlake.localkafka import down, up
+from replicator.config import FlowConfig, MirrorlakeConfig, parse_config
+from replicator.connectivity import wait_for_cluster
+
+ALIASES = ("A", "B", "C")
+_PORT_RANGE = (20000, 32000)  # below Linux's ephemeral range, so client sockets do not grab them
+
+
+@dataclass(frozen=True)
+class KafkaClusters:
+    """The session's clusters: ``bootstrap(alias)``, and ``config(...)`` to build a config on them."""
+
+    bootstraps: Mapping[str, str]
+    started: frozenset[str]  # aliases whose broker this session started (and will stop)
+    work_dir: Path
+
+    def bootstrap(self, alias: str) -> str:
+        return self.bootstraps[alias]
+
+    def config(self, *, flows: Sequence[FlowConfig | Mapping[str, Any]] = (), **top_level: Any) -> MirrorlakeConfig:
+        """A validated ``MirrorlakeConfig`` with clusters A, B, C and ``flows``; ``top_level`` keys override."""
+        data: dict[str, Any] = {
+            "clusters": {alias: {"bootstrap_servers": b} for alias, b in self.bootstraps.items()},
+            "flows": list(flows),
+            "local_kafka": {"work_dir": str(self.work_dir)},
+            **top_level,
+        }
+        return parse_config(data, source="tests/conftest.py")
+
+
+def _port_pair_free(port: int) -> bool:
+    for candidate in (port, port + 1):
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                sock.bind(("127.0.0.1", candidate))
+            except OSError:
+                return False
+    return True
+
+
+def find_free_port_pair(exclude: set[int] | None = None) -> int:
+    """A port p such that p and p+1 are free on 127.0.0.1 (and neither is in ``exclude``)."""
+    taken = exclude or set()
+    rng = random.Random()
+    for _ in range(200):
+        port = rng.randrange(*_PORT_RANGE)
+        if not {port, port + 1} & taken and _port_pair_free(port):
+            return port
+    raise RuntimeError(f"no free port pair found in {_PORT_RANGE} after 200 tries")
+
+
+@pytest.fixture
+def free_port_pair() -> Callable[[], int]:
+    """Factory of free port pairs (p, p+1) on 127.0.0.1, distinct within one test."""
+    handed_out: set[int] = set()
+
+    def make() -> int:
+        port = find_free_port_pair(handed_out)
+        handed_out.update({port, port + 1})
+        return port
+
+    return make
+
+
+@pytest.fixture(scope="session")
+def kafka_clusters(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaClusters]:
+    work_dir = tmp_path_factory.mktemp("kafka-clusters")
+    existing = {
+        a: os.environ[f"MIRRORLAKE_TEST_BOOTSTRAP_{a}"]
+        for a in ALIASES
+        if f"MIRRORLAKE_TEST_BOOTSTRAP_{a}" in os.environ
+    }
+    ports: set[int] = set()
+    local: dict[str, str] = {}
+    for alias in ALIASES:
+        if alias not in existing:
+            port = find_free_port_pair(ports)
+            ports.update({port, port + 1})
+            local[alias] = f"127.0.0.1:{port}"
+    fleet_config = parse_config(
+        {
+            "clusters": {alias: {"bootstrap_servers": b} for alias, b in local.items()},
+            "local_kafka": {"work_dir": str(work_dir)},
+        },
+        source="kafka_clusters fixture",
+    )
+    try:
+        if local:
+            up(fleet_config)
+        for alias, bootstrap in existing.items():
+            wait_for_cluster(alias, {"bootstrap.servers": bootstrap}, timeout_s=30)
+        bootstraps = {alias: local.get(alias) or existing[alias] for alias in ALIASES}
+        yield KafkaClusters(bootstraps, frozenset(local), work_dir)
+    finally:
+        if local:
+            down(fleet_config)
+
+
+@pytest.fixture
+def unique_topic() -> Callable[..., str]:
+    """Factory of topic names that no other test (or earlier run) uses: ``<prefix>-<uuid hex>``."""
+
+    def make(prefix: str = "test") -> str:
+        return f"{prefix}-{uuid.uuid4().hex}"
+
+    return make
