@@ -110,9 +110,10 @@ class LakehouseSQL:
             return self.paths.gold(name)
         return self.paths.bronze if kind == "bronze" else self.paths.quarantine
 
-    def query(self, sql: str) -> QueryResult:
+    def query(self, sql: str, params: list[object] | None = None) -> QueryResult:
+        """Run one statement; ``params`` fill its ``?`` placeholders."""
         try:
-            rel = self.con.execute(sql)
+            rel = self.con.execute(sql, params) if params else self.con.execute(sql)
             columns = [d[0] for d in rel.description] if rel.description else []
             return QueryResult(columns, rel.fetchall() if columns else [])
         except duckdb.CatalogException as exc:
@@ -120,9 +121,9 @@ class LakehouseSQL:
         except duckdb.Error as exc:
             raise SQLError(str(exc)) from None
 
-    def arrow(self, sql: str):  # -> pyarrow.Table
+    def arrow(self, sql: str, params: list[object] | None = None):  # -> pyarrow.Table
         try:
-            return self.con.execute(sql).fetch_arrow_table()
+            return (self.con.execute(sql, params) if params else self.con.execute(sql)).fetch_arrow_table()
         except duckdb.Error as exc:
             raise SQLError(str(exc)) from None
 

@@ -1,0 +1,218 @@
+"""The ``mirrorlake`` command: parses arguments and calls the packages' libraries, nothing more.
+
+Every ``MirrorlakeError`` becomes one ``error: ...`` line on stderr and its exit code; anything
+else is a bug and keeps its traceback.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+from replicator.config import MirrorlakeConfig, load_config
+from replicator.errors import MirrorlakeError
+
+__all__ = ["main", "cli"]
+
+_log = logging.getLogger("mirrorlake")
+F = TypeVar("F", bound=Callable[..., Any])
+DEFAULT_CONFIG = os.environ.get("MIRRORLAKE_CONFIG", "conf/local.yaml")
+
+
+def _config_option(func: F) -> F:
+    return click.option(
+        "--config",
+        "-c",
+        "config_path",
+        default=DEFAULT_CONFIG,
+        show_default=True,
+        type=click.Path(dir_okay=False, path_type=Path),
+        help="configuration file (YAML)",
+    )(func)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("-v", "--verbose", count=True, help="more logging (-vv for debug)")
+def cli(verbose: int) -> None:
+    """Kafka cross-cluster replication with its state in a Delta lakehouse."""
+    level = logging.WARNING - 10 * verbose if verbose else logging.INFO
+    logging.basicConfig(level=max(level, logging.DEBUG), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if verbose < 2:
+        for noisy in ("py4j", "replicator.librdkafka", "replicator.connectivity.librdkafka"):
+            logging.getLogger(noisy).setLevel(logging.WARNING)
+
+
+# -- clusters ---------------------------------------------------------------------------------
+@cli.group()
+def clusters() -> None:
+    """Local single-node KRaft clusters for every 127.0.0.1 cluster of the config."""
+
+
+@clusters.command("up")
+@_config_option
+def clusters_up(config_path: Path) -> None:
+    """Resolve Kafka's jars, start the brokers, wait until each answers."""
+    from mirrorlake.localkafka import up
+
+    for broker in up(load_config(config_path)):
+        click.echo(f"{broker.alias}: {broker.bootstrap} ready (pid {broker.pid()})")
+
+
+@clusters.command("down")
+@_config_option
+def clusters_down(config_path: Path) -> None:
+    """Stop the local brokers (by PID)."""
+    from mirrorlake.localkafka import down
+
+    down(load_config(config_path))
+    click.echo("local clusters stopped")
+
+
+@clusters.command("status")
+@_config_option
+def clusters_status(config_path: Path) -> None:
+    """Which local brokers run and answer metadata requests; exit 1 if any does not."""
+    from mirrorlake.localkafka import status
+
+    rows = status(load_config(config_path))
+    for s in rows:
+        state = "ready" if s.ready and s.running else "running, not ready" if s.running else "stopped"
+        if s.ready and not s.running:
+            state = "answered by another process"
+        click.echo(f"{s.alias}: {s.bootstrap} {state}" + (f" (pid {s.pid})" if s.pid else ""))
+    if not all(s.running and s.ready for s in rows):
+        sys.exit(1)
+
+
+# -- replication ------------------------------------------------------------------------------
+@cli.command()
+@click.argument("config_path", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--flow", "flows", multiple=True, help="run only this flow (A->B); repeatable")
+@click.option("--clusters", "targets", multiple=True, help="run only the flows that target this cluster")
+@click.option("--until-caught-up", is_flag=True, help="stop once every flow has copied all it can see")
+def replicate(config_path: Path, flows: tuple[str, ...], targets: tuple[str, ...], until_caught_up: bool) -> None:
+    """Run the enabled flows of CONFIG until SIGTERM/SIGINT (then drain and commit)."""
+    from replicator.runtime import Replicator
+
+    replicator = Replicator(load_config(config_path), flows=list(flows) or None, target_clusters=list(targets) or None)
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: replicator.stop())
+    replicator.start(until_caught_up=until_caught_up)
+    while replicator.alive:
+        replicator.wait(timeout=0.5)
+    for name, stats in replicator.wait().items():
+        click.echo(f"{name}: {stats.records} records, {stats.bytes} bytes, {stats.syncs} offset syncs")
+
+
+# -- lakehouse --------------------------------------------------------------------------------
+@cli.group()
+def lakehouse() -> None:
+    """Build and query the Delta lakehouse of replication state."""
+
+
+@lakehouse.command("build")
+@_config_option
+def lakehouse_build(config_path: Path) -> None:
+    """Ingest the state topics (availableNow) and rebuild silver and gold."""
+    from ingest.spark import spark_session
+    from lakehouse.build import build_lakehouse
+
+    config = load_config(config_path)
+    report = build_lakehouse(spark_session(config.spark), config)
+    click.echo(
+        f"bronze rows: {report.bronze_rows}, quarantined: {report.quarantined}, "
+        f"offset syncs: {report.offset_syncs}, mapping segments: {report.mapping_segments}"
+    )
+
+
+@cli.command()
+@click.argument("query")
+@_config_option
+@click.option(
+    "--lakehouse", "lakehouse_path", type=click.Path(path_type=Path), help="lakehouse root (overrides config)"
+)
+@click.option("--format", "fmt", type=click.Choice(["table", "json", "csv"]), default="table", show_default=True)
+def sql(query: str, config_path: Path, lakehouse_path: Path | None, fmt: str) -> None:
+    """Run a DuckDB SQL QUERY over the lakehouse tables (views: offset_mapping, offset_sync, ...)."""
+    from lakehouse.sql import LakehouseSQL, format_result
+
+    root = lakehouse_path or load_config(config_path).lakehouse.path
+    con = LakehouseSQL(root)
+    try:
+        click.echo(format_result(con.query(query), fmt))  # type: ignore[arg-type]
+    finally:
+        con.close()
+
+
+@cli.command()
+@_config_option
+@click.option("--port", default=8501, show_default=True, help="port on 127.0.0.1")
+def dashboard(config_path: Path, port: int) -> None:
+    """Serve the Streamlit dashboard on 127.0.0.1."""
+    from dashboards.serve import serve
+
+    config = load_config(config_path)
+    sys.exit(serve(config_path, config, port=port))
+
+
+@cli.command()
+@_config_option
+@click.option("--records", default=20_000, show_default=True, help="plain records to produce to A.orders")
+def demo(config_path: Path, records: int) -> None:
+    """Local clusters, sample traffic, replication A->B, lakehouse build, and a summary."""
+    from mirrorlake.demo import run_demo
+
+    config = load_config(config_path)
+    s = run_demo(config, records=records)
+    click.echo("")
+    click.echo(f"mirrorlake demo: flow {s.flow}, topic orders -> {s.flow.split('->')[1]}")
+    click.echo(
+        f"  produced      {s.traffic.plain_records} records + {s.traffic.committed_records} in committed and "
+        f"{s.traffic.aborted_records} in aborted transactions"
+    )
+    click.echo(f"  replicated    {s.replicated_records} records this run")
+    click.echo(
+        f"  lakehouse     {s.build.bronze_rows} state events in bronze, {s.build.offset_syncs} offset syncs, "
+        f"{s.build.mapping_segments} mapping segments ({s.build.quarantined} quarantined)"
+    )
+    click.echo("  segments/partition " + ", ".join(f"p{p}: {n}" for p, n in s.segments_per_partition))
+    click.echo(
+        f"  translation   {s.flow} orders[{s.sample_partition}] offset {s.sample_upstream} -> "
+        f"{s.sample_downstream} on the target"
+    )
+    click.echo(f"  lakehouse at  {_config_lakehouse(config)}")
+    click.echo("")
+    click.echo("Next: .venv/bin/mirrorlake dashboard   (http://127.0.0.1:8501)")
+    click.echo('      .venv/bin/mirrorlake sql "SELECT * FROM offset_mapping ORDER BY partition, downstream_start"')
+    click.echo("      .venv/bin/mirrorlake clusters down   (the clusters keep running until then)")
+
+
+def _config_lakehouse(config: MirrorlakeConfig) -> str:
+    return str(config.lakehouse.path.resolve())
+
+
+def main() -> None:
+    try:
+        cli.main(standalone_mode=False)
+    except click.exceptions.Abort:
+        click.echo("aborted", err=True)
+        sys.exit(130)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(exc.exit_code)
+    except MirrorlakeError as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(exc.exit_code)
+    except KeyboardInterrupt:
+        sys.exit(130)
+
+
+if __name__ == "__main__":
+    main()
