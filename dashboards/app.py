@@ -7,6 +7,7 @@ the lakehouse through DuckDB only, never Spark, so it starts in a second.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from datetime import UTC, datetime
 
@@ -20,8 +21,9 @@ from replicator.errors import MirrorlakeError
 
 def _args() -> argparse.Namespace:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--config", default="conf/local.yaml")
-    return parser.parse_args(sys.argv[1:])
+    parser.add_argument("--config", default=os.environ.get("MIRRORLAKE_CONFIG", "conf/local.yaml"))
+    args, _ = parser.parse_known_args(sys.argv[1:])
+    return args
 
 
 def main() -> None:

@@ -123,7 +123,7 @@ class LakehouseSQL:
 
     def arrow(self, sql: str, params: list[object] | None = None):  # -> pyarrow.Table
         try:
-            return (self.con.execute(sql, params) if params else self.con.execute(sql)).fetch_arrow_table()
+            return (self.con.execute(sql, params) if params else self.con.execute(sql)).to_arrow_table()
         except duckdb.Error as exc:
             raise SQLError(str(exc)) from None
 

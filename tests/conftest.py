@@ -118,7 +118,7 @@ def kafka_clusters(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaCl
             down(fleet_config)
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def unique_topic() -> Callable[..., str]:
     """Factory of topic names that no other test (or earlier run) uses: ``<prefix>-<uuid hex>``."""
 
@@ -126,3 +126,14 @@ def unique_topic() -> Callable[..., str]:
         return f"{prefix}-{uuid.uuid4().hex}"
 
     return make
+
+
+@pytest.fixture(scope="session")
+def spark():
+    """One real SparkSession (local[2], Delta, Kafka source) for the whole test session."""
+    from ingest.spark import spark_session
+    from replicator.config import SparkConfig
+
+    session = spark_session(SparkConfig(master="local[2]"), app_name="mirrorlake-tests")
+    yield session
+    session.stop()

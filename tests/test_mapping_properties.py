@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from replicator.mapping import Point, build_segments, points_from_sync, translate
 from replicator.offset_sync import OffsetSyncTracker
+from tests.groundtruth import expected_translation
 
 
 def _points(sp):
@@ -63,20 +64,6 @@ def replication_runs(draw):
             points += pending
             pos = stop
     return records, copies, points
-
-
-def expected_translation(copies: list[tuple[int, int]], c: int) -> int | None:
-    """The brief's definition, by brute force over every copy on the target."""
-    latest: dict[int, int] = {}
-    for u, d in copies:
-        latest[u] = max(d, latest.get(u, -1))
-    if c in latest:
-        return latest[c]
-    before = [u for u in latest if u < c]
-    if before:
-        return latest[max(before)] + 1
-    after = [u for u in latest if u > c]
-    return latest[min(after)] if after else None
 
 
 @settings(max_examples=400, deadline=None)

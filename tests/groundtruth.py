@@ -1,0 +1,77 @@
+"""Ground truth for offset translation, from the records actually on the source and target."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from confluent_kafka import Consumer, TopicPartition
+
+
+@dataclass(frozen=True)
+class Rec:
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
+    headers: tuple
+    timestamp: int
+
+
+def read_partition(bootstrap: str, topic: str, partition: int, *, isolation: str = "read_committed") -> list[Rec]:
+    """Every record of one partition, from its log start to its current end."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "groundtruth",
+            "enable.auto.commit": False,
+            "isolation.level": isolation,
+            "enable.partition.eof": True,
+        }
+    )
+    try:
+        low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)
+        if high <= low:
+            return []
+        consumer.assign([TopicPartition(topic, partition, low)])
+        out: list[Rec] = []
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            msgs = consumer.consume(10000, 1.0)
+            done = False
+            for m in msgs:
+                if m.error():
+                    done = True  # partition EOF
+                    continue
+                out.append(
+                    Rec(m.partition(), m.offset(), m.key(), m.value(), tuple(m.headers() or ()), m.timestamp()[1])
+                )
+            if done:
+                return out
+        raise AssertionError(f"reading {topic}[{partition}] at {bootstrap} did not reach its end")
+    finally:
+        consumer.close()
+
+
+def copies_by_content(source: list[Rec], target: list[Rec]) -> list[tuple[int, int]]:
+    """(upstream, downstream) pairs, matching each target record to the source record it copies.
+
+    Records carry unique keys in these tests; a target record whose key is not on the source is
+    a foreign record and has no pair.
+    """
+    by_key = {r.key: r.offset for r in source}
+    return [(by_key[r.key], r.offset) for r in target if r.key in by_key]
+
+
+def expected_translation(copies: list[tuple[int, int]], c: int) -> int | None:
+    """The brief's definition of the exact translation of committed offset ``c``."""
+    latest: dict[int, int] = {}
+    for u, d in copies:
+        latest[u] = max(d, latest.get(u, -1))
+    if c in latest:
+        return latest[c]
+    before = [u for u in latest if u < c]
+    if before:
+        return latest[max(before)] + 1
+    after = [u for u in latest if u > c]
+    return latest[min(after)] if after else None
