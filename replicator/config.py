@@ -140,6 +140,9 @@ class MirrorlakeConfig(_Model):
     replication_policy: PolicyConfig = PolicyConfig()
     state_topic: str = "mirrorlake.events"
     replicator_id: str | None = Field(default=None, description="defaults to host name and process id")
+    connect_timeout_seconds: float = Field(
+        default=30.0, gt=0, description="how long to retry an unreachable cluster before giving up"
+    )
     lakehouse: LakehouseConfig = LakehouseConfig()
     spark: SparkConfig = SparkConfig()
     local_kafka: LocalKafkaConfig = LocalKafkaConfig()

@@ -130,8 +130,9 @@ class FlowRunner:
     def run(self, stop: threading.Event, *, until_caught_up: bool = False) -> FlowStats:
         """Replicate until ``stop`` is set; with ``until_caught_up``, also stop once lag is zero."""
         source_conf, target_conf = self._client_configs()
-        wait_for_cluster(self.flow.source, source_conf)
-        wait_for_cluster(self.flow.target, target_conf)
+        timeout = self.config.connect_timeout_seconds
+        wait_for_cluster(self.flow.source, source_conf, timeout_s=timeout)
+        wait_for_cluster(self.flow.target, target_conf, timeout_s=timeout)
         self._make_clients()
         self._topics.ensure_state_topic(self.config.state_topic)
         self._emit_lifecycle("started")

@@ -1,0 +1,31 @@
+# The two entry points on a fresh machine: `make demo` and `make test`. Each installs what it
+# needs first (scripts/bootstrap.sh: apt-get only if something is missing, a virtualenv, pip),
+# idempotently and with caches.
+VENV ?= .venv
+BIN := $(VENV)/bin
+export MIRRORLAKE_CACHE ?= $(HOME)/.cache/mirrorlake
+
+.PHONY: setup demo test test-fast lint down clean
+
+setup:
+	@VENV=$(VENV) scripts/bootstrap.sh
+
+demo: setup
+	$(BIN)/mirrorlake demo
+
+test: setup
+	$(BIN)/pytest
+
+test-fast: setup
+	$(BIN)/pytest -m "not kafka and not spark"
+
+lint: setup
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy replicator
+
+down: setup
+	$(BIN)/mirrorlake clusters down
+
+clean:
+	rm -rf .mirrorlake .pytest_cache

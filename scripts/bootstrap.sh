@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Installs what mirrorlake needs on a fresh Debian machine, idempotently:
+# Java 17 and Maven (apt-get, only if missing), a virtualenv with the package and its extras
+# (pip, with pip's cache). Kafka jars (mvn) and Spark packages (ivy) are fetched on first use
+# into ${MIRRORLAKE_CACHE:-~/.cache/mirrorlake}. Re-running it after a pyproject change reinstalls.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+VENV=${VENV:-.venv}
+PYTHON=${PYTHON:-python3}
+
+need_apt=()
+command -v java >/dev/null 2>&1 || need_apt+=(openjdk-17-jre-headless)
+command -v mvn >/dev/null 2>&1 || need_apt+=(maven)
+"$PYTHON" -c "import venv, ensurepip" >/dev/null 2>&1 || need_apt+=(python3-venv)
+if [ ${#need_apt[@]} -gt 0 ]; then
+  echo "bootstrap: installing ${need_apt[*]} with apt-get"
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need_apt[@]}" >/dev/null
+fi
+
+"$PYTHON" - <<'PY'
+import sys
+if sys.version_info < (3, 11):
+    sys.exit(f"bootstrap: mirrorlake needs Python 3.11+, {sys.executable} is {sys.version.split()[0]}")
+PY
+
+stamp="$VENV/.mirrorlake-installed-$(sha256sum pyproject.toml | cut -c1-16)"
+if [ ! -f "$stamp" ]; then
+  [ -x "$VENV/bin/python" ] || "$PYTHON" -m venv "$VENV"
+  "$VENV/bin/pip" install -q --upgrade pip
+  "$VENV/bin/pip" install -q -e ".[lakehouse,dashboard,test,dev]"
+  rm -f "$VENV"/.mirrorlake-installed-*
+  touch "$stamp"
+  echo "bootstrap: virtualenv $VENV ready"
+fi

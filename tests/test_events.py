@@ -1,0 +1,128 @@
+"""Event codec: round trips, clear errors for bad bytes, and the schema evolution rule."""
+
+from __future__ import annotations
+
+import io
+import json
+from importlib import resources
+
+import fastavro
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from replicator.errors import EventDecodeError
+from replicator.events import MAGIC, Lifecycle, OffsetSync, SchemaRegistry, decode, encode, registry
+from replicator.events.codec import load_schema_version
+
+offsets = st.integers(min_value=0, max_value=2**62)
+
+
+@given(
+    u=offsets,
+    d=offsets,
+    p=st.integers(0, 10_000),
+    prev=st.none() | st.tuples(offsets, offsets),
+    topic=st.text(min_size=1, max_size=40),
+)
+def test_offset_sync_round_trips(u, d, p, prev, topic):
+    event = OffsetSync(
+        flow="A->B",
+        replicator_id="r",
+        source_cluster="A",
+        target_cluster="B",
+        source_topic=topic,
+        target_topic="A." + topic,
+        partition=p,
+        upstream_offset=u,
+        downstream_offset=d,
+        upstream_timestamp_ms=123,
+        reason="delta_change",
+        previous_upstream_offset=prev[0] if prev else None,
+        previous_downstream_offset=prev[1] if prev else None,
+    )
+    data = encode(event)
+    assert data[:2] == MAGIC
+    assert decode(data) == event
+
+
+def test_envelope_is_stamped_and_unique():
+    a = Lifecycle(flow="A->B", replicator_id="r", state="started")
+    b = Lifecycle(flow="A->B", replicator_id="r", state="started")
+    assert a.event_id != b.event_id and a.emitted_at_ms > 1_600_000_000_000
+    assert decode(encode(a)) == a
+
+
+@pytest.mark.parametrize(
+    ("data", "needle"),
+    [
+        (b"", "not an Avro single-object"),
+        (b"hello world, not avro", "starts with 6865"),
+        (MAGIC + bytes(8) + b"\x00", "unknown schema fingerprint 0000000000000000"),
+    ],
+)
+def test_bad_bytes_name_the_problem(data, needle):
+    with pytest.raises(EventDecodeError, match=needle):
+        decode(data)
+
+
+def test_truncated_and_padded_bodies_are_rejected():
+    data = encode(Lifecycle(flow="A->B", replicator_id="r", state="stopped", reason="done"))
+    with pytest.raises(EventDecodeError, match="body does not decode"):
+        decode(data[:-3])
+    with pytest.raises(EventDecodeError, match="trailing bytes"):
+        decode(data + b"\x00")
+
+
+def test_released_schemas_are_never_edited():
+    """A shipped ``<type>.v<N>.avsc`` keeps its fingerprint forever; a change is a new version."""
+    root = resources.files("replicator.events") / "schemas"
+    lock = json.loads((root / "fingerprints.lock.json").read_text())
+    shipped = {
+        f"{v.event_type}.v{v.version}": v.fingerprint.hex()
+        for t in registry().event_types()
+        for v in registry().versions(t)
+    }
+    for name, fp in lock.items():
+        assert shipped.get(name) == fp, f"{name}.avsc was edited after release (or removed)"
+    assert set(shipped) == set(lock), "a new schema version must be added to fingerprints.lock.json"
+
+
+def _compatible(old, new) -> bool:
+    """Can a reader with ``new`` read data written with ``old``? (fastavro's schema resolution)"""
+    record = {}
+    for f in old.schema["fields"]:
+        t = f["type"]
+        record[f["name"]] = None if isinstance(t, list) else {"string": "s", "int": 1, "long": 2}.get(t, "s")
+    buf = io.BytesIO()
+    fastavro.schemaless_writer(buf, old.parsed, record)
+    buf.seek(0)
+    try:
+        fastavro.schemaless_reader(buf, old.parsed, new.parsed)
+    except fastavro.read.SchemaResolutionError:
+        return False
+    return True
+
+
+def test_newest_schema_of_each_type_reads_every_older_version():
+    reg = registry()
+    for event_type in reg.event_types():
+        versions = reg.versions(event_type)
+        assert [v.version for v in versions] == list(range(1, len(versions) + 1)), event_type
+        for old in versions:
+            assert _compatible(old, versions[-1]), f"{event_type} v{old.version} unreadable by the newest"
+
+
+def test_the_compatibility_check_catches_a_breaking_change():
+    old = registry().latest("lifecycle")
+    doc = json.loads(json.dumps(old.schema))
+    doc["fields"].append({"name": "required_without_default", "type": "string"})
+    broken = load_schema_version(f"lifecycle.v{old.version + 1}.avsc", json.dumps(doc))
+    assert not _compatible(old, broken)
+    doc["fields"][-1] = {"name": "optional", "type": ["null", "string"], "default": None}
+    fine = load_schema_version(f"lifecycle.v{old.version + 1}.avsc", json.dumps(doc))
+    assert _compatible(old, fine)
+    # and an event written with the old version decodes under the new one, defaults filled in
+    reg = SchemaRegistry([old, fine])
+    event = Lifecycle(flow="A->B", replicator_id="r", state="started")
+    assert decode(encode(event), reg) == event
