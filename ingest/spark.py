@@ -2,13 +2,15 @@
 
 JVM packages come from Maven Central through Spark's ivy (``spark.jars.packages``) into a cache
 (``$MIRRORLAKE_CACHE/ivy``, default ``~/.cache/mirrorlake/ivy``), matched to the installed pyspark
-and delta-spark. Avro decoding is done by fastavro in Arrow batches (``ingest.decode``), which
+and delta-spark. The resolved jar list is recorded there, so later sessions pass the jars directly
+(``spark.jars``) and skip ivy: quieter and faster. Avro decoding is done by fastavro in Arrow batches (``ingest.decode``), which
 also resolves each writer schema to the newest reader schema by fingerprint; spark-avro is not
 needed (and its jar for this Spark version is not on the reachable Maven Central).
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import sys
@@ -68,9 +70,11 @@ def spark_session(config: SparkConfig | None = None, *, app_name: str = "mirrorl
     # the worker executable from the environment only.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     builder = SparkSession.builder.master(config.master).appName(app_name)
+    manifest = _manifest_path()
+    jars = _resolved_jars(manifest)
     settings = {
         **LOCAL_TUNING,
-        "spark.jars.packages": ",".join(spark_packages()),
+        **({"spark.jars": ",".join(jars)} if jars else {"spark.jars.packages": ",".join(spark_packages())}),
         "spark.jars.ivy": str(cache_root() / "ivy"),
         "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
         "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
@@ -87,7 +91,33 @@ def spark_session(config: SparkConfig | None = None, *, app_name: str = "mirrorl
             f"{cache_root() / 'ivy'} on first use: check that Maven Central is reachable."
         ) from exc
     spark.sparkContext.setLogLevel("WARN")
+    if not jars:
+        _record_resolved_jars(manifest, spark.sparkContext.getConf().get("spark.jars", ""))
     return spark
+
+
+def _manifest_path() -> Path:
+    key = hashlib.sha256(",".join(spark_packages()).encode()).hexdigest()[:16]
+    return cache_root() / "ivy" / f"resolved-{key}.txt"
+
+
+def _resolved_jars(manifest: Path) -> list[str]:
+    """The jar files ivy resolved for these packages before, if all still exist (no ivy run then)."""
+    if not manifest.is_file():
+        return []
+    jars = [line for line in manifest.read_text().splitlines() if line]
+    if not jars or not all(Path(j).is_file() for j in jars):
+        return []
+    return jars
+
+
+def _record_resolved_jars(manifest: Path, spark_jars: str) -> None:
+    jars = [j.removeprefix("file://") for j in spark_jars.split(",") if j]
+    if jars and all(Path(j).is_file() for j in jars):
+        manifest.parent.mkdir(parents=True, exist_ok=True)
+        tmp = manifest.with_suffix(".tmp")
+        tmp.write_text("\n".join(jars) + "\n")
+        tmp.replace(manifest)
 
 
 def _on_path(program: str) -> bool:
