@@ -3,9 +3,11 @@
 JVM packages come from Maven Central through Spark's ivy (``spark.jars.packages``) into a cache
 (``$MIRRORLAKE_CACHE/ivy``, default ``~/.cache/mirrorlake/ivy``), matched to the installed pyspark
 and delta-spark. The resolved jar list is recorded there, so later sessions pass the jars directly
-(``spark.jars``) and skip ivy: quieter and faster. Avro decoding is done by fastavro in Arrow batches (``ingest.decode``), which
-also resolves each writer schema to the newest reader schema by fingerprint; spark-avro is not
-needed (and its jar for this Spark version is not on the reachable Maven Central).
+(``spark.jars``) and skip ivy: quieter and faster.
+
+Avro decoding is done by fastavro in Arrow batches (``ingest.decode``), which also resolves each
+writer schema to the newest reader schema by fingerprint; spark-avro is not needed (and its jar
+for this Spark version is not on the reachable Maven Central).
 """
 
 from __future__ import annotations

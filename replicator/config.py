@@ -140,6 +140,11 @@ class MirrorlakeConfig(_Model):
     replication_policy: PolicyConfig = PolicyConfig()
     state_topic: str = "mirrorlake.events"
     replicator_id: str | None = Field(default=None, description="defaults to host name and process id")
+    provenance_header: bool | None = Field(
+        default=None,
+        description="stamp copies with the clusters they came from; default: only under a policy "
+        "that cannot detect cycles by name (identity)",
+    )
     connect_timeout_seconds: float = Field(
         default=30.0, gt=0, description="how long to retry an unreachable cluster before giving up"
     )

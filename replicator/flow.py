@@ -29,8 +29,10 @@ from replicator.events import Lifecycle, OffsetSync
 from replicator.filters import RegexTopicFilter
 from replicator.offset_sync import OffsetSyncTracker, SyncPoint
 from replicator.policy import ReplicationPolicy, policy_from_config
+from replicator.provenance import Provenance
 from replicator.state_log import StateLog, event_key
 from replicator.topics import RemoteTopic, TopicManager, TopicSelector
+from replicator.topology import provenance_enabled
 
 __all__ = ["FlowRunner", "FlowStats", "consumer_group_id"]
 
@@ -50,6 +52,7 @@ class FlowStats:
     records: int = 0
     bytes: int = 0
     syncs: int = 0
+    skipped_cycle: int = 0
     started_at: float = field(default_factory=time.monotonic)
 
 
@@ -77,6 +80,7 @@ class FlowRunner:
             state_topic=config.state_topic,
         )
         self._tracker = OffsetSyncTracker(flow.offset_lag_max)
+        self._provenance = Provenance(flow.source, flow.target, enabled=provenance_enabled(config, self.policy))
         self._remote: dict[str, RemoteTopic] = {}
         self._covered: dict[tuple[str, int], int] = {}  # (topic, partition) -> last upstream a durable sync covers
         self._copied: dict[tuple[str, int], int] = {}  # (topic, partition) -> last upstream the target acknowledged
@@ -180,6 +184,10 @@ class FlowRunner:
         if remote is None:  # assigned before our refresh saw the topic
             self._refresh_topics()
             remote = self._remote[topic]
+        copy, headers = self._provenance.stamp(msg.headers())
+        if not copy:
+            self.stats.skipped_cycle += 1  # it came from the target: copying it back would loop
+            return
         ts_type, ts = msg.timestamp()
         value, key = msg.value(), msg.key()
         self.stats.bytes += (len(value) if value else 0) + (len(key) if key else 0)
@@ -198,7 +206,7 @@ class FlowRunner:
             remote.target_topic,
             value=value,
             key=key,
-            headers=msg.headers(),
+            headers=headers,
             partition=partition,
             timestamp=ts if ts_type != 0 else 0,
             on_delivery=delivered,

@@ -121,9 +121,7 @@ def policy_from_config(config: PolicyConfig) -> ReplicationPolicy:
         return IdentityReplicationPolicy()
     module_name, _, class_name = name.partition(":")
     if not class_name:
-        raise ConfigError(
-            f"replication_policy.class: {name!r} is neither 'default', 'identity' nor 'module:ClassName'"
-        )
+        raise ConfigError(f"replication_policy.class: {name!r} is neither 'default', 'identity' nor 'module:ClassName'")
     try:
         cls = getattr(importlib.import_module(module_name), class_name)
     except (ImportError, AttributeError) as exc:

@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from replicator.config import FlowConfig, MirrorlakeConfig
 from replicator.errors import ConfigError, MirrorlakeError, ReplicationError
 from replicator.flow import FlowRunner, FlowStats
+from replicator.policy import policy_from_config
+from replicator.topology import check_loop_free
 
 __all__ = ["Replicator", "default_replicator_id"]
 
@@ -51,6 +53,8 @@ class Replicator:
         if not selected:
             raise ConfigError("no enabled flow to run (check 'flows' in the config and --flow/--clusters)")
         self.flows = selected
+        self.policy = policy_from_config(config.replication_policy)
+        check_loop_free(config, self.policy)
         self._stop = threading.Event()
         self._running: list[_Running] = []
 
@@ -58,7 +62,7 @@ class Replicator:
         if self._running:
             raise ReplicationError("replicator already started")
         for flow in self.flows:
-            runner = FlowRunner(self.config, flow, replicator_id=self.replicator_id)
+            runner = FlowRunner(self.config, flow, replicator_id=self.replicator_id, policy=self.policy)
             running = _Running(runner, threading.Thread())
             running.thread = threading.Thread(
                 target=self._run_one, args=(running, until_caught_up), name=f"flow-{flow.name}", daemon=True

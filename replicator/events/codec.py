@@ -130,9 +130,7 @@ def decode_record(data: bytes, reg: SchemaRegistry | None = None) -> tuple[Schem
     reader = reg.latest(writer.event_type)
     body = io.BytesIO(data[_HEADER_LEN:])
     try:
-        record = fastavro.schemaless_reader(
-            body, writer.parsed, reader.parsed if reader is not writer else None
-        )
+        record = fastavro.schemaless_reader(body, writer.parsed, reader.parsed if reader is not writer else None)
     except _CORRUPT_BODY as exc:
         raise EventDecodeError(
             f"{writer.event_type} v{writer.version}: body does not decode: {type(exc).__name__}: {exc}"
