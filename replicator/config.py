@@ -222,8 +222,16 @@ def parse_config(data: Any, *, source: str = "<config>") -> MirrorlakeConfig:
 
 
 def load_config(path: str | Path) -> MirrorlakeConfig:
-    """Read and validate a YAML config file; relative paths inside stay relative to the CWD."""
+    """Read and validate a YAML config file; relative paths inside stay relative to the CWD.
+
+    A ``*.properties`` path is MirrorMaker 2's ``connect-mirror-maker.properties``, translated by
+    ``replicator.mm2_properties``.
+    """
     path = Path(path)
+    if path.name.endswith(".properties"):
+        from replicator.mm2_properties import load_mm2_properties  # imports this module
+
+        return load_mm2_properties(path)
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:

@@ -327,9 +327,14 @@ class FlowRunner:
         if len(assignment) < expected:
             return False
         positions = self._consumer.position(assignment)
+        unread = [tp for tp in positions if tp.offset == OFFSET_INVALID]
+        committed = {(tp.topic, tp.partition): tp.offset for tp in self._consumer.committed(unread, timeout=10)}
         for tp in positions:
             low, high = self._consumer.get_watermark_offsets(tp, timeout=10, cached=False)
-            pos = tp.offset if tp.offset != OFFSET_INVALID else low
+            pos = tp.offset
+            if pos == OFFSET_INVALID:  # nothing fetched yet: we resume from the committed offset
+                pos = committed.get((tp.topic, tp.partition), OFFSET_INVALID)
+                pos = low if pos < 0 else pos
             if pos < high:
                 return False
             key = (tp.topic, tp.partition)
