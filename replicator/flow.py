@@ -108,6 +108,7 @@ class FlowRunner:
                 "partition.assignment.strategy": "cooperative-sticky",
                 "isolation.level": "read_committed",
                 "enable.partition.eof": False,
+                "topic.metadata.refresh.interval.ms": 5000,  # see partition increases within seconds
                 "fetch.max.bytes": 52428800,
                 "queued.max.messages.kbytes": 65536,
                 "client.id": f"{self.replicator_id}-{self.flow.name}-consumer",
@@ -181,9 +182,10 @@ class FlowRunner:
             return
         topic, partition, upstream = msg.topic(), msg.partition(), msg.offset()
         remote = self._remote.get(topic)
-        if remote is None:  # assigned before our refresh saw the topic
+        if remote is None or partition >= remote.partitions:  # newer than our last topic refresh
             self._refresh_topics()
             remote = self._remote[topic]
+            self._producer.list_topics(remote.target_topic, timeout=10)  # the producer sees new partitions
         copy, headers = self._provenance.stamp(msg.headers())
         if not copy:
             self.stats.skipped_cycle += 1  # it came from the target: copying it back would loop
@@ -215,12 +217,19 @@ class FlowRunner:
         self.stats.records += 1
 
     def _produce(self, topic: str, **kwargs: object) -> None:
+        refreshed = False
         while True:
             try:
                 self._producer.produce(topic, **kwargs)  # type: ignore[arg-type]
                 return
             except BufferError:
                 self._producer.poll(0.05)  # the local queue is full: let deliveries drain it
+            except KafkaException as exc:
+                err = exc.args[0] if exc.args else None
+                if refreshed or not (isinstance(err, KafkaError) and err.code() == KafkaError._UNKNOWN_PARTITION):
+                    raise ReplicationError(f"flow {self.flow.name}: cannot write to {topic}: {exc}") from exc
+                self._producer.list_topics(topic, timeout=10)  # a partition created since our last metadata
+                refreshed = True
 
     # -- offset syncs and commits ------------------------------------------------------------
     def _flush_syncs(self) -> None:

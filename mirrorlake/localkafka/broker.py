@@ -67,6 +67,10 @@ num.network.threads=2
 num.io.threads=4
 # The replicator creates its topics explicitly; a typo must not create one.
 auto.create.topics.enable=false
+# ACLs can be created and described (topic ACL sync); PLAINTEXT clients are ANONYMOUS, a super user.
+authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer
+super.users=User:ANONYMOUS
+allow.everyone.if.no.acl.found=true
 """
 
 _LOG4J2_PROPERTIES = """\

@@ -1,0 +1,195 @@
+"""The benchmark's records, and the raw copy limits of a pair of brokers.
+
+Records: ``count`` records of ``value_size`` random bytes (incompressible, so lz4 costs CPU
+without shrinking anything: a worst case for every contender alike), key ``k<index>`` (12 bytes),
+one header, an explicit CreateTime. Values come from a pool that repeats every 1024 records, far
+outside lz4's 64 KiB window, so memory stays small without making the data compressible.
+
+Raw limits use the same Python client the replicator uses, with its per-record call pattern but
+nothing else: consume-only counts messages from ``consume(10000)`` batches; produce-only calls
+``produce()`` once per record with key, value, headers, partition and timestamp and flushes.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from bench.measure import CpuClock, Span
+
+__all__ = [
+    "REPLICATOR_PRODUCER",
+    "RecordSpec",
+    "create_topic",
+    "prefill",
+    "raw_consume",
+    "raw_produce",
+]
+
+_log = logging.getLogger(__name__)
+
+# The target producer settings of replicator/flow.py (FlowRunner._make_clients); keep in step.
+REPLICATOR_PRODUCER: dict[str, str | int | bool] = {
+    "enable.idempotence": True,
+    "acks": "all",
+    "compression.type": "lz4",
+    "linger.ms": 5,
+    "batch.num.messages": 10000,
+    "queue.buffering.max.messages": 500000,
+}
+_PREFILL_PRODUCER: dict[str, str | int | bool] = {
+    "acks": "all",
+    "compression.type": "lz4",
+    "linger.ms": 20,
+    "batch.num.messages": 10000,
+    "queue.buffering.max.messages": 1000000,
+}
+_HEADERS = [("bench", b"replicate_vs_mm2")]
+_POOL = 1024
+_KEY_BYTES = 12
+
+
+@dataclass(frozen=True)
+class RecordSpec:
+    """``count`` records of ``value_size`` bytes spread over ``partitions`` partitions."""
+
+    count: int
+    value_size: int
+    partitions: int
+
+    @property
+    def record_bytes(self) -> int:
+        """Payload bytes of one record (key + value): what MB/s and GB count."""
+        return self.value_size + _KEY_BYTES
+
+    @property
+    def total_bytes(self) -> int:
+        return self.count * self.record_bytes
+
+    @property
+    def label(self) -> str:
+        return "1 KiB" if self.value_size == 1024 else f"{self.value_size} B"
+
+    def records(self) -> Iterator[tuple[bytes, bytes, int]]:
+        """(key, value, timestamp ms) for every record; timestamps start now, 1 ms per 1000 records."""
+        pool = [os.urandom(self.value_size) for _ in range(_POOL)]
+        base_ms = int(time.time() * 1000)
+        for i in range(self.count):
+            yield b"k%011d" % i, pool[i % _POOL], base_ms + i // 1000
+
+
+def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    futures = admin.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=1)])
+    try:
+        futures[topic].result(timeout=30)
+    except KafkaException as exc:
+        if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+            raise
+
+
+def _produce(producer: Producer, topic: str, **kwargs: object) -> None:
+    while True:
+        try:
+            producer.produce(topic, **kwargs)  # type: ignore[arg-type]
+            return
+        except BufferError:
+            producer.poll(0.05)
+
+
+def _flush(producer: Producer, what: str) -> None:
+    remaining = producer.flush(300)
+    if remaining:
+        raise RuntimeError(f"{what}: {remaining} records still undelivered after 300 s")
+
+
+def prefill(bootstrap: str, topic: str, spec: RecordSpec) -> None:
+    """Create ``topic`` and write the spec's records, keyed (the default partitioner places them)."""
+    create_topic(bootstrap, topic, spec.partitions)
+    producer = Producer({"bootstrap.servers": bootstrap, **_PREFILL_PRODUCER})
+    failures: list[KafkaError] = []
+
+    def delivered(err: KafkaError | None, _msg: object) -> None:
+        if err is not None:
+            failures.append(err)
+
+    started = time.monotonic()
+    for key, value, ts in spec.records():
+        _produce(producer, topic, key=key, value=value, headers=_HEADERS, timestamp=ts, on_delivery=delivered)
+    _flush(producer, f"prefill {topic}")
+    if failures:
+        raise RuntimeError(f"prefill {topic}: {len(failures)} records failed, first: {failures[0].str()}")
+    _log.info("prefilled %s: %d x %s in %.1f s", topic, spec.count, spec.label, time.monotonic() - started)
+
+
+def raw_consume(bootstrap: str, topic: str, spec: RecordSpec, cpu: CpuClock) -> Span:
+    """Read ``topic`` from the beginning to ``spec.count`` records with the replicator's fetch settings."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"bench-raw-consume-{topic}",
+            "enable.auto.commit": False,
+            "isolation.level": "read_committed",
+            "fetch.max.bytes": 52428800,
+            "queued.max.messages.kbytes": 65536,
+        }
+    )
+    try:
+        span = Span.start(cpu)
+        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(spec.partitions)])
+        seen = 0
+        while seen < spec.count:
+            for msg in consumer.consume(10000, timeout=1.0):
+                if msg.error() is not None:
+                    raise KafkaException(msg.error())
+                if not seen:
+                    span.mark_first()
+                seen += 1
+        span.finish(seen)
+        return span
+    finally:
+        consumer.close()
+
+
+def raw_produce(
+    bootstrap: str, topic: str, spec: RecordSpec, cpu: CpuClock, *, per_record_callback: bool = False
+) -> Span:
+    """Produce the spec's records to a new ``topic`` with the replicator's producer settings.
+
+    With ``per_record_callback`` every record gets its own ``on_delivery`` closure, as the
+    replicator's copy loop does: the difference between the two runs is that overhead.
+    """
+    create_topic(bootstrap, topic, spec.partitions)
+    producer = Producer({"bootstrap.servers": bootstrap, **REPLICATOR_PRODUCER})
+    delivered_count = [0]
+    records = list(spec.records()) if spec.count <= 200_000 else None  # small runs: no generator in the timing
+    span = Span.start(cpu)
+    span.mark_first()
+    partitions = spec.partitions
+    for i, (key, value, ts) in enumerate(records if records is not None else spec.records()):
+        kwargs: dict[str, object] = {
+            "key": key, "value": value, "headers": _HEADERS, "partition": i % partitions, "timestamp": ts,
+        }  # fmt: skip
+        if per_record_callback:
+            kwargs["on_delivery"] = _counting_callback(delivered_count, i)
+        _produce(producer, topic, **kwargs)
+    _flush(producer, f"raw produce {topic}")
+    span.finish(spec.count)
+    if per_record_callback and delivered_count[0] != spec.count:
+        raise RuntimeError(f"raw produce {topic}: {delivered_count[0]} of {spec.count} delivered")
+    return span
+
+
+def _counting_callback(counter: list[int], _index: int) -> Callable[[KafkaError | None, object], None]:
+    def delivered(err: KafkaError | None, _msg: object) -> None:
+        if err is not None:
+            raise KafkaException(err)
+        counter[0] += 1
+
+    return delivered
