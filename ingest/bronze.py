@@ -58,6 +58,7 @@ def _raw_stream(spark: SparkSession, config: MirrorlakeConfig, alias: str) -> Da
         reader = reader.option(key, value)
     raw = (
         reader.option("subscribe", config.state_topic)
+        .option("kafka.isolation.level", "read_committed")  # exactly-once flows write events in transactions
         .option("startingOffsets", "earliest")
         .option("maxOffsetsPerTrigger", 2_000_000)
         .load()

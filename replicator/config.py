@@ -91,6 +91,12 @@ class FlowConfig(_Model):
     sync_interval_seconds: float = Field(
         default=1.0, gt=0, description="how often the last copied offset is published (flush sync)"
     )
+    exactly_once: bool = Field(
+        default=False, description="transactional writes; source positions kept in the target transactionally"
+    )
+    transaction_interval_seconds: float = Field(
+        default=1.0, gt=0, description="exactly-once: how long a transaction collects records before it commits"
+    )
 
     @field_validator("topics", "topics_exclude")
     @classmethod

@@ -1,0 +1,180 @@
+"""Apache Kafka's MirrorMaker 2 in dedicated mode, as one JVM the benchmark starts and stops by PID.
+
+The JVM runs ``org.apache.kafka.connect.mirror.MirrorMaker <mm2.properties>`` from the Kafka lib
+dir that ``mirrorlake.localkafka.resolve_kafka_jars`` fills (connect-mirror and its dependencies,
+the brokers' own version). One flow ``S->T`` with the given topics; checkpoints, heartbeats, ACL
+and group-offset sync off; offset syncs on (mirrorlake publishes its own, so both do that work).
+
+Producer settings: by default MM2's producer is given the replicator's batching (``lz4``,
+``linger.ms=5``, ``batch.size`` 1 MB as librdkafka's default) so the comparison is of the copy
+engines, not of defaults; ``tuned_producer=False`` keeps Connect's defaults (no compression,
+``linger.ms=0``, 16 KiB batches).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import signal
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from bench.measure import CpuClock, process_cpu
+
+__all__ = ["MirrorMaker2", "Mm2Settings"]
+
+_log = logging.getLogger(__name__)
+
+_MAIN_CLASS = "org.apache.kafka.connect.mirror.MirrorMaker"
+_TOPIC_NAME = re.compile(r"^[A-Za-z0-9_\-]+$")  # no regex or .properties escaping needed
+_STOP_TIMEOUT_S = 30.0
+_LOG4J2 = """\
+status = error
+name = bench-mm2
+appender.file.type = File
+appender.file.name = FILE
+appender.file.fileName = {log}
+appender.file.layout.type = PatternLayout
+appender.file.layout.pattern = [%d] %p %m (%c)%n
+rootLogger.level = INFO
+rootLogger.appenderRef.file.ref = FILE
+"""
+_PROPERTIES = """\
+# Written by bench/replicate_vs_mm2.py
+clusters = S, T
+S.bootstrap.servers = {source}
+T.bootstrap.servers = {target}
+S->T.enabled = true
+T->S.enabled = false
+S->T.topics = {topics}
+tasks.max = {tasks_max}
+replication.factor = 1
+checkpoints.topic.replication.factor = 1
+heartbeats.topic.replication.factor = 1
+offset-syncs.topic.replication.factor = 1
+offset.storage.replication.factor = 1
+status.storage.replication.factor = 1
+config.storage.replication.factor = 1
+emit.checkpoints.enabled = false
+emit.heartbeats.enabled = false
+sync.topic.acls.enabled = false
+sync.group.offsets.enabled = false
+refresh.topics.interval.seconds = 1
+"""
+_TUNED_PRODUCER = """\
+T.producer.compression.type = lz4
+T.producer.linger.ms = 5
+T.producer.batch.size = 1000000
+"""
+
+
+@dataclass(frozen=True)
+class Mm2Settings:
+    tasks_max: int = 1
+    tuned_producer: bool = True
+    heap: str = "1g"
+
+
+class MirrorMaker2:
+    """One MM2 process copying ``topics`` (exact names) from ``source`` to ``target``.
+
+    Target topics are named ``S.<topic>`` (MM2's DefaultReplicationPolicy). ``stop`` always
+    ends the JVM (SIGTERM, SIGKILL after 30 s) and is safe to call twice.
+    """
+
+    def __init__(
+        self,
+        *,
+        java: str,
+        lib_dir: Path,
+        work_dir: Path,
+        source: str,
+        target: str,
+        topics: list[str],
+        settings: Mm2Settings,
+    ) -> None:
+        bad = [t for t in topics if not _TOPIC_NAME.match(t)]
+        if bad:
+            raise ValueError(f"MM2 topic names must be plain ([A-Za-z0-9_-]), got {bad}")
+        self._java = java
+        self._lib_dir = lib_dir
+        self._dir = work_dir
+        self._source, self._target = source, target
+        self._topics = topics
+        self._settings = settings
+        self._process: subprocess.Popen[bytes] | None = None
+
+    @staticmethod
+    def remote_topic(topic: str) -> str:
+        return f"S.{topic}"
+
+    @property
+    def log_file(self) -> Path:
+        return self._dir / "mm2.log"
+
+    @property
+    def pid(self) -> int:
+        assert self._process is not None, "MM2 not started"
+        return self._process.pid
+
+    def cpu_clock(self) -> CpuClock:
+        return process_cpu(self.pid)
+
+    def alive(self) -> bool:
+        return self._process is not None and self._process.poll() is None
+
+    def start(self) -> None:
+        self._dir.mkdir(parents=True, exist_ok=True)
+        properties = self._dir / "mm2.properties"
+        text = _PROPERTIES.format(
+            source=self._source,
+            target=self._target,
+            topics=", ".join(self._topics),
+            tasks_max=self._settings.tasks_max,
+        )
+        properties.write_text(text + (_TUNED_PRODUCER if self._settings.tuned_producer else ""), encoding="utf-8")
+        log4j = self._dir / "log4j2.properties"
+        log4j.write_text(_LOG4J2.format(log=self.log_file), encoding="utf-8")
+        command = [
+            self._java,
+            "-Xms256m",
+            f"-Xmx{self._settings.heap}",
+            "-XX:+UseG1GC",
+            f"-Dlog4j2.configurationFile={log4j}",
+            "-cp",
+            f"{self._lib_dir}/*",
+            _MAIN_CLASS,
+            str(properties),
+        ]
+        with (self._dir / "stdout.log").open("ab") as stdout:
+            self._process = subprocess.Popen(
+                command,
+                cwd=self._dir,
+                stdin=subprocess.DEVNULL,
+                stdout=stdout,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        _log.info("MM2 started (pid %d, tasks.max=%d) for %s", self.pid, self._settings.tasks_max, self._topics)
+
+    def stop(self) -> None:
+        process = self._process
+        if process is None or process.poll() is not None:
+            return
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(_STOP_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            _log.warning("MM2 pid %d ignored SIGTERM for %g s; killing", process.pid, _STOP_TIMEOUT_S)
+            process.kill()
+            process.wait(10)
+        _log.info("MM2 pid %d stopped (exit code %s)", process.pid, process.returncode)
+
+    def log_tail(self, lines: int = 30) -> str:
+        parts = []
+        for path in (self._dir / "stdout.log", self.log_file):
+            if path.exists():
+                tail = path.read_text(encoding="utf-8", errors="replace").splitlines()[-lines:]
+                parts.append(f"--- last lines of {path}:\n" + "\n".join(tail))
+        return "\n".join(parts)

@@ -1,0 +1,346 @@
+"""Benchmark: mirrorlake vs MirrorMaker 2 vs the raw copy limit, side by side on the same brokers.
+
+Starts two local KRaft clusters S and T (``mirrorlake.localkafka``), and for 100 B and 1 KiB
+records measures: consume-only and produce-only rates of the brokers (the raw limit), mirrorlake
+(``Replicator.run_until_caught_up`` on a fresh topic), and Apache Kafka's MirrorMaker 2 (dedicated
+mode, same Kafka version, ``tasks.max=1`` and ``tasks.max=<partitions>``). Each run copies a
+freshly filled topic from scratch. End-to-end latency is measured on a separate, lightly loaded
+topic while the replicator under test runs. The clusters and every MM2 JVM are stopped at the end,
+also on failure. See bench/README.md for what each number means.
+
+    .venv/bin/python -m bench.replicate_vs_mm2 --records 20000
+
+The last line is ``throughput_ratio_vs_mm2=<mirrorlake / MM2 (tasks.max=1) records/s, 1 KiB>``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import logging
+import os
+import platform
+import random
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+if __package__ in (None, ""):  # run as a file: make ``bench`` importable
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import confluent_kafka
+
+from bench.measure import ArrivalWatcher, Latency, Span, end_offset_total, measure_latency, self_cpu
+from bench.mm2 import MirrorMaker2, Mm2Settings
+from bench.report import Row, format_table, ratio_lines
+from bench.workload import RecordSpec, create_topic, prefill, raw_consume, raw_produce
+from mirrorlake.localkafka import default_cache_root, down, require_java, resolve_kafka_jars, up
+from replicator.config import MirrorlakeConfig, parse_config
+from replicator.policy import policy_from_config
+from replicator.runtime import Replicator
+
+_log = logging.getLogger("bench.replicate_vs_mm2")
+
+_SIZES = (100, 1024)
+_PORT_RANGE = (20000, 32000)  # below Linux's ephemeral range
+
+
+@dataclass(frozen=True)
+class Bench:
+    """Everything the runs share: clusters, jars, options, and a run id for fresh topic names."""
+
+    args: argparse.Namespace
+    work_dir: Path
+    clusters: MirrorlakeConfig
+    source: str
+    target: str
+    lib_dir: Path
+    run_id: str
+
+    def topic(self, *parts: object) -> str:
+        return "-".join(["bench", self.run_id, *map(str, parts)])
+
+    def flow_config(self, topics: list[str]) -> MirrorlakeConfig:
+        data = self.clusters.model_dump(mode="json", by_alias=True, exclude_defaults=True)
+        data["flows"] = [{"source": "S", "target": "T", "topics": topics}]
+        return parse_config(data, source="bench/replicate_vs_mm2.py")
+
+    def latency(self, source_topic: str, target_topic: str, value_size: int) -> Latency:
+        return measure_latency(
+            self.source,
+            self.target,
+            source_topic,
+            target_topic,
+            partitions=self.args.partitions,
+            value_size=value_size,
+            count=self.args.latency_records,
+            rate=self.args.latency_rate,
+        )
+
+
+# -- runs -------------------------------------------------------------------------------------
+
+
+def run_raw(bench: Bench, spec: RecordSpec, source_topic: str) -> list[Row]:
+    """Consume-only from ``source_topic`` on S; produce-only (without and with callbacks) to T."""
+    size = spec.value_size
+    rows = [
+        Row(
+            "raw consume-only (S)",
+            "raw-consume",
+            spec.label,
+            spec.record_bytes,
+            raw_consume(bench.source, source_topic, spec, self_cpu),
+        )
+    ]
+    span = raw_produce(bench.target, bench.topic("raw", size), spec, self_cpu)
+    rows.append(Row("raw produce-only (T)", "raw-produce", spec.label, spec.record_bytes, span))
+    span = raw_produce(bench.target, bench.topic("rawcb", size), spec, self_cpu, per_record_callback=True)
+    rows.append(Row("raw produce-only + per-rec callback", "raw-produce-cb", spec.label, spec.record_bytes, span))
+    for row in rows:
+        _log.info("%s %s: %.0f records/s", row.name, row.size_label, row.records_per_s)
+    return rows
+
+
+def run_mirrorlake(bench: Bench, spec: RecordSpec, topic: str) -> Row:
+    """``run_until_caught_up`` on a flow selecting exactly ``topic``; then latency on its own topic."""
+    config = bench.flow_config([topic])
+    remote = policy_from_config(config.replication_policy).format_remote_topic("S", topic)
+    span = Span.start(self_cpu)
+    watcher = ArrivalWatcher(bench.target, remote, spec.partitions, spec.count, span).start()
+    try:
+        stats = Replicator(config, flows=["S->T"]).run_until_caught_up()
+        span.end()
+        if not watcher.wait(30):
+            raise RuntimeError(f"mirrorlake caught up but only {watcher.landed} of {spec.count} records on {remote}")
+    finally:
+        watcher.stop()
+    flow_stats = stats["S->T"]
+    _log.info(
+        "mirrorlake %s: %d records, %d syncs, %.1f s",
+        spec.label,
+        flow_stats.records,
+        flow_stats.syncs,
+        span.wall_seconds,
+    )
+    _check_count(bench, remote, spec)
+
+    lat_topic = bench.topic("lat", "ml", spec.value_size)
+    create_topic(bench.source, lat_topic, spec.partitions)
+    lat_config = bench.flow_config([lat_topic])
+    replicator = Replicator(lat_config, flows=["S->T"])
+    replicator.start()
+    try:
+        latency = bench.latency(lat_topic, f"S.{lat_topic}", spec.value_size)
+    finally:
+        replicator.stop()
+        replicator.wait(60)
+    return Row("mirrorlake", "mirrorlake", spec.label, spec.record_bytes, span, latency)
+
+
+def run_mm2(bench: Bench, spec: RecordSpec, topic: str, settings: Mm2Settings) -> Row:
+    """One MM2 JVM copying ``topic`` (and a latency topic); timed until all records are on T."""
+    lat_topic = bench.topic("lat", f"mm2t{settings.tasks_max}", spec.value_size)
+    create_topic(bench.source, lat_topic, spec.partitions)
+    mm2 = MirrorMaker2(
+        java=require_java(),
+        lib_dir=bench.lib_dir,
+        work_dir=bench.work_dir / f"mm2-{spec.value_size}-t{settings.tasks_max}",
+        source=bench.source,
+        target=bench.target,
+        topics=[topic, lat_topic],
+        settings=settings,
+    )
+    remote = mm2.remote_topic(topic)
+    watcher: ArrivalWatcher | None = None
+    try:
+        mm2.start()
+        span = Span.start(mm2.cpu_clock())
+        watcher = ArrivalWatcher(bench.target, remote, spec.partitions, spec.count, span).start()
+        if not watcher.wait(bench.args.timeout, alive=mm2.alive):
+            state = "exited" if not mm2.alive() else f"timed out after {bench.args.timeout:g} s"
+            raise RuntimeError(
+                f"MM2 {state} with {watcher.landed} of {spec.count} records on {remote}\n{mm2.log_tail()}"
+            )
+        _log.info(
+            "MM2 tasks.max=%d %s: all records landed %.1f s after launch",
+            settings.tasks_max,
+            spec.label,
+            span.wall_seconds,
+        )
+        latency = bench.latency(lat_topic, mm2.remote_topic(lat_topic), spec.value_size)
+    finally:
+        if watcher is not None:
+            watcher.stop()
+        mm2.stop()
+    _check_count(bench, remote, spec)
+    name = f"MM2 tasks.max={settings.tasks_max}" + ("" if settings.tuned_producer else " (Connect defaults)")
+    return Row(name, f"mm2-t{settings.tasks_max}", spec.label, spec.record_bytes, span, latency)
+
+
+def _check_count(bench: Bench, remote: str, spec: RecordSpec) -> None:
+    landed = end_offset_total(bench.target, remote, spec.partitions)
+    if landed != spec.count:
+        _log.warning("%s has %d records for %d source records (duplicates from a replay?)", remote, landed, spec.count)
+
+
+def run_size(bench: Bench, value_size: int) -> list[Row]:
+    args = bench.args
+    spec = RecordSpec(args.records, value_size, args.partitions)
+    ml_topic = bench.topic("ml", value_size)
+    prefill(bench.source, ml_topic, spec)
+    rows = run_raw(bench, spec, ml_topic)
+    rows.append(run_mirrorlake(bench, spec, ml_topic))
+    for tasks in args.mm2_tasks:
+        topic = bench.topic(f"mm2t{tasks}", value_size)
+        prefill(bench.source, topic, spec)
+        rows.append(run_mm2(bench, spec, topic, Mm2Settings(tasks_max=tasks, tuned_producer=not args.mm2_defaults)))
+    return rows
+
+
+# -- set-up -----------------------------------------------------------------------------------
+
+
+def _free_port_pair(taken: set[int]) -> int:
+    """A port p with p and p+1 free on 127.0.0.1 (a local broker's client and controller ports)."""
+    rng = random.Random()
+    for _ in range(200):
+        port = rng.randrange(*_PORT_RANGE)
+        if {port, port + 1} & taken:
+            continue
+        try:
+            for candidate in (port, port + 1):
+                with socket.socket() as sock:
+                    sock.bind(("127.0.0.1", candidate))
+        except OSError:
+            continue
+        return port
+    raise RuntimeError(f"no free port pair in {_PORT_RANGE}")
+
+
+def cluster_config(work_dir: Path) -> MirrorlakeConfig:
+    source_port = _free_port_pair(set())
+    target_port = _free_port_pair({source_port, source_port + 1})
+    return parse_config(
+        {
+            "clusters": {
+                "S": {"bootstrap_servers": f"127.0.0.1:{source_port}"},
+                "T": {"bootstrap_servers": f"127.0.0.1:{target_port}"},
+            },
+            "local_kafka": {"work_dir": str(work_dir / "clusters")},
+        },
+        source="bench/replicate_vs_mm2.py",
+    )
+
+
+def environment(config: MirrorlakeConfig) -> list[str]:
+    repo = Path(__file__).resolve().parent.parent
+    git = subprocess.run(["git", "-C", str(repo), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    dirty = subprocess.run(
+        ["git", "-C", str(repo), "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True
+    ).stdout.strip()
+    return [
+        f"date: {datetime.datetime.now(datetime.UTC).isoformat(timespec='seconds')}",
+        f"mirrorlake: git {git.stdout.strip() or '?'}{' (uncommitted changes)' if dirty else ''}",
+        f"kafka: {config.local_kafka.version} (brokers -Xmx{config.local_kafka.heap}); "
+        f"confluent-kafka {confluent_kafka.version()[0]}, librdkafka {confluent_kafka.libversion()[0]}; "
+        f"python {platform.python_version()}; {_cpu_count()} CPUs",
+    ]
+
+
+def _cpu_count() -> int:
+    return len(os.sched_getaffinity(0))
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
+    parser.add_argument("--records", type=int, default=1_000_000, help="records per run (default 1,000,000)")
+    parser.add_argument("--partitions", type=int, default=6, help="partitions per topic (default 6)")
+    parser.add_argument("--sizes", type=int, nargs="+", default=list(_SIZES), help="value sizes in bytes")
+    parser.add_argument(
+        "--mm2-tasks",
+        type=int,
+        nargs="+",
+        default=None,
+        help="MM2 tasks.max values to run (default: 1 and the partition count)",
+    )
+    parser.add_argument(
+        "--mm2-defaults",
+        action="store_true",
+        help="run MM2 with Connect's producer defaults instead of the replicator's batching",
+    )
+    parser.add_argument("--latency-records", type=int, default=2000, help="records per latency probe")
+    parser.add_argument("--latency-rate", type=float, default=500.0, help="records/s of the latency probe")
+    parser.add_argument("--timeout", type=float, default=900.0, help="give up on an MM2 run after this many s")
+    parser.add_argument("--work-dir", type=Path, help="cluster data and logs (default: a new temp dir)")
+    parser.add_argument("--keep-work-dir", action="store_true", help="keep data and logs (deleted by default)")
+    parser.add_argument("-v", "--verbose", action="store_true")
+    args = parser.parse_args(argv)
+    if args.mm2_tasks is None:
+        args.mm2_tasks = sorted({1, args.partitions})
+    if args.records < 1 or args.partitions < 1:
+        parser.error("--records and --partitions must be positive")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    logging.getLogger("replicator.librdkafka").setLevel(logging.WARNING)
+    work_dir = args.work_dir or Path(tempfile.mkdtemp(prefix="bench-replicate-vs-mm2-"))
+    work_dir.mkdir(parents=True, exist_ok=True)
+    clusters = cluster_config(work_dir)
+    lib_dir = resolve_kafka_jars(clusters.local_kafka.version, default_cache_root())
+    rows: list[Row] = []
+    try:
+        up(clusters)
+        bench = Bench(
+            args=args,
+            work_dir=work_dir,
+            clusters=clusters,
+            source=clusters.cluster("S").bootstrap_servers,
+            target=clusters.cluster("T").bootstrap_servers,
+            lib_dir=lib_dir,
+            run_id=uuid.uuid4().hex[:6],
+        )
+        for size in args.sizes:
+            rows.extend(run_size(bench, size))
+    finally:
+        down(clusters)
+        if args.keep_work_dir:
+            _log.info("data and logs kept in %s", work_dir)
+        else:
+            shutil.rmtree(work_dir, ignore_errors=True)
+    print_report(clusters, args, rows)
+    return 0
+
+
+def print_report(clusters: MirrorlakeConfig, args: argparse.Namespace, rows: list[Row]) -> None:
+    print()
+    print("\n".join(environment(clusters)))
+    print(
+        f"records per run: {args.records:_}, partitions: {args.partitions}, "
+        f"latency probe: {args.latency_records} records at {args.latency_rate:g}/s"
+    )
+    print()
+    print(format_table(rows))
+    print()
+    against = {"raw-produce": "raw-produce", "raw-consume": "raw-consume"}
+    against.update({f"mm2-t{t}": f"MM2(tasks.max={t})" for t in args.mm2_tasks})
+    print("\n".join(ratio_lines(rows, ours="mirrorlake", against=against)))
+    mine = next((r for r in rows if r.kind == "mirrorlake" and r.size_label == "1 KiB"), None)
+    theirs = next((r for r in rows if r.kind == "mm2-t1" and r.size_label == "1 KiB"), None)
+    if mine and theirs:
+        print(f"throughput_ratio_vs_mm2={mine.records_per_s / theirs.records_per_s:.2f}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

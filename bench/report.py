@@ -1,0 +1,99 @@
+"""The benchmark's result rows and the printed table.
+
+Units: MB = 1e6 bytes and GB = 1e9 bytes of payload (key + value; headers and protocol overhead
+not counted). Rates are the copy rate (first record landed -> all landed); "wall s" is from launch
+(process or client start) to done. CPU is user + system seconds of the process doing the copy:
+"CPU s" over the copy phase (what CPU s/GB is computed from), "CPU tot" from launch to done.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from bench.measure import Latency, Span
+
+__all__ = ["Row", "format_table", "ratio_lines"]
+
+_COLUMNS = (
+    ("run", "<", 34),
+    ("size", "<", 6),
+    ("records", ">", 9),
+    ("rec/s", ">", 9),
+    ("MB/s", ">", 7),
+    ("wall s", ">", 7),
+    ("p50 ms", ">", 7),
+    ("p99 ms", ">", 7),
+    ("CPU s", ">", 7),
+    ("CPU tot", ">", 7),
+    ("CPU s/GB", ">", 8),
+)
+
+
+@dataclass
+class Row:
+    """One measured run: ``kind`` groups rows for the ratios (raw-produce, mirrorlake, mm2, ...)."""
+
+    name: str
+    kind: str
+    size_label: str
+    record_bytes: int
+    span: Span
+    latency: Latency | None = None
+
+    @property
+    def records_per_s(self) -> float:
+        return self.span.records / self.span.copy_seconds
+
+    @property
+    def mb_per_s(self) -> float:
+        return self.records_per_s * self.record_bytes / 1e6
+
+    @property
+    def cpu_per_gb(self) -> float:
+        gigabytes = self.span.records * self.record_bytes / 1e9
+        return self.span.copy_cpu / gigabytes if gigabytes else float("nan")
+
+    def cells(self) -> list[str]:
+        p50 = self.latency.percentile(50) if self.latency else None
+        p99 = self.latency.percentile(99) if self.latency else None
+        return [
+            self.name,
+            self.size_label,
+            f"{self.span.records:,}".replace(",", "_"),
+            f"{self.records_per_s:,.0f}",
+            f"{self.mb_per_s:.1f}",
+            f"{self.span.wall_seconds:.1f}",
+            "-" if p50 is None else f"{p50:.1f}",
+            "-" if p99 is None else f"{p99:.1f}",
+            f"{self.span.copy_cpu:.1f}",
+            f"{self.span.total_cpu:.1f}",
+            f"{self.cpu_per_gb:.1f}",
+        ]
+
+
+def format_table(rows: Iterable[Row]) -> str:
+    def line(cells: list[str]) -> str:
+        return "  ".join(f"{c:{align}{width}}" for c, (_, align, width) in zip(cells, _COLUMNS, strict=True))
+
+    header = line([name for name, _, _ in _COLUMNS])
+    return "\n".join([header, "-" * len(header), *(line(r.cells()) for r in rows)])
+
+
+def _find(rows: list[Row], kind: str, size_label: str) -> Row | None:
+    return next((r for r in rows if r.kind == kind and r.size_label == size_label), None)
+
+
+def ratio_lines(rows: list[Row], *, ours: str, against: dict[str, str]) -> list[str]:
+    """``ours/other`` records/s ratios per size, for each ``kind -> description`` in ``against``."""
+    out = []
+    sizes = list(dict.fromkeys(r.size_label for r in rows))
+    for kind, description in against.items():
+        for size in sizes:
+            mine, other = _find(rows, ours, size), _find(rows, kind, size)
+            if mine and other:
+                out.append(
+                    f"{ours}/{description} {size}: {mine.records_per_s / other.records_per_s:.2f} (records/s), "
+                    f"CPU s/GB {mine.cpu_per_gb / other.cpu_per_gb:.2f}"
+                )
+    return out

@@ -1,0 +1,77 @@
+"""librdkafka settings of a flow's clients, in one place.
+
+The source consumer and the target producer are tuned for throughput (large fetches, lz4, a short
+linger) and for the flow's delivery mode; librdkafka's own log lines go to the
+``replicator.librdkafka`` logger instead of stderr.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from replicator.config import FlowConfig
+
+__all__ = ["consumer_config", "producer_config", "offsets_reader_config", "consumer_group_id", "transactional_id"]
+
+RDKAFKA_LOG = logging.getLogger("replicator.librdkafka")
+
+
+def consumer_group_id(flow: FlowConfig) -> str:
+    """The group that shares the flow's source partitions among replicator processes."""
+    return f"mirrorlake.{flow.name}"
+
+
+def transactional_id(flow: FlowConfig, instance: str) -> str:
+    """Stable across restarts, so a restarted process fences its killed predecessor at once."""
+    return f"mirrorlake.{flow.name}.{instance}"
+
+
+def consumer_config(flow: FlowConfig, source: dict[str, str], client_id: str) -> dict[str, Any]:
+    return {
+        **source,
+        "group.id": consumer_group_id(flow),
+        # at-least-once: only what a durable offset sync covers is stored, then auto-committed;
+        # exactly-once: positions are committed in the target's transaction, never here.
+        "enable.auto.commit": not flow.exactly_once,
+        "enable.auto.offset.store": False,
+        "auto.commit.interval.ms": 1000,
+        "auto.offset.reset": "earliest",
+        "partition.assignment.strategy": "cooperative-sticky",
+        "isolation.level": "read_committed",
+        "enable.partition.eof": False,
+        "topic.metadata.refresh.interval.ms": 5000,  # see partition increases within seconds
+        "fetch.max.bytes": 52428800,
+        "queued.max.messages.kbytes": 65536,
+        "client.id": client_id,
+        "logger": RDKAFKA_LOG,
+    }
+
+
+def producer_config(flow: FlowConfig, target: dict[str, str], client_id: str, instance: str) -> dict[str, Any]:
+    conf: dict[str, Any] = {
+        **target,
+        "enable.idempotence": True,
+        "acks": "all",
+        "compression.type": "lz4",
+        "linger.ms": 5,
+        "batch.num.messages": 10000,
+        "queue.buffering.max.messages": 500000,
+        "client.id": client_id,
+        "logger": RDKAFKA_LOG,
+    }
+    if flow.exactly_once:
+        conf["transactional.id"] = transactional_id(flow, instance)
+        conf["transaction.timeout.ms"] = 60000
+    return conf
+
+
+def offsets_reader_config(flow: FlowConfig, target: dict[str, str], client_id: str) -> dict[str, Any]:
+    """A consumer on the target that never subscribes: it reads and owns the group's offsets there."""
+    return {
+        **target,
+        "group.id": consumer_group_id(flow),
+        "enable.auto.commit": False,
+        "client.id": client_id,
+        "logger": RDKAFKA_LOG,
+    }
