@@ -56,57 +56,90 @@ def process_cpu(pid: int) -> CpuClock:
     return read
 
 
+@dataclass(frozen=True)
+class _Mark:
+    t: float
+    cpu: float
+    count: int
+
+
 @dataclass
 class Span:
-    """Wall and CPU marks of one run: launch, first record landed, all landed, run returned."""
+    """Wall and CPU marks of one run, each with the records landed by then.
+
+    ``start`` (launch), ``zero`` (the last look that saw nothing landed yet), ``first`` (the first
+    look that saw records), ``done`` (all landed), ``end`` (the run returned, e.g.
+    ``run_until_caught_up``: everything committed). The copy window is ``first -> done`` counting
+    only records landed inside it; if half or more had already landed at ``first`` (tiny runs
+    that finish within one look), it is ``zero -> done`` with all records, a lower bound.
+    """
 
     cpu: CpuClock
-    t0: float
-    cpu0: float
-    t_first: float | None = None
-    cpu_first: float | None = None
-    t_done: float | None = None
-    cpu_done: float | None = None
-    t_end: float | None = None
-    cpu_end: float | None = None
-    records: int = 0
+    start: _Mark
+    zero: _Mark | None = None
+    first: _Mark | None = None
+    done: _Mark | None = None
+    end: _Mark | None = None
 
     @classmethod
-    def start(cls, cpu: CpuClock) -> Span:
-        return cls(cpu, time.monotonic(), cpu())
+    def begin(cls, cpu: CpuClock) -> Span:
+        return cls(cpu, _Mark(time.monotonic(), cpu(), 0))
 
-    def mark_first(self) -> None:
-        self.t_first, self.cpu_first = time.monotonic(), self.cpu()
+    def _mark(self, count: int) -> _Mark:
+        return _Mark(time.monotonic(), self.cpu(), count)
+
+    def mark_zero(self) -> None:
+        self.zero = self._mark(0)
+
+    def mark_first(self, count: int = 0) -> None:
+        self.first = self._mark(count)
 
     def finish(self, records: int) -> None:
-        """All records landed; also ends the run unless ``end`` comes later."""
-        self.t_done, self.cpu_done, self.records = time.monotonic(), self.cpu(), records
+        """All ``records`` landed."""
+        self.done = self._mark(records)
 
-    def end(self) -> None:
-        """The run returned (e.g. ``run_until_caught_up``: everything committed)."""
-        self.t_end, self.cpu_end = time.monotonic(), self.cpu()
+    def mark_end(self) -> None:
+        """The run returned after everything landed."""
+        assert self.done is not None
+        self.end = self._mark(self.done.count)
+
+    @property
+    def records(self) -> int:
+        return self.done.count if self.done else 0
+
+    def _window(self) -> tuple[_Mark, _Mark, int]:
+        done = self.done
+        assert done is not None, "span not finished"
+        first = self.first
+        if first is not None and first.count <= done.count // 2 and done.t > first.t:
+            return first, done, done.count - first.count
+        return self.zero or self.start, done, done.count
+
+    @property
+    def copy_records(self) -> int:
+        return self._window()[2]
 
     @property
     def copy_seconds(self) -> float:
-        assert self.t_first is not None and self.t_done is not None
-        return max(self.t_done - self.t_first, 1e-6)
-
-    @property
-    def wall_seconds(self) -> float:
-        end = self.t_end if self.t_end is not None else self.t_done
-        assert end is not None
-        return end - self.t0
+        begin, done, _ = self._window()
+        return max(done.t - begin.t, 1e-6)
 
     @property
     def copy_cpu(self) -> float:
-        assert self.cpu_first is not None and self.cpu_done is not None
-        return self.cpu_done - self.cpu_first
+        begin, done, _ = self._window()
+        return done.cpu - begin.cpu
+
+    @property
+    def wall_seconds(self) -> float:
+        last = self.end or self.done
+        assert last is not None
+        return last.t - self.start.t
 
     @property
     def total_cpu(self) -> float:
-        end = self.cpu_end if self.cpu_end is not None else self.cpu_done
-        assert end is not None
-        return end - self.cpu0
+        last = self.end or self.done
+        assert last is not None
+        return last.cpu - self.start.cpu
 
 
 class ArrivalWatcher:
@@ -140,12 +173,15 @@ class ArrivalWatcher:
     def stop(self) -> None:
         self._stop.set()
         self._thread.join(10)
+        del self._admin  # the thread holds this object: without this, the client lives until a gc
 
     def _run(self) -> None:
         while not self._stop.is_set():
             self.landed = _end_offsets(self._admin, self._tps)
-            if self.landed and self._span.t_first is None:
-                self._span.mark_first()
+            if not self.landed:
+                self._span.mark_zero()
+            elif self._span.first is None:
+                self._span.mark_first(self.landed)
             if self.landed >= self._expected:
                 self._span.finish(self.landed)
                 self._done.set()
@@ -173,6 +209,17 @@ class Latency:
 
     samples_ms: list[float] = field(default_factory=list)
     sent: int = 0
+
+    def summary(self) -> str:
+        """Percentiles, and the median of each tenth of the probe in arrival order (drifts show)."""
+        if not self.samples_ms:
+            return "no samples"
+        tenth = max(1, len(self.samples_ms) // 10)
+        medians = [statistics.median(self.samples_ms[i : i + tenth]) for i in range(0, len(self.samples_ms), tenth)]
+        return (
+            f"p50 {self.percentile(50):.1f} ms, p99 {self.percentile(99):.1f} ms, max {max(self.samples_ms):.1f} ms; "
+            f"median per tenth: {' '.join(f'{m:.0f}' for m in medians)}"
+        )
 
     def percentile(self, q: int) -> float | None:
         if len(self.samples_ms) < 2:
@@ -211,17 +258,17 @@ def measure_latency(
     )
 
     def read() -> None:
-        while not stop.is_set():
-            for msg in consumer.consume(1000, timeout=0.05):
-                now_ms = time.time() * 1000
-                if msg.error() is not None:
-                    _log.debug("latency consumer: %s", msg.error())
-                    continue
-                arrived_any.set()
-                if (msg.key() or b"").startswith(b"m"):
-                    result.samples_ms.append(now_ms - msg.timestamp()[1])
-            if len(result.samples_ms) >= count:
-                return
+        while not stop.is_set() and len(result.samples_ms) < count:
+            msg = consumer.poll(0.05)  # returns as soon as a record is there (consume(n) waits for n)
+            now_ms = time.time() * 1000
+            if msg is None:
+                continue
+            if msg.error() is not None:
+                _log.debug("latency consumer: %s", msg.error())
+                continue
+            arrived_any.set()
+            if (msg.key() or b"").startswith(b"m"):
+                result.samples_ms.append(now_ms - msg.timestamp()[1])
 
     _wait_topic(target_bootstrap, target_topic, timeout_s)
     consumer.assign([TopicPartition(target_topic, p, OFFSET_BEGINNING) for p in range(partitions)])
@@ -255,6 +302,7 @@ def measure_latency(
         consumer.close()
     if len(result.samples_ms) < count:
         _log.warning("latency: only %d of %d records arrived on %s", len(result.samples_ms), count, target_topic)
+    _log.info("latency %s: %s", target_topic, result.summary())
     return result
 
 

@@ -14,6 +14,7 @@ engines, not of defaults; ``tuned_producer=False`` keeps Connect's defaults (no 
 from __future__ import annotations
 
 import logging
+import os
 import re
 import signal
 import subprocess
@@ -61,6 +62,12 @@ emit.heartbeats.enabled = false
 sync.topic.acls.enabled = false
 sync.group.offsets.enabled = false
 refresh.topics.interval.seconds = 1
+# Internal topics of this run only: a later run must not start the tasks an earlier one left in
+# mm2-configs (MM2 re-creates them from the stored configs before it reconfigures).
+group.id = {run}
+config.storage.topic = {run}-configs
+offset.storage.topic = {run}-offsets
+status.storage.topic = {run}-status
 """
 _TUNED_PRODUCER = """\
 T.producer.compression.type = lz4
@@ -132,6 +139,7 @@ class MirrorMaker2:
             target=self._target,
             topics=", ".join(self._topics),
             tasks_max=self._settings.tasks_max,
+            run=f"mm2-{self._dir.name}-{os.getpid()}",
         )
         properties.write_text(text + (_TUNED_PRODUCER if self._settings.tuned_producer else ""), encoding="utf-8")
         log4j = self._dir / "log4j2.properties"

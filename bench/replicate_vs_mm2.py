@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import gc
 import logging
 import os
 import platform
@@ -111,11 +112,11 @@ def run_mirrorlake(bench: Bench, spec: RecordSpec, topic: str) -> Row:
     """``run_until_caught_up`` on a flow selecting exactly ``topic``; then latency on its own topic."""
     config = bench.flow_config([topic])
     remote = policy_from_config(config.replication_policy).format_remote_topic("S", topic)
-    span = Span.start(self_cpu)
+    span = Span.begin(self_cpu)
     watcher = ArrivalWatcher(bench.target, remote, spec.partitions, spec.count, span).start()
     try:
         stats = Replicator(config, flows=["S->T"]).run_until_caught_up()
-        span.end()
+        span.mark_end()
         if not watcher.wait(30):
             raise RuntimeError(f"mirrorlake caught up but only {watcher.landed} of {spec.count} records on {remote}")
     finally:
@@ -160,7 +161,7 @@ def run_mm2(bench: Bench, spec: RecordSpec, topic: str, settings: Mm2Settings) -
     watcher: ArrivalWatcher | None = None
     try:
         mm2.start()
-        span = Span.start(mm2.cpu_clock())
+        span = Span.begin(mm2.cpu_clock())
         watcher = ArrivalWatcher(bench.target, remote, spec.partitions, spec.count, span).start()
         if not watcher.wait(bench.args.timeout, alive=mm2.alive):
             state = "exited" if not mm2.alive() else f"timed out after {bench.args.timeout:g} s"
@@ -194,11 +195,14 @@ def run_size(bench: Bench, value_size: int) -> list[Row]:
     spec = RecordSpec(args.records, value_size, args.partitions)
     ml_topic = bench.topic("ml", value_size)
     prefill(bench.source, ml_topic, spec)
+    gc.collect()  # clients and closures of earlier runs go now, not during a measurement
     rows = run_raw(bench, spec, ml_topic)
+    gc.collect()
     rows.append(run_mirrorlake(bench, spec, ml_topic))
     for tasks in args.mm2_tasks:
         topic = bench.topic(f"mm2t{tasks}", value_size)
         prefill(bench.source, topic, spec)
+        gc.collect()
         rows.append(run_mm2(bench, spec, topic, Mm2Settings(tasks_max=tasks, tuned_producer=not args.mm2_defaults)))
     return rows
 
@@ -253,6 +257,10 @@ def environment(config: MirrorlakeConfig) -> list[str]:
     ]
 
 
+def _load() -> str:
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
 def _cpu_count() -> int:
     return len(os.sched_getaffinity(0))
 
@@ -269,6 +277,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         default=None,
         help="MM2 tasks.max values to run (default: 1 and the partition count)",
     )
+    parser.add_argument("--no-mm2", action="store_true", help="skip MirrorMaker 2 (mirrorlake and raw limits only)")
     parser.add_argument(
         "--mm2-defaults",
         action="store_true",
@@ -281,7 +290,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--keep-work-dir", action="store_true", help="keep data and logs (deleted by default)")
     parser.add_argument("-v", "--verbose", action="store_true")
     args = parser.parse_args(argv)
-    if args.mm2_tasks is None:
+    if args.no_mm2:
+        args.mm2_tasks = []
+    elif args.mm2_tasks is None:
         args.mm2_tasks = sorted({1, args.partitions})
     if args.records < 1 or args.partitions < 1:
         parser.error("--records and --partitions must be positive")
@@ -300,6 +311,7 @@ def main(argv: list[str] | None = None) -> int:
     clusters = cluster_config(work_dir)
     lib_dir = resolve_kafka_jars(clusters.local_kafka.version, default_cache_root())
     rows: list[Row] = []
+    load_before = _load()
     try:
         up(clusters)
         bench = Bench(
@@ -319,13 +331,14 @@ def main(argv: list[str] | None = None) -> int:
             _log.info("data and logs kept in %s", work_dir)
         else:
             shutil.rmtree(work_dir, ignore_errors=True)
-    print_report(clusters, args, rows)
+    print_report(clusters, args, rows, load=f"load average (1/5/15 min) at start {load_before}, at end {_load()}")
     return 0
 
 
-def print_report(clusters: MirrorlakeConfig, args: argparse.Namespace, rows: list[Row]) -> None:
+def print_report(clusters: MirrorlakeConfig, args: argparse.Namespace, rows: list[Row], *, load: str) -> None:
     print()
     print("\n".join(environment(clusters)))
+    print(load)
     print(
         f"records per run: {args.records:_}, partitions: {args.partitions}, "
         f"latency probe: {args.latency_records} records at {args.latency_rate:g}/s"

@@ -43,7 +43,7 @@ class Row:
 
     @property
     def records_per_s(self) -> float:
-        return self.span.records / self.span.copy_seconds
+        return self.span.copy_records / self.span.copy_seconds
 
     @property
     def mb_per_s(self) -> float:
@@ -51,7 +51,7 @@ class Row:
 
     @property
     def cpu_per_gb(self) -> float:
-        gigabytes = self.span.records * self.record_bytes / 1e9
+        gigabytes = self.span.copy_records * self.record_bytes / 1e9
         return self.span.copy_cpu / gigabytes if gigabytes else float("nan")
 
     def cells(self) -> list[str]:

@@ -22,9 +22,10 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaExcepti
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from bench.measure import CpuClock, Span, end_offset_total
+from replicator.clients import consumer_config, producer_config
+from replicator.config import FlowConfig
 
 __all__ = [
-    "REPLICATOR_PRODUCER",
     "RecordSpec",
     "create_topic",
     "prefill",
@@ -34,15 +35,8 @@ __all__ = [
 
 _log = logging.getLogger(__name__)
 
-# The target producer settings of replicator/flow.py (FlowRunner._make_clients); keep in step.
-REPLICATOR_PRODUCER: dict[str, str | int | bool] = {
-    "enable.idempotence": True,
-    "acks": "all",
-    "compression.type": "lz4",
-    "linger.ms": 5,
-    "batch.num.messages": 10000,
-    "queue.buffering.max.messages": 500000,
-}
+# The replicator's own client settings (replicator.clients), for an at-least-once flow S->T.
+_FLOW = FlowConfig(source="S", target="T")
 _PREFILL_PRODUCER: dict[str, str | int | bool] = {
     "acks": "all",
     "compression.type": "lz4",
@@ -129,28 +123,24 @@ def prefill(bootstrap: str, topic: str, spec: RecordSpec) -> None:
 
 
 def raw_consume(bootstrap: str, topic: str, spec: RecordSpec, cpu: CpuClock) -> Span:
-    """Read ``topic`` from the beginning to ``spec.count`` records with the replicator's fetch settings."""
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": f"bench-raw-consume-{topic}",
-            "enable.auto.commit": False,
-            "isolation.level": "read_committed",
-            "fetch.max.bytes": 52428800,
-            "queued.max.messages.kbytes": 65536,
-        }
-    )
+    """Read ``topic`` from the beginning to ``spec.count`` records with the replicator's consumer settings.
+
+    Partitions are assigned, not subscribed: no group join in the timing.
+    """
+    conf = consumer_config(_FLOW, {"bootstrap.servers": bootstrap}, "bench-raw-consume")
+    consumer = Consumer({**conf, "group.id": f"bench-raw-consume-{topic}", "enable.auto.commit": False})
     try:
-        span = Span.start(cpu)
+        span = Span.begin(cpu)
         consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(spec.partitions)])
         seen = 0
         while seen < spec.count:
-            for msg in consumer.consume(10000, timeout=1.0):
+            batch = consumer.consume(10000, timeout=1.0)
+            for msg in batch:
                 if msg.error() is not None:
                     raise KafkaException(msg.error())
-                if not seen:
-                    span.mark_first()
-                seen += 1
+            seen += len(batch)
+            if span.first is None and batch:
+                span.mark_first(seen)  # the window starts after the first batch, which it does not count
         span.finish(seen)
         return span
     finally:
@@ -166,11 +156,12 @@ def raw_produce(
     replicator's copy loop does: the difference between the two runs is that overhead.
     """
     create_topic(bootstrap, topic, spec.partitions)
-    producer = Producer({"bootstrap.servers": bootstrap, **REPLICATOR_PRODUCER})
+    producer = Producer(producer_config(_FLOW, {"bootstrap.servers": bootstrap}, "bench-raw-produce", "bench"))
     records = list(spec.records())  # generated before the clock starts (values are shared, ~150 MB per 1e6)
     partitions = spec.partitions
     counter = _DeliveryCounter()
-    span = Span.start(cpu)
+    _warm_up(producer, bootstrap, f"{topic}-warmup")
+    span = Span.begin(cpu)
     span.mark_first()
     for i, (key, value, ts) in enumerate(records):
         if per_record_callback:
@@ -194,6 +185,13 @@ def raw_produce(
     if written != spec.count:
         raise RuntimeError(f"raw produce {topic}: {written} of {spec.count} records on the broker")
     return span
+
+
+def _warm_up(producer: Producer, bootstrap: str, topic: str) -> None:
+    """Connect and get the idempotent producer id before the clock starts (one record to ``topic``)."""
+    create_topic(bootstrap, topic, 1)
+    producer.produce(topic, value=b"warm-up")
+    _flush(producer, f"warm-up {topic}")
 
 
 class _DeliveryCounter:

@@ -12,7 +12,7 @@ from typing import Any
 
 from replicator.config import FlowConfig
 
-__all__ = ["consumer_config", "producer_config", "offsets_reader_config", "consumer_group_id", "transactional_id"]
+__all__ = ["consumer_config", "producer_config", "consumer_group_id", "transactional_id"]
 
 RDKAFKA_LOG = logging.getLogger("replicator.librdkafka")
 
@@ -32,7 +32,7 @@ def consumer_config(flow: FlowConfig, source: dict[str, str], client_id: str) ->
         **source,
         "group.id": consumer_group_id(flow),
         # at-least-once: only what a durable offset sync covers is stored, then auto-committed;
-        # exactly-once: positions are committed in the target's transaction, never here.
+        # exactly-once: positions are written in the target's transaction, never committed here.
         "enable.auto.commit": not flow.exactly_once,
         "enable.auto.offset.store": False,
         "auto.commit.interval.ms": 1000,
@@ -64,14 +64,3 @@ def producer_config(flow: FlowConfig, target: dict[str, str], client_id: str, in
         conf["transactional.id"] = transactional_id(flow, instance)
         conf["transaction.timeout.ms"] = 60000
     return conf
-
-
-def offsets_reader_config(flow: FlowConfig, target: dict[str, str], client_id: str) -> dict[str, Any]:
-    """A consumer on the target that never subscribes: it reads and owns the group's offsets there."""
-    return {
-        **target,
-        "group.id": consumer_group_id(flow),
-        "enable.auto.commit": False,
-        "client.id": client_id,
-        "logger": RDKAFKA_LOG,
-    }

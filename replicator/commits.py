@@ -6,7 +6,7 @@ and every committed record has an exact mapping.
 
 ``TransactionalCommits`` (``exactly_once: true``): records, their offset syncs and the source
 positions are written to the *target* in one transaction; the positions live in the target's
-group ``mirrorlake.<flow>`` and are read from there when partitions are assigned. A process
+positions topic (``replicator.positions``) and are read from there when partitions are assigned. A process
 killed mid-transaction leaves an open transaction that its restarted successor (same
 ``transactional.id``) aborts at once, so read_committed consumers on the target never see a
 duplicate or a record without its sync.
@@ -21,6 +21,7 @@ from collections.abc import Callable
 from confluent_kafka import OFFSET_INVALID, Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 from replicator.errors import ReplicationError
+from replicator.positions import PositionStore
 from replicator.sync_ledger import TP, SyncLedger
 
 __all__ = ["AtLeastOnceCommits", "TransactionalCommits", "Commits"]
@@ -93,7 +94,7 @@ class TransactionalCommits(Commits):
         self,
         consumer: Consumer,
         producer: Producer,
-        offsets_reader: Consumer,
+        store: PositionStore,
         ledger: SyncLedger,
         drain: Callable[[], None],
         flow: str,
@@ -101,12 +102,13 @@ class TransactionalCommits(Commits):
     ) -> None:
         self._consumer = consumer
         self._producer = producer
-        self._reader = offsets_reader
+        self._store = store
         self._ledger = ledger
         self._drain = drain
         self._flow = flow
         self._interval_s = interval_s
         self._positions: dict[TP, int] = {}  # next source offset per partition, as of this transaction
+        self._written: dict[TP, int] = {}  # positions already in a committed transaction
         self._dirty = False  # something was produced in the open transaction
         self._open = False
         self._next_commit = 0.0
@@ -144,9 +146,10 @@ class TransactionalCommits(Commits):
         """Records acknowledged -> their syncs in the transaction -> positions -> commit."""
         try:
             self._drain()
-            offsets = [TopicPartition(t, p, o) for (t, p), o in self._positions.items()]
-            self._producer.send_offsets_to_transaction(offsets, self._reader.consumer_group_metadata(), 60)
+            changed = {tp: o for tp, o in self._positions.items() if self._written.get(tp) != o}
+            self._store.write(self._producer, changed)
             self._producer.commit_transaction(60)
+            self._written.update(changed)
             self.commits += 1
         except KafkaException as exc:
             err = exc.args[0] if exc.args else None
@@ -166,15 +169,11 @@ class TransactionalCommits(Commits):
             if tp.offset >= 0:
                 self._consumer.seek(tp)
             self._positions.pop((tp.topic, tp.partition), None)
+            self._written.pop((tp.topic, tp.partition), None)
 
     def committed(self, partitions: list[TopicPartition]) -> list[TopicPartition]:
-        if not partitions:
-            return []
-        asked = [TopicPartition(tp.topic, tp.partition) for tp in partitions]
-        try:
-            return self._reader.committed(asked, timeout=30)
-        except KafkaException as exc:
-            raise ReplicationError(f"flow {self._flow}: cannot read positions from the target: {exc}") from exc
+        found = self._store.read([(tp.topic, tp.partition) for tp in partitions])
+        return [TopicPartition(tp.topic, tp.partition, found.get((tp.topic, tp.partition), -1)) for tp in partitions]
 
     def on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         """Start each new partition where the target's last committed transaction left it."""
@@ -182,6 +181,8 @@ class TransactionalCommits(Commits):
         for tp in self.committed(partitions):
             offset = tp.offset if tp.offset >= 0 else OFFSET_INVALID  # none yet: auto.offset.reset
             starts.append(TopicPartition(tp.topic, tp.partition, offset))
+            if tp.offset >= 0:  # known, so caught-up checks need not read the store again
+                self._positions[(tp.topic, tp.partition)] = self._written[(tp.topic, tp.partition)] = tp.offset
         consumer.incremental_assign(starts)
 
     def before_revoke(self, partitions: list[TopicPartition]) -> None:
@@ -189,6 +190,7 @@ class TransactionalCommits(Commits):
             self._commit()
         for tp in partitions:
             self._positions.pop((tp.topic, tp.partition), None)
+            self._written.pop((tp.topic, tp.partition), None)
 
     def close(self) -> None:
         if self._dirty:

@@ -145,6 +145,9 @@ class MirrorlakeConfig(_Model):
     flows: tuple[FlowConfig, ...] = ()
     replication_policy: PolicyConfig = PolicyConfig()
     state_topic: str = "mirrorlake.events"
+    positions_topic: str = Field(
+        default="mirrorlake.positions", description="exactly-once flows: compacted topic of source positions"
+    )
     replicator_id: str | None = Field(default=None, description="defaults to host name and process id")
     provenance_header: bool | None = Field(
         default=None,

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from confluent_kafka import OFFSET_INVALID, Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from replicator.clients import RDKAFKA_LOG, consumer_config, consumer_group_id, offsets_reader_config, producer_config
+from replicator.clients import RDKAFKA_LOG, consumer_config, consumer_group_id, producer_config
 from replicator.commits import AtLeastOnceCommits, Commits, TransactionalCommits
 from replicator.config import FlowConfig, MirrorlakeConfig
 from replicator.connectivity import wait_for_cluster
@@ -28,6 +28,7 @@ from replicator.errors import ReplicationError
 from replicator.events import Lifecycle
 from replicator.filters import RegexTopicFilter
 from replicator.policy import ReplicationPolicy, policy_from_config
+from replicator.positions import PositionStore
 from replicator.provenance import Provenance
 from replicator.state_log import StateLog, event_key
 from replicator.sync_ledger import SyncLedger
@@ -72,7 +73,7 @@ class FlowRunner:
             RegexTopicFilter.for_flow(flow),
             source=flow.source,
             target=flow.target,
-            state_topic=config.state_topic,
+            own_topics=(config.state_topic, config.positions_topic),
         )
         self._provenance = Provenance(flow.source, flow.target, enabled=provenance_enabled(config, self.policy))
         self._remote: dict[str, RemoteTopic] = {}
@@ -91,12 +92,15 @@ class FlowRunner:
         self.commits: Commits
         if self.flow.exactly_once:
             # lifecycle events must not wait for (or vanish with) a data transaction
-            self._lifecycle_producer = Producer({**target_conf, "enable.idempotence": True, "logger": RDKAFKA_LOG})
-            reader = Consumer(offsets_reader_config(self.flow, target_conf, f"{name}-offsets"))
+            self._lifecycle_producer = Producer(
+                {**target_conf, "enable.idempotence": True, "client.id": f"{name}-lifecycle", "logger": RDKAFKA_LOG}
+            )
+            self._topics.ensure_state_topic(self.config.positions_topic, compacted=True)
+            store = PositionStore(self.config.positions_topic, self.flow.name, target_conf)
             self.commits = TransactionalCommits(
                 self._consumer,
                 self._producer,
-                reader,
+                store,
                 self.ledger,
                 self._drain,
                 self.flow.name,

@@ -16,6 +16,7 @@ from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 from replicator.errors import ReplicationError
 from replicator.filters import TopicFilter
 from replicator.policy import ReplicationPolicy
+from replicator.positions import POSITIONS_TOPIC_CONFIG
 
 __all__ = ["TopicSelector", "TopicManager", "RemoteTopic", "STATE_TOPIC_CONFIG"]
 
@@ -38,16 +39,22 @@ class TopicSelector:
     """Decides which source topics a flow ``source->target`` replicates and their remote names."""
 
     def __init__(
-        self, policy: ReplicationPolicy, topic_filter: TopicFilter, *, source: str, target: str, state_topic: str
+        self,
+        policy: ReplicationPolicy,
+        topic_filter: TopicFilter,
+        *,
+        source: str,
+        target: str,
+        own_topics: tuple[str, ...] = (),
     ) -> None:
         self._policy = policy
         self._filter = topic_filter
         self._source = source
         self._target = target
-        self._state_topic = state_topic
+        self._own_topics = frozenset(own_topics)  # mirrorlake's state and positions topics
 
     def should_replicate(self, topic: str) -> bool:
-        if topic == self._state_topic or self._policy.is_internal_topic(topic):
+        if topic in self._own_topics or self._policy.is_internal_topic(topic):
             return False
         if self._policy.topic_source(topic) == self._target:
             return False  # it came from the target: replicating it back would close a cycle
@@ -97,12 +104,12 @@ class TopicManager:
         if grow:
             self._wait(self._target.create_partitions(grow, operation_timeout=_ADMIN_TIMEOUT_S), "add partitions")
 
-    def ensure_state_topic(self, name: str) -> None:
+    def ensure_state_topic(self, name: str, *, compacted: bool = False) -> None:
+        """The state topic (kept forever) or, ``compacted``, the exactly-once positions topic."""
         if name in self.partition_counts(self._target):
             return
-        topic = NewTopic(
-            name, num_partitions=STATE_TOPIC_PARTITIONS, replication_factor=-1, config=dict(STATE_TOPIC_CONFIG)
-        )
+        config = dict(POSITIONS_TOPIC_CONFIG if compacted else STATE_TOPIC_CONFIG)
+        topic = NewTopic(name, num_partitions=STATE_TOPIC_PARTITIONS, replication_factor=-1, config=config)
         self._wait(self._target.create_topics([topic], operation_timeout=_ADMIN_TIMEOUT_S), "create state topic")
 
     @staticmethod

@@ -60,7 +60,7 @@ def test_selector_skips_internal_state_and_topics_from_the_target():
         RegexTopicFilter.for_flow(flow),
         source="A",
         target="B",
-        state_topic="mirrorlake.events",
+        own_topics=("mirrorlake.events",),
     )
     topics = {
         "orders": 3,

@@ -1,0 +1,167 @@
+"""Delivery guarantees under kill -9 and SIGTERM, with `mirrorlake replicate` as a real process.
+
+A producer thread keeps writing to the source while the replicator is killed mid-stream, so the
+kill always lands while records are in flight. Afterwards a fresh process runs until caught up.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+from confluent_kafka import Consumer, Producer, TopicPartition
+
+from mirrorlake.traffic import ensure_topic
+from replicator.config import load_config
+from replicator.events import Lifecycle
+from replicator.mapping import translate
+from replicator.runtime import Replicator
+from tests.groundtruth import copies_by_content, expected_translation, read_partition
+from tests.test_end_to_end import mapping_from_events, state_events, syncs_for
+
+pytestmark = pytest.mark.kafka
+PARTITIONS = 3
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def write_config(kafka_clusters, tmp_path: Path, topic: str, **flow_options) -> Path:
+    data = {
+        "clusters": {a: {"bootstrap_servers": kafka_clusters.bootstrap(a)} for a in ("A", "B")},
+        "flows": [{"source": "A", "target": "B", "topics": [topic], "sync_interval_seconds": 0.5, **flow_options}],
+        "replicator_id": "delivery-test",
+    }
+    path = tmp_path / "replicate.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def start_replicator(config: Path, *extra: str) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-m", "mirrorlake.cli", "replicate", str(config), *extra],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def produce_steadily(bootstrap: str, topic: str, stop: threading.Event, limit: int = 200_000) -> int:
+    """~10k records/s until ``stop`` is set (or ``limit``); returns how many were produced."""
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    i = 0
+    while not stop.is_set() and i < limit:
+        producer.produce(topic, key=f"k{i}".encode(), value=os.urandom(64), partition=i % PARTITIONS)
+        i += 1
+        if i % 500 == 0:
+            producer.poll(0)
+            time.sleep(0.05)
+    producer.flush(30)
+    return i
+
+
+def high_watermarks(bootstrap: str, topic: str) -> int:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "hw"})
+    try:
+        return sum(consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in range(PARTITIONS))
+    except Exception:  # noqa: BLE001 - the topic may not exist yet
+        return 0
+    finally:
+        consumer.close()
+
+
+def kill_mid_stream(kafka_clusters, config: Path, topic: str) -> None:
+    """Run the replicator while records flow; SIGKILL it once a few thousand arrived, then stop producing."""
+    a, b = kafka_clusters.bootstrap("A"), kafka_clusters.bootstrap("B")
+    stop = threading.Event()
+    producer = threading.Thread(target=produce_steadily, args=(a, topic, stop), daemon=True)
+    proc = start_replicator(config)
+    try:
+        producer.start()
+        deadline = time.monotonic() + 120
+        while high_watermarks(b, f"A.{topic}") < 5_000 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert producer.is_alive(), "the stream ended before the kill: it would not be mid-stream"
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(30)
+        time.sleep(0.5)  # records keep arriving on the source after the kill
+        stop.set()
+    producer.join(60)
+
+
+def assert_mapping_exact(kafka_clusters, topic: str, source, target) -> None:
+    syncs = syncs_for(state_events(kafka_clusters.bootstrap("B"), "mirrorlake.events"), topic)
+    for p in range(PARTITIONS):
+        copies = copies_by_content(source[p], target[p])
+        segments = mapping_from_events(syncs, p)
+        high = source[p][-1].offset + 1
+        for c in range(0, high + 1, 3):
+            got = translate(segments, c)
+            assert (got.downstream if got else None) == expected_translation(copies, c), (p, c)
+
+
+def test_kill_9_with_at_least_once_loses_nothing_and_the_mapping_stays_exact(kafka_clusters, unique_topic, tmp_path):
+    topic = unique_topic("kill-alo")
+    a, b = kafka_clusters.bootstrap("A"), kafka_clusters.bootstrap("B")
+    ensure_topic(a, topic, PARTITIONS)
+    config = write_config(kafka_clusters, tmp_path, topic)
+    kill_mid_stream(kafka_clusters, config, topic)
+    rerun = start_replicator(config, "--until-caught-up")
+    assert rerun.wait(180) == 0, rerun.stderr.read()
+    source = {p: read_partition(a, topic, p) for p in range(PARTITIONS)}
+    target = {p: read_partition(b, f"A.{topic}", p) for p in range(PARTITIONS)}
+    for p in range(PARTITIONS):
+        keys = [r.key for r in target[p]]
+        assert set(keys) == {r.key for r in source[p]}, p  # nothing lost
+        first_copies = list(dict.fromkeys(keys))
+        assert first_copies == [r.key for r in source[p]], p  # order preserved
+    assert_mapping_exact(kafka_clusters, topic, source, target)
+
+
+def test_kill_9_with_exactly_once_leaves_no_duplicate_for_read_committed(kafka_clusters, unique_topic, tmp_path):
+    topic = unique_topic("kill-eos")
+    a, b = kafka_clusters.bootstrap("A"), kafka_clusters.bootstrap("B")
+    ensure_topic(a, topic, PARTITIONS)
+    config = write_config(kafka_clusters, tmp_path, topic, exactly_once=True, transaction_interval_seconds=0.3)
+    kill_mid_stream(kafka_clusters, config, topic)
+    rerun = start_replicator(config, "--until-caught-up")
+    assert rerun.wait(180) == 0, rerun.stderr.read()
+    source = {p: read_partition(a, topic, p) for p in range(PARTITIONS)}
+    target = {p: read_partition(b, f"A.{topic}", p) for p in range(PARTITIONS)}  # read_committed
+    for p in range(PARTITIONS):
+        assert [r.key for r in target[p]] == [r.key for r in source[p]], p  # no loss, no duplicate, same order
+    assert_mapping_exact(kafka_clusters, topic, source, target)
+
+
+def test_sigterm_drains_and_commits_so_a_restart_has_nothing_to_replay(kafka_clusters, unique_topic, tmp_path):
+    topic = unique_topic("term")
+    a, b = kafka_clusters.bootstrap("A"), kafka_clusters.bootstrap("B")
+    ensure_topic(a, topic, PARTITIONS)
+    config = write_config(kafka_clusters, tmp_path, topic)
+    started_ms = int(time.time() * 1000)
+    proc = start_replicator(config)
+    try:
+        produce_steadily(a, topic, threading.Event(), limit=3_000)
+        deadline = time.monotonic() + 60
+        while high_watermarks(b, f"A.{topic}") < 3_000 and time.monotonic() < deadline:
+            time.sleep(0.1)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    assert "A->B: 3000 records" in out
+    lifecycle = [
+        e.state
+        for e in state_events(b, "mirrorlake.events")
+        if isinstance(e, Lifecycle) and e.replicator_id == "delivery-test" and e.emitted_at_ms >= started_ms
+    ]
+    assert lifecycle == ["started", "stopped"]
+    rerun = Replicator(load_config(config)).run_until_caught_up()
+    assert rerun["A->B"].records == 0  # everything copied was committed before the exit
