@@ -97,11 +97,19 @@ def clusters_status(config_path: Path) -> None:
 @click.option("--flow", "flows", multiple=True, help="run only this flow (A->B); repeatable")
 @click.option("--clusters", "targets", multiple=True, help="run only the flows that target this cluster")
 @click.option("--until-caught-up", is_flag=True, help="stop once every flow has copied all it can see")
-def replicate(config_path: Path, flows: tuple[str, ...], targets: tuple[str, ...], until_caught_up: bool) -> None:
+@click.option("--status-port", type=int, default=None, help="serve /metrics and /health here (default: config)")
+def replicate(
+    config_path: Path, flows: tuple[str, ...], targets: tuple[str, ...], until_caught_up: bool, status_port: int | None
+) -> None:
     """Run the enabled flows of CONFIG until SIGTERM/SIGINT (then drain and commit)."""
     from replicator.runtime import Replicator
 
-    replicator = Replicator(load_config(config_path), flows=list(flows) or None, target_clusters=list(targets) or None)
+    replicator = Replicator(
+        load_config(config_path),
+        flows=list(flows) or None,
+        target_clusters=list(targets) or None,
+        status_port="config" if status_port is None else status_port,
+    )
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: replicator.stop())
     replicator.start(until_caught_up=until_caught_up)

@@ -46,7 +46,7 @@ def run_demo(config: MirrorlakeConfig, *, records: int = 20_000, partitions: int
     source = config.cluster(flow.source).bootstrap_servers
     ensure_topic(source, DEMO_TOPIC, partitions)
     traffic = produce_sample_traffic(source, DEMO_TOPIC, records=records, partitions=partitions)
-    stats = Replicator(config, flows=[flow.name]).run_until_caught_up()
+    stats = Replicator(config, flows=[flow.name], status_port=None).run_until_caught_up()
     spark = spark_session(config.spark)
     report = build_lakehouse(spark, config)
     sql = LakehouseSQL(config.lakehouse.path)

@@ -154,6 +154,10 @@ class MirrorlakeConfig(_Model):
         description="stamp copies with the clusters they came from; default: only under a policy "
         "that cannot detect cycles by name (identity)",
     )
+    status_port: int | None = Field(
+        default=None, ge=0, le=65535, description="serve /metrics and /health on 127.0.0.1 (0: any free port)"
+    )
+    status_host: str = "127.0.0.1"
     connect_timeout_seconds: float = Field(
         default=30.0, gt=0, description="how long to retry an unreachable cluster before giving up"
     )

@@ -27,6 +27,7 @@ from replicator.connectivity import wait_for_cluster
 from replicator.errors import ReplicationError
 from replicator.events import Lifecycle
 from replicator.filters import RegexTopicFilter
+from replicator.observability import LatencyHistogram
 from replicator.policy import ReplicationPolicy, policy_from_config
 from replicator.positions import PositionStore
 from replicator.provenance import Provenance
@@ -45,10 +46,19 @@ _TOPIC_REFRESH_S = 5.0
 
 @dataclass
 class FlowStats:
+    """Plain counters the flow thread updates and the metrics endpoint reads (no hot-path locks)."""
+
     records: int = 0
     bytes: int = 0
     syncs: int = 0
     skipped_cycle: int = 0
+    revoked: int = 0  # partitions given up in rebalances (cooperative: only those that move)
+    state: str = "starting"  # starting | running | stopped | failed
+    error: str | None = None
+    assigned: list[tuple[str, int]] = field(default_factory=list)
+    lag: dict[tuple[str, int], int] = field(default_factory=dict)
+    last_record_age_s: float | None = None
+    latency: LatencyHistogram = field(default_factory=LatencyHistogram)
     started_at: float = field(default_factory=time.monotonic)
 
 
@@ -123,11 +133,14 @@ class FlowRunner:
         self._emit_lifecycle("started")
         try:
             self.commits.start()
+            self.stats.state = "running"
             self._loop(stop, until_caught_up)
             self.commits.close()
             self._emit_lifecycle("stopped")
+            self.stats.state = "stopped"
         except BaseException as exc:
-            self._emit_lifecycle("error", f"{type(exc).__name__}: {exc}")
+            self.stats.state, self.stats.error = "failed", f"{type(exc).__name__}: {exc}"
+            self._emit_lifecycle("error", self.stats.error)
             raise
         finally:
             self._consumer.close()
@@ -140,10 +153,15 @@ class FlowRunner:
             now = time.monotonic()
             if now >= next_refresh:
                 self._refresh_topics()
+                self._measure_lag()
                 next_refresh = now + _TOPIC_REFRESH_S
             messages = self._consumer.consume(_CONSUME_BATCH, timeout=0.1)
             for msg in messages:
                 self._copy(msg)
+            if messages:
+                ts_type, ts = messages[-1].timestamp()
+                if ts_type != 0:
+                    self.stats.last_record_age_s = max(0.0, time.time() - ts / 1000)
             self._producer.poll(0)
             self._check_failures()
             if now >= next_flush and not self.flow.exactly_once:
@@ -176,14 +194,15 @@ class FlowRunner:
         ts_type, ts = msg.timestamp()
         value, key = msg.value(), msg.key()
         self.stats.bytes += (len(value) if value else 0) + (len(key) if key else 0)
-        ledger = self.ledger
+        ledger, latency = self.ledger, self.stats.latency
 
         def delivered(err: KafkaError | None, out: Message) -> None:
             self._in_flight -= 1
             if err is not None:
                 self._delivery_error = err
                 return
-            ledger.delivered(topic, partition, upstream, out.offset(), ts)
+            if ledger.delivered(topic, partition, upstream, out.offset(), ts) and ts_type != 0:
+                latency.observe(max(0.0, time.time() - ts / 1000))  # sampled: syncs are rare
 
         self._produce(
             remote.target_topic,
@@ -255,17 +274,33 @@ class FlowRunner:
     def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         _log.info("flow %s: assigned %s", self.flow.name, _names(partitions))
         self.commits.on_assign(consumer, partitions)
+        self.stats.assigned = sorted({*self.stats.assigned, *((tp.topic, tp.partition) for tp in partitions)})
 
     def _on_revoke(self, _consumer: Consumer, partitions: list[TopicPartition]) -> None:
         _log.info("flow %s: revoked %s", self.flow.name, _names(partitions))
         self.commits.before_revoke(partitions)
-        self.ledger.forget((tp.topic, tp.partition) for tp in partitions)
+        self._forget(partitions)
+        self.stats.revoked += len(partitions)
 
     def _on_lost(self, _consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        self.ledger.forget((tp.topic, tp.partition) for tp in partitions)
+        _log.warning("flow %s: lost %s", self.flow.name, _names(partitions))
+        self._forget(partitions)
 
-    def assignment(self) -> list[tuple[str, int]]:
-        return sorted((tp.topic, tp.partition) for tp in self._consumer.assignment())
+    def _forget(self, partitions: list[TopicPartition]) -> None:
+        gone = {(tp.topic, tp.partition) for tp in partitions}
+        self.ledger.forget(gone)
+        self.stats.assigned = [tp for tp in self.stats.assigned if tp not in gone]
+        for tp in gone:
+            self.stats.lag.pop(tp, None)
+
+    def _measure_lag(self) -> None:
+        """Per assigned partition: source high watermark minus our position (cached watermarks)."""
+        lag = {}
+        for tp in self._consumer.position(self._consumer.assignment()):
+            if tp.offset >= 0:
+                _low, high = self._consumer.get_watermark_offsets(tp, cached=True)
+                lag[(tp.topic, tp.partition)] = max(0, high - tp.offset)
+        self.stats.lag = lag
 
     # -- stopping ----------------------------------------------------------------------------
     def _caught_up(self) -> bool:

@@ -12,10 +12,14 @@ import os
 import socket
 import threading
 from dataclasses import dataclass
+from typing import Literal
+
+from prometheus_client import CollectorRegistry
 
 from replicator.config import FlowConfig, MirrorlakeConfig
-from replicator.errors import ConfigError, MirrorlakeError, ReplicationError
+from replicator.errors import ConfigError, MirrorlakeError, PortInUseError, ReplicationError
 from replicator.flow import FlowRunner, FlowStats
+from replicator.observability import FlowCollector, StatusServer
 from replicator.policy import policy_from_config
 from replicator.topology import check_loop_free
 
@@ -36,10 +40,19 @@ class _Running:
 
 
 class Replicator:
-    """Start and stop the flows of one config; ``flows`` narrows them (``A->B`` names)."""
+    """Start and stop the flows of one config; ``flows`` narrows them (``A->B`` names).
+
+    ``status_port``: where /metrics and /health are served (0: any free port, None: nowhere);
+    by default the config's ``status_port``.
+    """
 
     def __init__(
-        self, config: MirrorlakeConfig, *, flows: list[str] | None = None, target_clusters: list[str] | None = None
+        self,
+        config: MirrorlakeConfig,
+        *,
+        flows: list[str] | None = None,
+        target_clusters: list[str] | None = None,
+        status_port: int | None | Literal["config"] = "config",
     ) -> None:
         self.config = config
         self.replicator_id = config.replicator_id or default_replicator_id()
@@ -57,10 +70,23 @@ class Replicator:
         check_loop_free(config, self.policy)
         self._stop = threading.Event()
         self._running: list[_Running] = []
+        self._status_port = config.status_port if status_port == "config" else status_port
+        self._status: StatusServer | None = None
+        self.registry = CollectorRegistry()
+        self.registry.register(FlowCollector(lambda: [(r.runner.flow.name, r.runner.stats) for r in self._running]))
 
     def start(self, *, until_caught_up: bool = False) -> None:
         if self._running:
             raise ReplicationError("replicator already started")
+        if self._status_port is not None:
+            try:
+                self._status = StatusServer(
+                    self.registry, self.health, host=self.config.status_host, port=self._status_port
+                )
+            except OSError as exc:
+                raise PortInUseError(
+                    f"status endpoint: cannot listen on {self.config.status_host}:{self._status_port}: {exc.strerror}"
+                ) from None
         for flow in self.flows:
             runner = FlowRunner(self.config, flow, replicator_id=self.replicator_id, policy=self.policy)
             running = _Running(runner, threading.Thread())
@@ -84,13 +110,35 @@ class Replicator:
         self._stop.set()
 
     def wait(self, timeout: float | None = None) -> dict[str, FlowStats]:
-        """Join the flow threads; re-raise the first flow error."""
+        """Join the flow threads; re-raise the first flow error. Closes the status endpoint at the end."""
         for running in self._running:
             running.thread.join(timeout)
+        if not self.alive and self._status is not None:
+            self._status.close()
+            self._status = None
         for running in self._running:
             if running.error is not None:
                 raise running.error
         return {r.runner.flow.name: r.runner.stats for r in self._running}
+
+    @property
+    def status_port(self) -> int | None:
+        return self._status.port if self._status else None
+
+    def health(self) -> dict[str, object]:
+        """Every flow's state, records, assigned partitions and error; status ok while all run."""
+        flows = {
+            r.runner.flow.name: {
+                "state": r.runner.stats.state,
+                "records": r.runner.stats.records,
+                "assigned": [f"{t}[{p}]" for t, p in r.runner.stats.assigned],
+                "lag": sum(r.runner.stats.lag.values()),
+                "error": r.runner.stats.error,
+            }
+            for r in self._running
+        }
+        ok = bool(flows) and all(f["state"] in ("starting", "running") for f in flows.values())
+        return {"status": "ok" if ok else "degraded", "replicator_id": self.replicator_id, "flows": flows}
 
     def run_until_caught_up(self) -> dict[str, FlowStats]:
         self.start(until_caught_up=True)

@@ -1,0 +1,139 @@
+"""Prometheus metrics and a health endpoint for a running ``Replicator``, on 127.0.0.1 by default.
+
+Nothing is counted on the hot path: flows keep plain counters in ``FlowStats`` and a custom
+collector reads them when Prometheus scrapes. The registry belongs to the replicator (no global
+state), so several replicators in one process do not mix their metrics.
+
+``GET /metrics``: Prometheus text format. ``GET /health``: JSON with every flow's state,
+assigned partitions and error; HTTP 200 while every flow runs, 503 otherwise.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from collections.abc import Callable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+__all__ = ["FlowCollector", "LatencyHistogram", "StatusServer", "LATENCY_BUCKETS"]
+
+_log = logging.getLogger(__name__)
+
+LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+
+
+class FlowCollector(Collector):
+    """Reads the flows' stats at scrape time; ``flows`` returns (name, stats) pairs."""
+
+    def __init__(self, flows: Callable[[], list[tuple[str, Any]]]) -> None:
+        self._flows = flows
+
+    def collect(self) -> Iterator[Metric]:
+        records = CounterMetricFamily("mirrorlake_records", "records copied to the target", labels=["flow"])
+        size = CounterMetricFamily("mirrorlake_bytes", "key and value bytes copied", labels=["flow"])
+        syncs = CounterMetricFamily("mirrorlake_offset_syncs", "offset sync events published", labels=["flow"])
+        skipped = CounterMetricFamily(
+            "mirrorlake_skipped_cycle_records", "records not copied because they came from the target", labels=["flow"]
+        )
+        lag = GaugeMetricFamily(
+            "mirrorlake_record_lag", "source records not yet read, per partition", labels=["flow", "topic", "partition"]
+        )
+        age = GaugeMetricFamily(
+            "mirrorlake_record_age_seconds", "age of the newest record read from the source, when read", labels=["flow"]
+        )
+        latency = HistogramMetricFamily(
+            "mirrorlake_replication_latency_seconds",
+            "source record timestamp to target acknowledgement (sampled at offset syncs)",
+            labels=["flow"],
+        )
+        for name, stats in self._flows():
+            records.add_metric([name], stats.records)
+            size.add_metric([name], stats.bytes)
+            syncs.add_metric([name], stats.syncs)
+            skipped.add_metric([name], stats.skipped_cycle)
+            for (topic, partition), value in sorted(stats.lag.items()):
+                lag.add_metric([name, topic, str(partition)], value)
+            if stats.last_record_age_s is not None:
+                age.add_metric([name], stats.last_record_age_s)
+            buckets, total = stats.latency.snapshot()
+            latency.add_metric([name], buckets=buckets, sum_value=total)
+        yield from (records, size, syncs, skipped, lag, age, latency)
+
+
+class LatencyHistogram:
+    """A tiny thread-safe cumulative histogram (the flow thread observes, the scraper reads)."""
+
+    def __init__(self, bounds: tuple[float, ...] = LATENCY_BUCKETS) -> None:
+        self._bounds = bounds
+        self._counts = [0] * (len(bounds) + 1)
+        self._sum = 0.0
+        self._lock = threading.Lock()
+
+    def observe(self, seconds: float) -> None:
+        with self._lock:
+            for i, bound in enumerate(self._bounds):
+                if seconds <= bound:
+                    self._counts[i] += 1
+                    break
+            else:
+                self._counts[-1] += 1
+            self._sum += seconds
+
+    def snapshot(self) -> tuple[list[tuple[str, float]], float]:
+        with self._lock:
+            running, out = 0, []
+            for bound, count in zip(self._bounds, self._counts, strict=False):
+                running += count
+                out.append((str(bound), float(running)))
+            out.append(("+Inf", float(running + self._counts[-1])))
+            return out, self._sum
+
+
+class StatusServer:
+    """Serves /metrics and /health from a daemon thread until ``close``."""
+
+    def __init__(self, registry: CollectorRegistry, health: Callable[[], dict[str, Any]], *, host: str, port: int):
+        handler = _handler(registry, health)
+        self._server = ThreadingHTTPServer((host, port), handler)
+        self._thread = threading.Thread(target=self._server.serve_forever, name="mirrorlake-status", daemon=True)
+        self._thread.start()
+        _log.info("metrics on http://%s:%d/metrics, health on /health", host, self.port)
+
+    @property
+    def port(self) -> int:
+        return int(self._server.server_address[1])
+
+    def close(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+
+def _handler(registry: CollectorRegistry, health: Callable[[], dict[str, Any]]) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+            if self.path.startswith("/metrics"):
+                self._send(200, generate_latest(registry), "text/plain; version=0.0.4; charset=utf-8")
+            elif self.path.startswith("/health"):
+                body = health()
+                code = 200 if body["status"] == "ok" else 503
+                self._send(code, json.dumps(body, indent=2).encode(), "application/json")
+            else:
+                self._send(404, b"not found: try /metrics or /health\n", "text/plain")
+
+        def _send(self, code: int, body: bytes, content_type: str) -> None:
+            self.send_response(code)
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 (http.server's name)
+            _log.debug("status request: " + format, *args)
+
+    return Handler

@@ -1,0 +1,126 @@
+"""Two replicator processes share a flow through the consumer group; metrics and health endpoints."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import urllib.error
+import urllib.request
+
+import pytest
+from confluent_kafka import Producer
+
+from mirrorlake.traffic import ensure_topic
+from replicator.runtime import Replicator
+from tests.groundtruth import read_partition
+
+pytestmark = pytest.mark.kafka
+PARTITIONS = 6
+
+
+def wait_for(predicate, what: str, timeout_s: float = 90.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def assigned(replicator: Replicator) -> set[str]:
+    return set(replicator.health()["flows"]["A->B"]["assigned"])
+
+
+def flow_stats(replicator: Replicator):
+    return replicator._running[0].runner.stats
+
+
+def test_two_processes_share_a_flow_and_rebalances_move_only_what_must_move(kafka_clusters, unique_topic):
+    topic = unique_topic("scale")
+    a, b = kafka_clusters.bootstrap("A"), kafka_clusters.bootstrap("B")
+    ensure_topic(a, topic, PARTITIONS)
+    stop = threading.Event()
+    produced = []
+
+    def produce() -> None:
+        producer = Producer({"bootstrap.servers": a, "linger.ms": 5})
+        i = 0
+        while not stop.is_set():
+            producer.produce(topic, key=f"k{i}".encode(), value=b"v", partition=i % PARTITIONS)
+            i += 1
+            if i % 200 == 0:
+                producer.poll(0)
+                time.sleep(0.02)
+        producer.flush(30)
+        produced.append(i)
+
+    config = kafka_clusters.config(flows=[{"source": "A", "target": "B", "topics": [topic]}])
+    first = Replicator(config.model_copy(update={"replicator_id": "one"}), status_port=None)
+    second = Replicator(config.model_copy(update={"replicator_id": "two"}), status_port=None)
+    writer = threading.Thread(target=produce, daemon=True)
+    writer.start()
+    first.start()
+    try:
+        wait_for(lambda: len(assigned(first)) == PARTITIONS, "the first process to own every partition")
+        second.start()
+        wait_for(lambda: len(assigned(first)) == len(assigned(second)) == PARTITIONS // 2, "an even split")
+        assert assigned(first) | assigned(second) == {f"{topic}[{p}]" for p in range(PARTITIONS)}
+        assert flow_stats(first).revoked == PARTITIONS // 2  # cooperative: it gave up only what moved
+        second.stop()
+        second.wait(60)
+        wait_for(lambda: len(assigned(first)) == PARTITIONS, "the first process to take everything back")
+        assert flow_stats(first).revoked == PARTITIONS // 2  # taking partitions back revokes nothing
+    finally:
+        stop.set()
+        writer.join(30)
+        second.stop()
+        first.stop()
+        second.wait(60)
+        first.wait(60)
+    Replicator(config, status_port=None).run_until_caught_up()
+    for p in range(PARTITIONS):
+        source = {r.key for r in read_partition(a, topic, p)}
+        assert {r.key for r in read_partition(b, f"A.{topic}", p)} == source  # nothing lost across moves
+    assert sum(len(read_partition(a, topic, p)) for p in range(PARTITIONS)) == produced[0]
+
+
+def get(url: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(url, timeout=10) as response:
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as err:
+        return err.code, err.read().decode()
+
+
+def test_metrics_and_health_endpoints(kafka_clusters, unique_topic):
+    topic = unique_topic("metrics")
+    a = kafka_clusters.bootstrap("A")
+    ensure_topic(a, topic, 2)
+    producer = Producer({"bootstrap.servers": a})
+    for i in range(500):
+        producer.produce(topic, key=str(i).encode(), value=b"x" * 100, partition=i % 2)
+    producer.flush(10)
+    config = kafka_clusters.config(flows=[{"source": "A", "target": "B", "topics": [topic]}])
+    replicator = Replicator(config, status_port=0)
+    replicator.start()
+    try:
+        port = replicator.status_port
+        wait_for(lambda: replicator.health()["flows"]["A->B"]["records"] == 500, "the records to be copied")
+        wait_for(lambda: 'mirrorlake_record_lag{flow="A->B"' in get(f"http://127.0.0.1:{port}/metrics")[1], "lag")
+        code, text = get(f"http://127.0.0.1:{port}/metrics")
+        assert code == 200
+        assert 'mirrorlake_records_total{flow="A->B"} 500.0' in text
+        assert 'mirrorlake_bytes_total{flow="A->B"}' in text
+        assert 'mirrorlake_replication_latency_seconds_count{flow="A->B"}' in text
+        assert "mirrorlake_record_age_seconds" in text
+        code, body = get(f"http://127.0.0.1:{port}/health")
+        health = json.loads(body)
+        assert code == 200 and health["status"] == "ok"
+        assert health["flows"]["A->B"]["state"] == "running"
+        assert sorted(health["flows"]["A->B"]["assigned"]) == [f"{topic}[0]", f"{topic}[1]"]
+        assert get(f"http://127.0.0.1:{port}/nope")[0] == 404
+    finally:
+        replicator.stop()
+        replicator.wait(60)
+    assert replicator.health()["status"] == "degraded"  # stopped flows are not healthy
