@@ -38,6 +38,7 @@ def consumer_config(flow: FlowConfig, source: dict[str, str], client_id: str) ->
         "auto.commit.interval.ms": 1000,
         "auto.offset.reset": "earliest",
         "partition.assignment.strategy": "cooperative-sticky",
+        "session.timeout.ms": 10000,  # a killed process's partitions move on within seconds, not 45 s
         "isolation.level": "read_committed",
         "enable.partition.eof": False,
         "topic.metadata.refresh.interval.ms": 5000,  # see partition increases within seconds

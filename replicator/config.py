@@ -38,6 +38,7 @@ __all__ = [
     "load_config",
     "parse_config",
     "DEFAULT_TOPICS_EXCLUDE",
+    "DEFAULT_CONFIG_EXCLUDES",
 ]
 
 # MM2's DefaultTopicFilter.TOPICS_EXCLUDE_DEFAULT, plus our own state topic family.
@@ -49,6 +50,17 @@ DEFAULT_TOPICS_EXCLUDE: tuple[str, ...] = (
     r"__.*",
     r"_confluent.*",
     r"mirrorlake\..*",
+)
+# MM2's DefaultConfigPropertyFilter exclusions, plus the newer timestamp bounds (see topic_config_sync).
+DEFAULT_CONFIG_EXCLUDES: tuple[str, ...] = (
+    r"follower\.replication\.throttled\.replicas",
+    r"leader\.replication\.throttled\.replicas",
+    r"message\.timestamp\.difference\.max\.ms",
+    r"message\.timestamp\.before\.max\.ms",
+    r"message\.timestamp\.after\.max\.ms",
+    r"message\.timestamp\.type",
+    r"unclean\.leader\.election\.enable",
+    r"min\.insync\.replicas",
 )
 _ALIAS = re.compile(r"^[A-Za-z0-9_\-]+$")
 
@@ -94,11 +106,16 @@ class FlowConfig(_Model):
     exactly_once: bool = Field(
         default=False, description="transactional writes; source positions kept in the target transactionally"
     )
+    sync_topic_configs: bool = Field(default=True, description="MM2's sync.topic.configs.enabled")
+    config_properties_exclude: tuple[str, ...] = DEFAULT_CONFIG_EXCLUDES
+    sync_topic_acls: bool = Field(default=True, description="MM2's sync.topic.acls.enabled")
+    refresh_topics_interval_seconds: float = Field(default=5.0, gt=0, description="new topics and partitions")
+    sync_topic_configs_interval_seconds: float = Field(default=10.0, gt=0, description="configs and ACLs")
     transaction_interval_seconds: float = Field(
         default=1.0, gt=0, description="exactly-once: how long a transaction collects records before it commits"
     )
 
-    @field_validator("topics", "topics_exclude")
+    @field_validator("topics", "topics_exclude", "config_properties_exclude")
     @classmethod
     def _regexes_compile(cls, patterns: tuple[str, ...]) -> tuple[str, ...]:
         for pattern in patterns:

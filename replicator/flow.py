@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from confluent_kafka import OFFSET_INVALID, Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
+from replicator.acl_sync import TopicAclSync
 from replicator.clients import RDKAFKA_LOG, consumer_config, consumer_group_id, producer_config
 from replicator.commits import AtLeastOnceCommits, Commits, TransactionalCommits
 from replicator.config import FlowConfig, MirrorlakeConfig
@@ -33,6 +34,7 @@ from replicator.positions import PositionStore
 from replicator.provenance import Provenance
 from replicator.state_log import StateLog, event_key
 from replicator.sync_ledger import SyncLedger
+from replicator.topic_config_sync import DefaultConfigPropertyFilter, TopicConfigSync
 from replicator.topics import RemoteTopic, TopicManager, TopicSelector
 from replicator.topology import provenance_enabled
 
@@ -41,7 +43,6 @@ __all__ = ["FlowRunner", "FlowStats", "consumer_group_id"]
 _log = logging.getLogger(__name__)
 
 _CONSUME_BATCH = 5000
-_TOPIC_REFRESH_S = 5.0
 
 
 @dataclass
@@ -96,7 +97,11 @@ class FlowRunner:
         instance = self.config.replicator_id or "main"
         self._consumer = Consumer(consumer_config(self.flow, source_conf, f"{name}-consumer"))
         self._producer = Producer(producer_config(self.flow, target_conf, f"{name}-producer", instance))
-        self._topics = TopicManager(AdminClient(source_conf), AdminClient(target_conf))
+        source_admin, target_admin = AdminClient(source_conf), AdminClient(target_conf)
+        self._topics = TopicManager(source_admin, target_admin)
+        config_filter = DefaultConfigPropertyFilter(self.flow.config_properties_exclude)
+        self._config_sync = TopicConfigSync(source_admin, target_admin, config_filter)
+        self._acl_sync = TopicAclSync(source_admin, target_admin)
         self._state = StateLog(self._producer, self.config.state_topic)
         self.ledger = SyncLedger(self.flow, self.replicator_id, self._state)
         self.commits: Commits
@@ -147,14 +152,17 @@ class FlowRunner:
         return self.stats
 
     def _loop(self, stop: threading.Event, until_caught_up: bool) -> None:
-        next_refresh = 0.0
+        next_refresh = next_metadata_sync = 0.0
         next_flush = time.monotonic() + self.flow.sync_interval_seconds
         while not stop.is_set():
             now = time.monotonic()
             if now >= next_refresh:
                 self._refresh_topics()
                 self._measure_lag()
-                next_refresh = now + _TOPIC_REFRESH_S
+                next_refresh = now + self.flow.refresh_topics_interval_seconds
+            if now >= next_metadata_sync:
+                self._sync_topic_metadata()
+                next_metadata_sync = now + self.flow.sync_topic_configs_interval_seconds
             messages = self._consumer.consume(_CONSUME_BATCH, timeout=0.1)
             for msg in messages:
                 self._copy(msg)
@@ -270,6 +278,13 @@ class FlowRunner:
             else:
                 self._consumer.unsubscribe()
         self._remote = selected
+
+    def _sync_topic_metadata(self) -> None:
+        names = {t: r.target_topic for t, r in self._remote.items()}
+        if self.flow.sync_topic_configs:
+            self._config_sync.sync(names)
+        if self.flow.sync_topic_acls:
+            self._acl_sync.sync(names)
 
     def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         _log.info("flow %s: assigned %s", self.flow.name, _names(partitions))

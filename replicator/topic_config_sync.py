@@ -1,0 +1,98 @@
+"""Topic configuration sync: what is set on a source topic is set on its remote topic.
+
+As MM2 (``sync.topic.configs.enabled``): only configs set explicitly on the source topic
+(``DYNAMIC_TOPIC_CONFIG``) are copied, so the target's own broker defaults still apply to the
+rest; properties matched by the exclusion list are never copied. MM2's default list is kept:
+throttled replicas, ``min.insync.replicas`` and ``unclean.leader.election.enable`` (the target's
+durability is its own), and ``message.timestamp.type`` / ``...difference.max.ms`` /
+``...before/after.max.ms`` (they would reject or re-stamp the copied CreateTime timestamps).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Iterable, Mapping
+from typing import Protocol
+
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ConfigSource
+
+from replicator.config import DEFAULT_CONFIG_EXCLUDES
+from replicator.errors import ReplicationError
+
+__all__ = ["ConfigPropertyFilter", "DefaultConfigPropertyFilter", "TopicConfigSync", "DEFAULT_CONFIG_EXCLUDES"]
+
+_log = logging.getLogger(__name__)
+_TIMEOUT_S = 30.0
+
+
+class ConfigPropertyFilter(Protocol):
+    def should_replicate_config_property(self, name: str) -> bool: ...
+
+
+class DefaultConfigPropertyFilter:
+    def __init__(self, exclude: Iterable[str] = DEFAULT_CONFIG_EXCLUDES) -> None:
+        patterns = list(exclude)
+        self._exclude = re.compile("|".join(f"(?:{p})" for p in patterns)) if patterns else None
+
+    def should_replicate_config_property(self, name: str) -> bool:
+        return not (self._exclude is not None and self._exclude.fullmatch(name))
+
+
+class TopicConfigSync:
+    def __init__(self, source: AdminClient, target: AdminClient, config_filter: ConfigPropertyFilter) -> None:
+        self._source = source
+        self._target = target
+        self._filter = config_filter
+
+    def source_configs(self, topics: Iterable[str]) -> dict[str, dict[str, str]]:
+        """The replicable configs set explicitly on each source topic."""
+        described = _describe(self._source, topics)
+        return {
+            topic: {
+                name: entry.value
+                for name, entry in entries.items()
+                if ConfigSource(entry.source) == ConfigSource.DYNAMIC_TOPIC_CONFIG  # an int in describe results
+                and entry.value is not None
+                and not entry.is_sensitive
+                and self._filter.should_replicate_config_property(name)
+            }
+            for topic, entries in described.items()
+        }
+
+    def sync(self, remote_names: Mapping[str, str]) -> int:
+        """Set on each remote topic what differs from its source topic; returns how many were set."""
+        if not remote_names:
+            return 0
+        wanted = self.source_configs(remote_names)
+        current = _describe(self._target, remote_names.values())
+        changes = []
+        for topic, configs in wanted.items():
+            remote = remote_names[topic]
+            have = current.get(remote, {})
+            diff = {k: v for k, v in configs.items() if k not in have or have[k].value != v}
+            if diff:
+                entries = [ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET) for k, v in diff.items()]
+                changes.append(ConfigResource("topic", remote, incremental_configs=entries))
+                _log.info("topic config sync %s -> %s: %s", topic, remote, ", ".join(sorted(diff)))
+        if changes:
+            for resource, future in self._target.incremental_alter_configs(changes).items():
+                try:
+                    future.result(timeout=_TIMEOUT_S)
+                except KafkaException as exc:
+                    raise ReplicationError(f"cannot set configs of {resource.name}: {exc}") from exc
+        return sum(len(c.incremental_configs) for c in changes)
+
+
+def _describe(admin: AdminClient, topics: Iterable[str]) -> dict[str, dict[str, ConfigEntry]]:
+    resources = [ConfigResource("topic", t) for t in topics]
+    if not resources:
+        return {}
+    out = {}
+    for resource, future in admin.describe_configs(resources).items():
+        try:
+            out[resource.name] = future.result(timeout=_TIMEOUT_S)
+        except KafkaException as exc:
+            _log.warning("cannot describe configs of topic %s: %s", resource.name, exc)
+    return out
