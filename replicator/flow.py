@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections import deque
 from dataclasses import dataclass, field
 
 from confluent_kafka import OFFSET_INVALID, Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
@@ -90,13 +91,16 @@ class FlowRunner:
         self._remote: dict[str, RemoteTopic] = {}
         self._delivery_error: KafkaError | None = None
         self._in_flight = 0
+        self._fifos: dict[tuple[str, int], deque[tuple[str, int, int, int, int]]] = {}
 
     # -- clients -----------------------------------------------------------------------------
     def _make_clients(self, source_conf: dict[str, str], target_conf: dict[str, str]) -> None:
         name = f"{self.replicator_id}-{self.flow.name}"
         instance = self.config.replicator_id or "main"
         self._consumer = Consumer(consumer_config(self.flow, source_conf, f"{name}-consumer"))
-        self._producer = Producer(producer_config(self.flow, target_conf, f"{name}-producer", instance))
+        self._producer = Producer(
+            {**producer_config(self.flow, target_conf, f"{name}-producer", instance), "on_delivery": self._on_delivery}
+        )
         source_admin, target_admin = AdminClient(source_conf), AdminClient(target_conf)
         self._topics = TopicManager(source_admin, target_admin)
         config_filter = DefaultConfigPropertyFilter(self.flow.config_properties_exclude)
@@ -164,9 +168,8 @@ class FlowRunner:
                 self._sync_topic_metadata()
                 next_metadata_sync = now + self.flow.sync_topic_configs_interval_seconds
             messages = self._consumer.consume(_CONSUME_BATCH, timeout=0.1)
-            for msg in messages:
-                self._copy(msg)
             if messages:
+                self._copy_batch(messages)
                 ts_type, ts = messages[-1].timestamp()
                 if ts_type != 0:
                     self.stats.last_record_age_s = max(0.0, time.time() - ts / 1000)
@@ -181,54 +184,87 @@ class FlowRunner:
             if until_caught_up and not messages and self._caught_up():
                 break
 
-    def _copy(self, msg: Message) -> None:
-        err = msg.error()
+    def _copy_batch(self, messages: list[Message]) -> None:
+        """The hot path: one produce per record, everything else hoisted out of the loop.
+
+        Delivery reports of one target partition arrive in produce order (idempotent producer),
+        so each partition's FIFO of (source topic, partition, offset, timestamp) tells the
+        delivery callback which source record a report is for, without a closure per record.
+        """
+        produce = self._producer.produce
+        remote_of = self._remote
+        stamp = self._provenance.stamp
+        stamp_all = self._provenance.enabled
+        consumed = self.commits.consumed if self.flow.exactly_once else None
+        fifos = self._fifos
+        copied = nbytes = skipped = 0
+        for msg in messages:
+            if msg.error() is not None:
+                self._consumer_error(msg.error())
+                continue
+            topic, partition, upstream = msg.topic(), msg.partition(), msg.offset()
+            if consumed is not None:
+                consumed((topic, partition), upstream + 1)
+            remote = remote_of.get(topic)
+            if remote is None or partition >= remote.partitions:  # newer than our last topic refresh
+                remote = self._follow_new_partition(topic)
+                remote_of = self._remote
+            headers = msg.headers()
+            if headers is not None or stamp_all:
+                copy, headers = stamp(headers)
+                if not copy:
+                    skipped += 1  # it came from the target: copying it back would loop
+                    continue
+            ts_type, ts = msg.timestamp()
+            value, key = msg.value(), msg.key()
+            target = remote.target_topic
+            try:
+                produce(target, value, key, partition, timestamp=ts if ts_type else 0, headers=headers)
+            except (BufferError, KafkaException):
+                self._produce_slowly(target, value, key, partition, ts if ts_type else 0, headers)
+            fifo = fifos.get((target, partition))
+            if fifo is None:
+                fifo = fifos[(target, partition)] = deque()
+            fifo.append((topic, partition, upstream, ts, ts_type))
+            copied += 1
+            nbytes += (len(value) if value else 0) + (len(key) if key else 0)
+        self._in_flight += copied
+        stats = self.stats
+        stats.records += copied
+        stats.bytes += nbytes
+        stats.skipped_cycle += skipped
+        ts_type, ts = messages[-1].timestamp()
+        if ts_type != 0:
+            stats.last_record_age_s = max(0.0, time.time() - ts / 1000)
+
+    def _on_delivery(self, err: KafkaError | None, out: Message) -> None:
+        """Delivery report of a copied record (state events have their own callbacks)."""
+        topic, partition, upstream, ts, ts_type = self._fifos[(out.topic(), out.partition())].popleft()
+        self._in_flight -= 1
         if err is not None:
-            if err.fatal():
-                raise ReplicationError(f"flow {self.flow.name}: fatal consumer error: {err.str()}")
-            _log.warning("flow %s: consumer error: %s", self.flow.name, err.str())
-            return
-        topic, partition, upstream = msg.topic(), msg.partition(), msg.offset()
-        self.commits.consumed((topic, partition), upstream + 1)
-        remote = self._remote.get(topic)
-        if remote is None or partition >= remote.partitions:  # newer than our last topic refresh
-            self._refresh_topics()
-            remote = self._remote[topic]
-            self._producer.list_topics(remote.target_topic, timeout=10)  # the producer sees new partitions
-        copy, headers = self._provenance.stamp(msg.headers())
-        if not copy:
-            self.stats.skipped_cycle += 1  # it came from the target: copying it back would loop
-            return
-        ts_type, ts = msg.timestamp()
-        value, key = msg.value(), msg.key()
-        self.stats.bytes += (len(value) if value else 0) + (len(key) if key else 0)
-        ledger, latency = self.ledger, self.stats.latency
+            self._delivery_error = err
+        elif self.ledger.delivered(topic, partition, upstream, out.offset(), ts) and ts_type:
+            self.stats.latency.observe(max(0.0, time.time() - ts / 1000))  # sampled: syncs are rare
 
-        def delivered(err: KafkaError | None, out: Message) -> None:
-            self._in_flight -= 1
-            if err is not None:
-                self._delivery_error = err
-                return
-            if ledger.delivered(topic, partition, upstream, out.offset(), ts) and ts_type != 0:
-                latency.observe(max(0.0, time.time() - ts / 1000))  # sampled: syncs are rare
+    def _consumer_error(self, err: KafkaError) -> None:
+        if err.fatal():
+            raise ReplicationError(f"flow {self.flow.name}: fatal consumer error: {err.str()}")
+        _log.warning("flow %s: consumer error: %s", self.flow.name, err.str())
 
-        self._produce(
-            remote.target_topic,
-            value=value,
-            key=key,
-            headers=headers,
-            partition=partition,
-            timestamp=ts if ts_type != 0 else 0,
-            on_delivery=delivered,
-        )
-        self._in_flight += 1
-        self.stats.records += 1
+    def _follow_new_partition(self, topic: str) -> RemoteTopic:
+        self._refresh_topics()
+        remote = self._remote[topic]
+        self._producer.list_topics(remote.target_topic, timeout=10)  # the producer sees new partitions
+        return remote
 
-    def _produce(self, topic: str, **kwargs: object) -> None:
+    def _produce_slowly(
+        self, topic: str, value: bytes | None, key: bytes | None, partition: int, ts: int, headers: object
+    ) -> None:
+        """Produce when the fast path could not: a full local queue, or a partition unknown to us yet."""
         refreshed = False
         while True:
             try:
-                self._producer.produce(topic, **kwargs)  # type: ignore[arg-type]
+                self._producer.produce(topic, value, key, partition, timestamp=ts, headers=headers)
                 return
             except BufferError:
                 self._producer.poll(0.05)  # the local queue is full: let deliveries drain it
@@ -332,11 +368,11 @@ class FlowRunner:
         known = self.commits.positions()
         unread = [tp for tp in positions if tp.offset == OFFSET_INVALID and (tp.topic, tp.partition) not in known]
         committed = {(tp.topic, tp.partition): tp.offset for tp in self.commits.committed(unread)}
+        ends = self._topics.source_end_offsets([(tp.topic, tp.partition) for tp in positions])
         for tp in positions:
             key = (tp.topic, tp.partition)
-            low, high = self._consumer.get_watermark_offsets(tp, timeout=10, cached=False)
             pos = tp.offset if tp.offset != OFFSET_INVALID else known.get(key, committed.get(key, OFFSET_INVALID))
-            if (low if pos < 0 else pos) < high:
+            if pos < ends[key] and not (pos < 0 and ends[key] == 0):
                 return False
             if not self.ledger.settled(key):
                 self.ledger.flush()  # the tail is copied but its sync is not durable yet

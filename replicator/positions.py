@@ -35,7 +35,11 @@ class PositionStore:
     def write(self, producer: Producer, positions: dict[tuple[str, int], int]) -> None:
         """Produce positions into the producer's open transaction."""
         for (topic, partition), offset in positions.items():
-            producer.produce(self._topic, key=self._key(topic, partition), value=str(offset).encode())
+            # its own (empty) callback: the producer's default one is for copied records only;
+            # a failed write fails the transaction's commit
+            producer.produce(
+                self._topic, key=self._key(topic, partition), value=str(offset).encode(), on_delivery=_ignore
+            )
 
     def read(self, wanted: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
         """The last committed position of each wanted partition (absent: never committed)."""
@@ -67,3 +71,7 @@ class PositionStore:
             raise ReplicationError(f"flow {self._flow}: cannot read positions from {self._topic}: {exc}") from exc
         finally:
             consumer.close()
+
+
+def _ignore(_err: object, _msg: object) -> None:
+    return None

@@ -10,8 +10,8 @@ import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from confluent_kafka import KafkaError, KafkaException
-from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
+from confluent_kafka import IsolationLevel, KafkaError, KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic, OffsetSpec
 
 from replicator.errors import ReplicationError
 from replicator.filters import TopicFilter
@@ -85,6 +85,22 @@ class TopicManager:
 
     def source_partitions(self) -> dict[str, int]:
         return self.partition_counts(self._source)
+
+    def source_end_offsets(self, partitions: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
+        """Last stable offsets (what read_committed can reach), in one request on the admin's connection.
+
+        Asking the consumer instead would queue behind its long-polling fetches (~0.5 s each).
+        """
+        if not partitions:
+            return {}
+        asked = {TopicPartition(t, p): OffsetSpec.latest() for t, p in partitions}
+        futures = self._source.list_offsets(
+            asked, isolation_level=IsolationLevel.READ_COMMITTED, request_timeout=_ADMIN_TIMEOUT_S
+        )
+        try:
+            return {(tp.topic, tp.partition): f.result(timeout=_ADMIN_TIMEOUT_S).offset for tp, f in futures.items()}
+        except KafkaException as exc:
+            raise ReplicationError(f"cannot list source end offsets: {exc}") from exc
 
     def ensure_remote_topics(self, wanted: list[RemoteTopic]) -> None:
         """Create missing remote topics with the source's partition count; grow smaller ones."""
