@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import bisect
 import time
 from dataclasses import dataclass
 
@@ -63,15 +64,29 @@ def copies_by_content(source: list[Rec], target: list[Rec]) -> list[tuple[int, i
     return [(by_key[r.key], r.offset) for r in target if r.key in by_key]
 
 
+class GroundTruth:
+    """The brief's definition of the exact translation, from every copy on the target.
+
+    Translation of committed offset ``c``: the downstream offset of the latest copy of ``c``; if
+    ``c`` has no copy, right after the latest copy of the last replicated record before it; if
+    nothing before it was replicated, the latest copy of the first replicated record after it.
+    """
+
+    def __init__(self, copies: list[tuple[int, int]]) -> None:
+        self.latest: dict[int, int] = {}
+        for u, d in copies:
+            self.latest[u] = max(d, self.latest.get(u, -1))
+        self.ups = sorted(self.latest)
+
+    def translate(self, c: int) -> int | None:
+        if c in self.latest:
+            return self.latest[c]
+        i = bisect.bisect_left(self.ups, c)
+        if i > 0:
+            return self.latest[self.ups[i - 1]] + 1
+        return self.latest[self.ups[0]] if self.ups else None
+
+
 def expected_translation(copies: list[tuple[int, int]], c: int) -> int | None:
-    """The brief's definition of the exact translation of committed offset ``c``."""
-    latest: dict[int, int] = {}
-    for u, d in copies:
-        latest[u] = max(d, latest.get(u, -1))
-    if c in latest:
-        return latest[c]
-    before = [u for u in latest if u < c]
-    if before:
-        return latest[max(before)] + 1
-    after = [u for u in latest if u > c]
-    return latest[min(after)] if after else None
+    """One-off form of ``GroundTruth(copies).translate(c)``."""
+    return GroundTruth(copies).translate(c)

@@ -23,7 +23,7 @@ from replicator.config import load_config
 from replicator.events import Lifecycle
 from replicator.mapping import translate
 from replicator.runtime import Replicator
-from tests.groundtruth import copies_by_content, expected_translation, read_partition
+from tests.groundtruth import GroundTruth, copies_by_content, read_partition
 from tests.test_end_to_end import mapping_from_events, state_events, syncs_for
 
 pytestmark = pytest.mark.kafka
@@ -99,12 +99,12 @@ def kill_mid_stream(kafka_clusters, config: Path, topic: str) -> None:
 def assert_mapping_exact(kafka_clusters, topic: str, source, target) -> None:
     syncs = syncs_for(state_events(kafka_clusters.bootstrap("B"), "mirrorlake.events"), topic)
     for p in range(PARTITIONS):
-        copies = copies_by_content(source[p], target[p])
+        truth = GroundTruth(copies_by_content(source[p], target[p]))
         segments = mapping_from_events(syncs, p)
         high = source[p][-1].offset + 1
         for c in range(0, high + 1, 3):
             got = translate(segments, c)
-            assert (got.downstream if got else None) == expected_translation(copies, c), (p, c)
+            assert (got.downstream if got else None) == truth.translate(c), (p, c)
 
 
 def test_kill_9_with_at_least_once_loses_nothing_and_the_mapping_stays_exact(kafka_clusters, unique_topic, tmp_path):

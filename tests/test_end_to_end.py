@@ -20,7 +20,7 @@ from replicator.config import MirrorlakeConfig
 from replicator.events import OffsetSync, decode
 from replicator.mapping import build_segments, points_from_sync, translate
 from replicator.runtime import Replicator
-from tests.groundtruth import Rec, copies_by_content, expected_translation, read_partition
+from tests.groundtruth import GroundTruth, Rec, copies_by_content, read_partition
 
 PARTITIONS = 4
 RECORDS = 10_000
@@ -148,11 +148,11 @@ def test_offset_syncs_translate_every_source_offset_exactly(kafka_clusters, repl
     syncs = syncs_for(state_events(kafka_clusters.bootstrap("B"), "mirrorlake.events"), replicated.topic)
     assert syncs, "no offset_sync events for the topic"
     for p in range(PARTITIONS):
-        copies = copies_by_content(replicated.source[p], replicated.target[p])
+        truth = GroundTruth(copies_by_content(replicated.source[p], replicated.target[p]))
         segments = mapping_from_events(syncs, p)
         for c in range(0, replicated.high[p] + 2):
             got = translate(segments, c)
-            assert (got.downstream if got else None) == expected_translation(copies, c), (p, c)
+            assert (got.downstream if got else None) == truth.translate(c), (p, c)
         # one row per change of delta, not per record
         assert len(segments) < len(replicated.source[p]) / 50
 
@@ -176,12 +176,12 @@ def test_a_second_run_copies_only_new_records_and_stays_exact(kafka_clusters, re
     syncs = syncs_for(state_events(b, "mirrorlake.events"), replicated.topic)
     for p in range(PARTITIONS):
         assert [r.key for r in target[p]] == [r.key for r in source[p]]
-        copies = copies_by_content(source[p], target[p])
+        truth = GroundTruth(copies_by_content(source[p], target[p]))
         segments = mapping_from_events(syncs, p)
         high = source[p][-1].offset + 1
         for c in range(max(0, high - 400), high + 1):
             got = translate(segments, c)
-            assert (got.downstream if got else None) == expected_translation(copies, c), (p, c)
+            assert (got.downstream if got else None) == truth.translate(c), (p, c)
     replicated.source, replicated.target = source, target
     replicated.high = {p: recs[-1].offset + 1 for p, recs in source.items()}
 
@@ -209,13 +209,13 @@ def test_lakehouse_mapping_equals_the_reference_and_sql_translates_exactly(
                 [replicated.topic, p],
             ).rows
             assert [tuple(r) for r in rows] == reference
-            copies = copies_by_content(replicated.source[p], replicated.target[p])
+            truth = GroundTruth(copies_by_content(replicated.source[p], replicated.target[p]))
             offsets = list(range(0, replicated.high[p] + 2, 7)) + [replicated.high[p] - 1, replicated.high[p]]
             got = sql.query(
                 "SELECT c, translate_offset('A->B', ?, ?, c) FROM unnest(?::BIGINT[]) AS t(c) ORDER BY c",
                 [replicated.topic, p, offsets],
             ).rows
-            assert {c: d for c, d in got} == {c: expected_translation(copies, c) for c in offsets}
+            assert {c: d for c, d in got} == {c: truth.translate(c) for c in offsets}
     finally:
         sql.close()
 
