@@ -9,6 +9,7 @@ creation for both). The wall time from launch is reported beside it.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import resource
@@ -27,6 +28,7 @@ __all__ = [
     "Latency",
     "Span",
     "end_offset_total",
+    "foreign_cpu",
     "measure_latency",
     "process_cpu",
     "self_cpu",
@@ -56,11 +58,40 @@ def process_cpu(pid: int) -> CpuClock:
     return read
 
 
+def _machine_busy_cpu() -> float:
+    """CPU seconds all cores spent busy since boot (user, nice, system, irq, softirq, steal)."""
+    with open("/proc/stat", encoding="ascii") as handle:
+        fields = handle.readline().split()
+    user, nice, system, _idle, _iowait, irq, softirq, steal = (int(x) for x in fields[1:9])
+    return (user + nice + system + irq + softirq + steal) / _CLOCK_TICKS
+
+
+def foreign_cpu(pids: Callable[[], list[int]]) -> CpuClock:
+    """CPU seconds used by everything except this process and ``pids()`` (the machine's other load).
+
+    A benchmark on a shared machine is only as good as its quiet: a row with foreign CPU is noisy.
+    """
+
+    def read() -> float:
+        ours = self_cpu()
+        for pid in pids():
+            with contextlib.suppress(OSError):  # exited meanwhile: its CPU then counts as foreign
+                ours += process_cpu(pid)()
+        return _machine_busy_cpu() - ours
+
+    return read
+
+
+def _no_clock() -> float:
+    return 0.0
+
+
 @dataclass(frozen=True)
 class _Mark:
     t: float
     cpu: float
     count: int
+    foreign: float = 0.0
 
 
 @dataclass
@@ -76,17 +107,19 @@ class Span:
 
     cpu: CpuClock
     start: _Mark
+    foreign: CpuClock = _no_clock
     zero: _Mark | None = None
     first: _Mark | None = None
     done: _Mark | None = None
     end: _Mark | None = None
 
     @classmethod
-    def begin(cls, cpu: CpuClock) -> Span:
-        return cls(cpu, _Mark(time.monotonic(), cpu(), 0))
+    def begin(cls, cpu: CpuClock, foreign: CpuClock = _no_clock) -> Span:
+        """``foreign``: a clock of the CPU used by processes outside the benchmark (``foreign_cpu``)."""
+        return cls(cpu, _Mark(time.monotonic(), cpu(), 0, foreign()), foreign)
 
     def _mark(self, count: int) -> _Mark:
-        return _Mark(time.monotonic(), self.cpu(), count)
+        return _Mark(time.monotonic(), self.cpu(), count, self.foreign())
 
     def mark_zero(self) -> None:
         self.zero = self._mark(0)
@@ -128,6 +161,12 @@ class Span:
     def copy_cpu(self) -> float:
         begin, done, _ = self._window()
         return done.cpu - begin.cpu
+
+    @property
+    def foreign_cpu(self) -> float:
+        """CPU seconds other processes used during the copy window (0 without a foreign clock)."""
+        begin, done, _ = self._window()
+        return max(0.0, done.foreign - begin.foreign)
 
     @property
     def wall_seconds(self) -> float:

@@ -36,11 +36,20 @@ if __package__ in (None, ""):  # run as a file: make ``bench`` importable
 
 import confluent_kafka
 
-from bench.measure import ArrivalWatcher, Latency, Span, end_offset_total, measure_latency, self_cpu
+from bench.measure import (
+    ArrivalWatcher,
+    CpuClock,
+    Latency,
+    Span,
+    end_offset_total,
+    foreign_cpu,
+    measure_latency,
+    self_cpu,
+)
 from bench.mm2 import MirrorMaker2, Mm2Settings
-from bench.report import Row, format_table, ratio_lines
+from bench.report import NOISY_PCT, Row, format_table, ratio_lines
 from bench.workload import RecordSpec, create_topic, prefill, raw_consume, raw_produce
-from mirrorlake.localkafka import default_cache_root, down, require_java, resolve_kafka_jars, up
+from mirrorlake.localkafka import LocalBroker, default_cache_root, down, require_java, resolve_kafka_jars, up
 from replicator.config import MirrorlakeConfig, parse_config
 from replicator.policy import policy_from_config
 from replicator.runtime import Replicator
@@ -62,6 +71,15 @@ class Bench:
     target: str
     lib_dir: Path
     run_id: str
+    brokers: list[LocalBroker]
+
+    def foreign(self, *extra_pids: int) -> CpuClock:
+        """CPU of every process but this one, our brokers and ``extra_pids`` (e.g. the MM2 JVM)."""
+
+        def ours() -> list[int]:
+            return [pid for pid in (b.pid() for b in self.brokers) if pid is not None] + list(extra_pids)
+
+        return foreign_cpu(ours)
 
     def topic(self, *parts: object) -> str:
         return "-".join(["bench", self.run_id, *map(str, parts)])
@@ -96,12 +114,14 @@ def run_raw(bench: Bench, spec: RecordSpec, source_topic: str) -> list[Row]:
             "raw-consume",
             spec.label,
             spec.record_bytes,
-            raw_consume(bench.source, source_topic, spec, self_cpu),
+            raw_consume(bench.source, source_topic, spec, self_cpu, bench.foreign()),
         )
     ]
-    span = raw_produce(bench.target, bench.topic("raw", size), spec, self_cpu)
+    span = raw_produce(bench.target, bench.topic("raw", size), spec, self_cpu, bench.foreign())
     rows.append(Row("raw produce-only (T)", "raw-produce", spec.label, spec.record_bytes, span))
-    span = raw_produce(bench.target, bench.topic("rawcb", size), spec, self_cpu, per_record_callback=True)
+    span = raw_produce(
+        bench.target, bench.topic("rawcb", size), spec, self_cpu, bench.foreign(), per_record_callback=True
+    )
     rows.append(Row("raw produce-only + per-rec callback", "raw-produce-cb", spec.label, spec.record_bytes, span))
     for row in rows:
         _log.info("%s %s: %.0f records/s", row.name, row.size_label, row.records_per_s)
@@ -112,7 +132,7 @@ def run_mirrorlake(bench: Bench, spec: RecordSpec, topic: str) -> Row:
     """``run_until_caught_up`` on a flow selecting exactly ``topic``; then latency on its own topic."""
     config = bench.flow_config([topic])
     remote = policy_from_config(config.replication_policy).format_remote_topic("S", topic)
-    span = Span.begin(self_cpu)
+    span = Span.begin(self_cpu, bench.foreign())
     watcher = ArrivalWatcher(bench.target, remote, spec.partitions, spec.count, span).start()
     try:
         stats = Replicator(config, flows=["S->T"]).run_until_caught_up()
@@ -161,7 +181,7 @@ def run_mm2(bench: Bench, spec: RecordSpec, topic: str, settings: Mm2Settings) -
     watcher: ArrivalWatcher | None = None
     try:
         mm2.start()
-        span = Span.begin(mm2.cpu_clock())
+        span = Span.begin(mm2.cpu_clock(), bench.foreign(mm2.pid))
         watcher = ArrivalWatcher(bench.target, remote, spec.partitions, spec.count, span).start()
         if not watcher.wait(bench.args.timeout, alive=mm2.alive):
             state = "exited" if not mm2.alive() else f"timed out after {bench.args.timeout:g} s"
@@ -252,7 +272,7 @@ def environment(config: MirrorlakeConfig) -> list[str]:
         f"date: {datetime.datetime.now(datetime.UTC).isoformat(timespec='seconds')}",
         f"mirrorlake: git {git.stdout.strip() or '?'}{' (uncommitted changes)' if dirty else ''}",
         f"kafka: {config.local_kafka.version} (brokers -Xmx{config.local_kafka.heap}); "
-        f"confluent-kafka {confluent_kafka.version()[0]}, librdkafka {confluent_kafka.libversion()[0]}; "
+        f"confluent-kafka {confluent_kafka.version()}, librdkafka {confluent_kafka.libversion()[0]}; "
         f"python {platform.python_version()}; {_cpu_count()} CPUs",
     ]
 
@@ -313,8 +333,9 @@ def main(argv: list[str] | None = None) -> int:
     rows: list[Row] = []
     load_before = _load()
     try:
-        up(clusters)
+        brokers = up(clusters)
         bench = Bench(
+            brokers=brokers,
             args=args,
             work_dir=work_dir,
             clusters=clusters,
@@ -345,6 +366,9 @@ def print_report(clusters: MirrorlakeConfig, args: argparse.Namespace, rows: lis
     )
     print()
     print(format_table(rows))
+    noisy = [f"{r.name} {r.size_label}" for r in rows if r.other_load_pct > NOISY_PCT]
+    if noisy:
+        print(f"* other processes used > {NOISY_PCT:g}% of the machine during: {', '.join(noisy)}; rerun when quiet")
     print()
     against = {"raw-produce": "raw-produce", "raw-consume": "raw-consume"}
     against.update({f"mm2-t{t}": f"MM2(tasks.max={t})" for t in args.mm2_tasks})

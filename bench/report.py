@@ -4,16 +4,22 @@ Units: MB = 1e6 bytes and GB = 1e9 bytes of payload (key + value; headers and pr
 not counted). Rates are the copy rate (first record landed -> all landed); "wall s" is from launch
 (process or client start) to done. CPU is user + system seconds of the process doing the copy:
 "CPU s" over the copy phase (what CPU s/GB is computed from), "CPU tot" from launch to done.
+"other%" is the share of the machine's CPU capacity used in the copy window by processes outside
+the benchmark (not this process, its brokers, or the MM2 JVM): a busy machine makes a row noisy.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 
 from bench.measure import Latency, Span
 
-__all__ = ["Row", "format_table", "ratio_lines"]
+__all__ = ["NOISY_PCT", "Row", "format_table", "ratio_lines"]
+
+NOISY_PCT = 10.0  # rows where other processes used more of the machine than this get a '*'
+_CPUS = len(os.sched_getaffinity(0))
 
 _COLUMNS = (
     ("run", "<", 34),
@@ -27,6 +33,7 @@ _COLUMNS = (
     ("CPU s", ">", 7),
     ("CPU tot", ">", 7),
     ("CPU s/GB", ">", 8),
+    ("other%", ">", 7),
 )
 
 
@@ -54,6 +61,11 @@ class Row:
         gigabytes = self.span.copy_records * self.record_bytes / 1e9
         return self.span.copy_cpu / gigabytes if gigabytes else float("nan")
 
+    @property
+    def other_load_pct(self) -> float:
+        """Share of the machine's CPU capacity that processes outside the benchmark used in the window."""
+        return 100 * self.span.foreign_cpu / (self.span.copy_seconds * _CPUS)
+
     def cells(self) -> list[str]:
         p50 = self.latency.percentile(50) if self.latency else None
         p99 = self.latency.percentile(99) if self.latency else None
@@ -69,6 +81,7 @@ class Row:
             f"{self.span.copy_cpu:.1f}",
             f"{self.span.total_cpu:.1f}",
             f"{self.cpu_per_gb:.1f}",
+            f"{self.other_load_pct:.0f}{'*' if self.other_load_pct > NOISY_PCT else ''}",
         ]
 
 

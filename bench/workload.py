@@ -122,7 +122,7 @@ def prefill(bootstrap: str, topic: str, spec: RecordSpec) -> None:
     _log.info("prefilled %s: %d x %s in %.1f s", topic, spec.count, spec.label, time.monotonic() - started)
 
 
-def raw_consume(bootstrap: str, topic: str, spec: RecordSpec, cpu: CpuClock) -> Span:
+def raw_consume(bootstrap: str, topic: str, spec: RecordSpec, cpu: CpuClock, foreign: CpuClock) -> Span:
     """Read ``topic`` from the beginning to ``spec.count`` records with the replicator's consumer settings.
 
     Partitions are assigned, not subscribed: no group join in the timing.
@@ -130,7 +130,7 @@ def raw_consume(bootstrap: str, topic: str, spec: RecordSpec, cpu: CpuClock) -> 
     conf = consumer_config(_FLOW, {"bootstrap.servers": bootstrap}, "bench-raw-consume")
     consumer = Consumer({**conf, "group.id": f"bench-raw-consume-{topic}", "enable.auto.commit": False})
     try:
-        span = Span.begin(cpu)
+        span = Span.begin(cpu, foreign)
         consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(spec.partitions)])
         seen = 0
         while seen < spec.count:
@@ -148,7 +148,13 @@ def raw_consume(bootstrap: str, topic: str, spec: RecordSpec, cpu: CpuClock) -> 
 
 
 def raw_produce(
-    bootstrap: str, topic: str, spec: RecordSpec, cpu: CpuClock, *, per_record_callback: bool = False
+    bootstrap: str,
+    topic: str,
+    spec: RecordSpec,
+    cpu: CpuClock,
+    foreign: CpuClock,
+    *,
+    per_record_callback: bool = False,
 ) -> Span:
     """Produce the spec's records to a new ``topic`` with the replicator's producer settings.
 
@@ -161,7 +167,7 @@ def raw_produce(
     partitions = spec.partitions
     counter = _DeliveryCounter()
     _warm_up(producer, bootstrap, f"{topic}-warmup")
-    span = Span.begin(cpu)
+    span = Span.begin(cpu, foreign)
     span.mark_first()
     for i, (key, value, ts) in enumerate(records):
         if per_record_callback:

@@ -44,6 +44,7 @@ def consumer_config(flow: FlowConfig, source: dict[str, str], client_id: str) ->
         "topic.metadata.refresh.interval.ms": 5000,  # see partition increases within seconds
         "fetch.max.bytes": 52428800,
         "queued.max.messages.kbytes": 65536,
+        "fetch.queue.backoff.ms": 10,  # default 1000: a full local queue would pause fetching for a second
         "client.id": client_id,
         "logger": RDKAFKA_LOG,
     }

@@ -44,6 +44,7 @@ __all__ = ["FlowRunner", "FlowStats", "consumer_group_id"]
 _log = logging.getLogger(__name__)
 
 _CONSUME_BATCH = 5000
+_CONSUME_WAIT_S = 0.02  # the longest a record waits for its batch to fill: end-to-end latency
 
 
 @dataclass
@@ -167,7 +168,7 @@ class FlowRunner:
             if now >= next_metadata_sync:
                 self._sync_topic_metadata()
                 next_metadata_sync = now + self.flow.sync_topic_configs_interval_seconds
-            messages = self._consumer.consume(_CONSUME_BATCH, timeout=0.1)
+            messages = self._consumer.consume(_CONSUME_BATCH, timeout=_CONSUME_WAIT_S)
             if messages:
                 self._copy_batch(messages)
                 ts_type, ts = messages[-1].timestamp()
@@ -362,8 +363,8 @@ class FlowRunner:
             self.commits.after_batch(force=True)
             return False
         assignment = self._consumer.assignment()
-        if len(assignment) < sum(r.partitions for r in self._remote.values()):
-            return False
+        if not assignment and self._remote:
+            return False  # not assigned yet (with several processes, each judges its own share)
         positions = self._consumer.position(assignment)
         known = self.commits.positions()
         unread = [tp for tp in positions if tp.offset == OFFSET_INVALID and (tp.topic, tp.partition) not in known]
