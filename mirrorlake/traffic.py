@@ -75,6 +75,7 @@ def produce_sample_traffic(
         txn.begin_transaction()
         for i in range(records_per_transaction):
             txn.produce(topic, key=f"txn-{n}-{i}".encode(), value=f"txn-{n}-{i}".encode(), partition=i % partitions)
+        txn.flush(30)  # an abort of records the broker never saw is refused under transaction.version 2
         if n % 2 == 0:
             txn.commit_transaction(30)
             committed += records_per_transaction

@@ -14,18 +14,10 @@ from confluent_kafka import Producer
 from mirrorlake.traffic import ensure_topic
 from replicator.runtime import Replicator
 from tests.groundtruth import read_partition
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.kafka
 PARTITIONS = 6
-
-
-def wait_for(predicate, what: str, timeout_s: float = 90.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def assigned(replicator: Replicator) -> set[str]:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewPartitions
@@ -11,17 +9,9 @@ from confluent_kafka.admin import AdminClient, NewPartitions
 from mirrorlake.traffic import ensure_topic
 from replicator.runtime import Replicator
 from tests.groundtruth import read_partition
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.kafka
-
-
-def wait_for(predicate, what: str, timeout_s: float = 90.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.5)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def count(bootstrap: str, topic: str, partition: int) -> int:

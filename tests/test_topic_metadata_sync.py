@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 import pytest
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import (
@@ -24,15 +22,7 @@ from mirrorlake.traffic import ensure_topic
 from replicator.acl_sync import target_binding
 from replicator.runtime import Replicator
 from replicator.topic_config_sync import DefaultConfigPropertyFilter
-
-
-def wait_for(predicate, what: str, timeout_s: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.5)
-    raise AssertionError(f"timed out waiting for {what}")
+from tests.waiting import wait_for
 
 
 def dynamic_configs(bootstrap: str, topic: str) -> dict[str, str]:
