@@ -8,6 +8,7 @@ vectors), so views always go through DuckDB's delta extension, loaded from the
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -110,7 +111,7 @@ class LakehouseSQL:
             return self.paths.gold(name)
         return self.paths.bronze if kind == "bronze" else self.paths.quarantine
 
-    def query(self, sql: str, params: list[object] | None = None) -> QueryResult:
+    def query(self, sql: str, params: Sequence[object] | None = None) -> QueryResult:
         """Run one statement; ``params`` fill its ``?`` placeholders."""
         try:
             rel = self.con.execute(sql, params) if params else self.con.execute(sql)
@@ -121,7 +122,7 @@ class LakehouseSQL:
         except duckdb.Error as exc:
             raise SQLError(str(exc)) from None
 
-    def arrow(self, sql: str, params: list[object] | None = None):  # -> pyarrow.Table
+    def arrow(self, sql: str, params: Sequence[object] | None = None):  # -> pyarrow.Table
         try:
             return (self.con.execute(sql, params) if params else self.con.execute(sql)).to_arrow_table()
         except duckdb.Error as exc:

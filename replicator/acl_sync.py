@@ -25,8 +25,15 @@ __all__ = ["TopicAclSync", "target_binding"]
 
 _log = logging.getLogger(__name__)
 _TIMEOUT_S = 30.0
+# None matches any name, principal and host (the stubs say str; the API documents None as "any")
 _ALL_TOPIC_ACLS = AclBindingFilter(
-    ResourceType.TOPIC, None, ResourcePatternType.ANY, None, None, AclOperation.ANY, AclPermissionType.ANY
+    ResourceType.TOPIC,
+    None,  # type: ignore[arg-type]
+    ResourcePatternType.ANY,
+    None,  # type: ignore[arg-type]
+    None,  # type: ignore[arg-type]
+    AclOperation.ANY,
+    AclPermissionType.ANY,
 )
 
 

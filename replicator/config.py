@@ -24,6 +24,7 @@ from pydantic import (
     field_validator,
     model_validator,
 )
+from pydantic_core import ErrorDetails
 
 from replicator.errors import ConfigError
 
@@ -77,9 +78,9 @@ class ClusterConfig(_Model):
         default_factory=dict, description="librdkafka properties (security.protocol, sasl.*, ssl.*)"
     )
 
-    def client_config(self) -> dict[str, str]:
+    def client_config(self) -> dict[str, Any]:
         """The librdkafka settings for this cluster, secrets revealed (never log the result)."""
-        conf = {k: v.get_secret_value() for k, v in self.client.items()}
+        conf: dict[str, Any] = {k: v.get_secret_value() for k, v in self.client.items()}
         conf["bootstrap.servers"] = self.bootstrap_servers
         return conf
 
@@ -226,7 +227,7 @@ class MirrorlakeConfig(_Model):
         return tuple(f for f in self.flows if f.enabled)
 
 
-def _describe(error: dict[str, Any]) -> str:
+def _describe(error: ErrorDetails) -> str:
     loc = ".".join(str(part) for part in error["loc"]) or "<top level>"
     kind = error["type"]
     if kind == "extra_forbidden":

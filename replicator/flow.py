@@ -17,6 +17,7 @@ import threading
 import time
 from collections import deque
 from dataclasses import dataclass, field
+from typing import Any
 
 from confluent_kafka import OFFSET_INVALID, Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
@@ -95,7 +96,7 @@ class FlowRunner:
         self._fifos: dict[tuple[str, int], deque[tuple[str, int, int, int, int]]] = {}
 
     # -- clients -----------------------------------------------------------------------------
-    def _make_clients(self, source_conf: dict[str, str], target_conf: dict[str, str]) -> None:
+    def _make_clients(self, source_conf: dict[str, Any], target_conf: dict[str, Any]) -> None:
         name = f"{self.replicator_id}-{self.flow.name}"
         instance = self.config.replicator_id or "main"
         self._consumer = Consumer(consumer_config(self.flow, source_conf, f"{name}-consumer"))
@@ -171,9 +172,6 @@ class FlowRunner:
             messages = self._consumer.consume(_CONSUME_BATCH, timeout=_CONSUME_WAIT_S)
             if messages:
                 self._copy_batch(messages)
-                ts_type, ts = messages[-1].timestamp()
-                if ts_type != 0:
-                    self.stats.last_record_age_s = max(0.0, time.time() - ts / 1000)
             self._producer.poll(0)
             self._check_failures()
             if now >= next_flush and not self.flow.exactly_once:
@@ -200,10 +198,13 @@ class FlowRunner:
         fifos = self._fifos
         copied = nbytes = skipped = 0
         for msg in messages:
-            if msg.error() is not None:
-                self._consumer_error(msg.error())
+            if (err := msg.error()) is not None:
+                self._consumer_error(err)
                 continue
-            topic, partition, upstream = msg.topic(), msg.partition(), msg.offset()
+            # a message without error always has topic, partition and offset (the stubs say Optional)
+            topic: str = msg.topic()  # type: ignore[assignment]
+            partition: int = msg.partition()  # type: ignore[assignment]
+            upstream: int = msg.offset()  # type: ignore[assignment]
             if consumed is not None:
                 consumed((topic, partition), upstream + 1)
             remote = remote_of.get(topic)
@@ -212,7 +213,7 @@ class FlowRunner:
                 remote_of = self._remote
             headers = msg.headers()
             if headers is not None or stamp_all:
-                copy, headers = stamp(headers)
+                copy, headers = stamp(headers)  # type: ignore[arg-type,assignment]
                 if not copy:
                     skipped += 1  # it came from the target: copying it back would loop
                     continue
@@ -222,7 +223,7 @@ class FlowRunner:
             try:
                 produce(target, value, key, partition, timestamp=ts if ts_type else 0, headers=headers)
             except (BufferError, KafkaException):
-                self._produce_slowly(target, value, key, partition, ts if ts_type else 0, headers)
+                self._produce_slowly(target, value, key, partition, ts if ts_type else 0, headers)  # type: ignore[arg-type]
             fifo = fifos.get((target, partition))
             if fifo is None:
                 fifo = fifos[(target, partition)] = deque()
@@ -240,11 +241,12 @@ class FlowRunner:
 
     def _on_delivery(self, err: KafkaError | None, out: Message) -> None:
         """Delivery report of a copied record (state events have their own callbacks)."""
-        topic, partition, upstream, ts, ts_type = self._fifos[(out.topic(), out.partition())].popleft()
+        fifo = self._fifos[(out.topic(), out.partition())]  # type: ignore[index]
+        topic, partition, upstream, ts, ts_type = fifo.popleft()
         self._in_flight -= 1
         if err is not None:
             self._delivery_error = err
-        elif self.ledger.delivered(topic, partition, upstream, out.offset(), ts) and ts_type:
+        elif self.ledger.delivered(topic, partition, upstream, out.offset(), ts) and ts_type:  # type: ignore[arg-type]
             self.stats.latency.observe(max(0.0, time.time() - ts / 1000))  # sampled: syncs are rare
 
     def _consumer_error(self, err: KafkaError) -> None:
@@ -259,13 +261,19 @@ class FlowRunner:
         return remote
 
     def _produce_slowly(
-        self, topic: str, value: bytes | None, key: bytes | None, partition: int, ts: int, headers: object
+        self,
+        topic: str,
+        value: bytes | None,
+        key: bytes | None,
+        partition: int,
+        ts: int,
+        headers: list[tuple[str, bytes | None]] | None,
     ) -> None:
         """Produce when the fast path could not: a full local queue, or a partition unknown to us yet."""
         refreshed = False
         while True:
             try:
-                self._producer.produce(topic, value, key, partition, timestamp=ts, headers=headers)
+                self._producer.produce(topic, value, key, partition, timestamp=ts, headers=headers)  # type: ignore[arg-type]
                 return
             except BufferError:
                 self._producer.poll(0.05)  # the local queue is full: let deliveries drain it

@@ -64,8 +64,8 @@ class PositionStore:
                 for msg in consumer.consume(1000, timeout=5):
                     if msg.error():
                         remaining.discard(msg.partition())  # end of partition
-                    elif msg.key() in keys:
-                        found[keys[msg.key()]] = int(msg.value())
+                    elif (key := msg.key()) in keys and (value := msg.value()) is not None:
+                        found[keys[key]] = int(value)
             return found
         except KafkaException as exc:
             raise ReplicationError(f"flow {self._flow}: cannot read positions from {self._topic}: {exc}") from exc
