@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import shutil
 import sys
 from importlib.metadata import version
 from pathlib import Path
@@ -66,7 +67,7 @@ def spark_session(config: SparkConfig | None = None, *, app_name: str = "mirrorl
     from pyspark.sql import SparkSession
 
     config = config or SparkConfig()
-    if not (os.environ.get("JAVA_HOME") or _on_path("java")):
+    if not (os.environ.get("JAVA_HOME") or shutil.which("java")):
         raise ToolMissingError("Spark needs Java 17: install it (apt-get install openjdk-17-jre-headless)")
     # Python workers must run this interpreter (the venv with fastavro and pyarrow); pyspark reads
     # the worker executable from the environment only.
@@ -120,9 +121,3 @@ def _record_resolved_jars(manifest: Path, spark_jars: str) -> None:
         tmp = manifest.with_suffix(".tmp")
         tmp.write_text("\n".join(jars) + "\n")
         tmp.replace(manifest)
-
-
-def _on_path(program: str) -> bool:
-    import shutil
-
-    return shutil.which(program) is not None

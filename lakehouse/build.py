@@ -62,7 +62,7 @@ def build_lakehouse(spark: SparkSession, config: MirrorlakeConfig) -> BuildRepor
             .option("overwriteSchema", "true")
             .save(str(paths.gold("offset_mapping")))
         )
-        segments = spark.read.format("delta").load(str(paths.gold("offset_mapping"))).count()
+        segments = _count(spark, str(paths.gold("offset_mapping")))
     return BuildReport(
         bronze_rows=_count(spark, str(paths.bronze)),
         quarantined=_count(spark, str(paths.quarantine)),

@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 
 import click
 
-from replicator.config import MirrorlakeConfig, load_config
+from replicator.config import load_config
 from replicator.errors import MirrorlakeError
 
 __all__ = ["main", "cli"]
@@ -195,15 +195,11 @@ def demo(config_path: Path, records: int) -> None:
         f"  translation   {s.flow} orders[{s.sample_partition}] offset {s.sample_upstream} -> "
         f"{s.sample_downstream} on the target"
     )
-    click.echo(f"  lakehouse at  {_config_lakehouse(config)}")
+    click.echo(f"  lakehouse at  {config.lakehouse.path.resolve()}")
     click.echo("")
     click.echo("Next: .venv/bin/mirrorlake dashboard   (http://127.0.0.1:8501)")
     click.echo('      .venv/bin/mirrorlake sql "SELECT * FROM offset_mapping ORDER BY partition, downstream_start"')
     click.echo("      .venv/bin/mirrorlake clusters down   (the clusters keep running until then)")
-
-
-def _config_lakehouse(config: MirrorlakeConfig) -> str:
-    return str(config.lakehouse.path.resolve())
 
 
 def main() -> None:

@@ -110,7 +110,6 @@ class TransactionalCommits(Commits):
         self._positions: dict[TP, int] = {}  # next source offset per partition, as of this transaction
         self._written: dict[TP, int] = {}  # positions already in a committed transaction
         self._dirty = False  # something was produced in the open transaction
-        self._open = False
         self._next_commit = 0.0
         self.commits = 0
 
@@ -123,7 +122,6 @@ class TransactionalCommits(Commits):
 
     def _begin(self) -> None:
         self._producer.begin_transaction()
-        self._open = True
         self._dirty = False
         self._next_commit = time.monotonic() + self._interval_s
 
@@ -193,11 +191,10 @@ class TransactionalCommits(Commits):
             self._written.pop((tp.topic, tp.partition), None)
 
     def close(self) -> None:
+        """Commit what is open. The empty transaction begun after it is left for the producer's close
+        to discard: aborting a transaction the broker never saw is refused under transaction.version 2."""
         if self._dirty:
             self._commit()
-        # The transaction begun after the last commit is empty: closing the producer discards it.
-        # (Aborting a transaction the broker never saw is refused under transaction.version 2.)
-        self._open = False
 
 
 def commit_sync(consumer: Consumer, flow: str) -> None:

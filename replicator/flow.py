@@ -63,7 +63,6 @@ class FlowStats:
     lag: dict[tuple[str, int], int] = field(default_factory=dict)
     last_record_age_s: float | None = None
     latency: LatencyHistogram = field(default_factory=LatencyHistogram)
-    started_at: float = field(default_factory=time.monotonic)
 
 
 class FlowRunner:
@@ -287,9 +286,8 @@ class FlowRunner:
     # -- offset syncs ------------------------------------------------------------------------
     def _publish_syncs(self) -> None:
         if self.ledger.has_pending:
-            before = self.ledger.published
             self.ledger.publish({t: r.target_topic for t, r in self._remote.items()}, self._producer)
-            self.stats.syncs += self.ledger.published - before
+            self.stats.syncs = self.ledger.published
 
     def _drain(self) -> None:
         """Wait for every record and sync in flight, publishing the syncs they produce."""
