@@ -40,6 +40,7 @@ __all__ = [
     "parse_config",
     "DEFAULT_TOPICS_EXCLUDE",
     "DEFAULT_CONFIG_EXCLUDES",
+    "DEFAULT_GROUPS_EXCLUDE",
 ]
 
 # MM2's DefaultTopicFilter.TOPICS_EXCLUDE_DEFAULT, plus our own state topic family.
@@ -63,6 +64,8 @@ DEFAULT_CONFIG_EXCLUDES: tuple[str, ...] = (
     r"unclean\.leader\.election\.enable",
     r"min\.insync\.replicas",
 )
+# MM2's DefaultGroupFilter.GROUPS_EXCLUDE_DEFAULT, plus the replicator's own groups.
+DEFAULT_GROUPS_EXCLUDE: tuple[str, ...] = (r"console-consumer-.*", r"connect-.*", r"__.*", r"mirrorlake\..*")
 _ALIAS = re.compile(r"^[A-Za-z0-9_\-]+$")
 
 
@@ -116,7 +119,27 @@ class FlowConfig(_Model):
         default=1.0, gt=0, description="exactly-once: how long a transaction collects records before it commits"
     )
 
-    @field_validator("topics", "topics_exclude", "config_properties_exclude")
+    groups: tuple[str, ...] = Field(default=(".*",), description="consumer groups to checkpoint (MM2's groups)")
+    groups_exclude: tuple[str, ...] = DEFAULT_GROUPS_EXCLUDE
+    emit_checkpoints: bool = Field(default=True, description="MM2's emit.checkpoints.enabled")
+    emit_checkpoints_interval_seconds: float = Field(default=5.0, gt=0)
+    sync_group_offsets: bool = Field(
+        default=False, description="write translated offsets to the target for groups inactive there"
+    )
+    emit_heartbeats: bool = Field(default=True, description="MM2's emit.heartbeats.enabled")
+    emit_heartbeats_interval_seconds: float = Field(default=1.0, gt=0)
+    watermarks_interval_seconds: float = Field(default=5.0, gt=0, description="log-start/end of both sides")
+    config_snapshots_interval_seconds: float = Field(
+        default=30.0, gt=0, description="how often configs and ACLs are compared; a snapshot is emitted on change"
+    )
+    config_snapshots_refresh_seconds: float = Field(
+        default=3600.0, gt=0, description="an unchanged topic's snapshot is re-emitted this often"
+    )
+    audit: bool = Field(default=True, description="count and checksum windows of both sides")
+    audit_window_records: int = Field(default=1000, ge=1, description="upstream offsets per audit window")
+    audit_interval_seconds: float = Field(default=5.0, gt=0)
+
+    @field_validator("topics", "topics_exclude", "config_properties_exclude", "groups", "groups_exclude")
     @classmethod
     def _regexes_compile(cls, patterns: tuple[str, ...]) -> tuple[str, ...]:
         for pattern in patterns:
@@ -166,6 +189,7 @@ class MirrorlakeConfig(_Model):
     positions_topic: str = Field(
         default="mirrorlake.positions", description="exactly-once flows: compacted topic of source positions"
     )
+    heartbeats_topic: str = Field(default="heartbeats", description="where each cluster's heartbeats are written")
     replicator_id: str | None = Field(default=None, description="defaults to host name and process id")
     provenance_header: bool | None = Field(
         default=None,

@@ -19,8 +19,10 @@ anything else) and its keys are understood as ``MirrorMakerConfig`` understands 
   pair, as in MM2). Connector settings are top-level defaults that ``S->T.<key>`` overrides:
   ``enabled`` (MM2's default: false), ``topics``, ``topics.exclude`` (or the deprecated
   ``topics.blacklist``; an explicit list replaces the default list, as in MM2), ``offset.lag.max`` and
-  ``replication.policy.class``/``.separator`` (one policy for all enabled flows).
-- Every other MM2 key (groups, checkpoints, heartbeats, topic config/ACL sync, replication factors,
+  ``replication.policy.class``/``.separator`` (one policy for all enabled flows), ``groups``,
+  ``groups.exclude``, ``emit.checkpoints.enabled``/``.interval.seconds``, ``sync.group.offsets.enabled``
+  and ``emit.heartbeats.enabled``/``.interval.seconds``.
+- Every other MM2 key (topic config/ACL sync, replication factors,
   ``tasks.max``, worker, REST, ...) is accepted and logged once at WARNING as "accepted, not used yet".
   Settings whose silent omission would change what is copied or how a cluster is reached (a custom
   ``topic.filter.class``, ``transforms``, ``config.providers``, a Java replication policy class other
@@ -116,6 +118,16 @@ _ONLY_DEFAULT = {  # name -> (the one value mirrorlake honours, why): ignoring o
     ),
     "transforms": ("", "Connect transformations; mirrorlake copies records unchanged"),
     "config.providers": ("", "${provider:path:key} substitution; write the values themselves"),
+}
+# MM2 flow keys that map one to one onto FlowConfig fields.
+_FLOW_BOOLS = {
+    "emit.checkpoints.enabled": "emit_checkpoints",
+    "sync.group.offsets.enabled": "sync_group_offsets",
+    "emit.heartbeats.enabled": "emit_heartbeats",
+}
+_FLOW_SECONDS = {
+    "emit.checkpoints.interval.seconds": "emit_checkpoints_interval_seconds",
+    "emit.heartbeats.interval.seconds": "emit_heartbeats_interval_seconds",
 }
 _FLOW_PREFIXES = ("producer.", "consumer.", "admin.", "source.", "target.", "transforms.", "predicates.")
 
@@ -474,6 +486,19 @@ class _Translation:
                 flow["topics_exclude"] = self._patterns(exclude)
             if key := merged.get("offset.lag.max"):  # a sync at least every n records: any n <= 1 means each one
                 flow["offset_lag_max"] = max(1, self.typed(key, _java_long))
+            if "groups" in merged:
+                flow["groups"] = self._patterns(merged["groups"])
+            if exclude := merged.get("groups.exclude") or merged.get("groups.blacklist"):
+                flow["groups_exclude"] = self._patterns(exclude)
+            for java, ours in _FLOW_BOOLS.items():
+                if key := merged.get(java):
+                    flow[ours] = self.typed(key, _java_bool)
+            for java, ours in _FLOW_SECONDS.items():
+                if key := merged.get(java):
+                    seconds = self.typed(key, _java_long)
+                    if seconds <= 0:
+                        raise self.fail(f"{key}: must be a positive number of seconds (got {seconds})")
+                    flow[ours] = seconds
             flows.append(flow)
         return flows
 

@@ -12,7 +12,22 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from replicator.errors import EventDecodeError
-from replicator.events import MAGIC, Lifecycle, OffsetSync, SchemaRegistry, decode, encode, registry
+from replicator.events import (
+    EVENT_TYPES,
+    MAGIC,
+    AuditWindow,
+    Checkpoint,
+    ConfigSnapshot,
+    GroupSync,
+    Heartbeat,
+    Lifecycle,
+    OffsetSync,
+    SchemaRegistry,
+    Watermark,
+    decode,
+    encode,
+    registry,
+)
 from replicator.events.codec import load_schema_version
 
 offsets = st.integers(min_value=0, max_value=2**62)
@@ -88,12 +103,18 @@ def test_released_schemas_are_never_edited():
     assert set(shipped) == set(lock), "a new schema version must be added to fingerprints.lock.json"
 
 
+def _sample(avro_type):
+    """A value of ``avro_type`` (unions: null)."""
+    if isinstance(avro_type, list):
+        return None
+    if isinstance(avro_type, dict):
+        return {"array": [], "map": {}}[avro_type["type"]]
+    return {"string": "s", "int": 1, "long": 2, "boolean": True}[avro_type]
+
+
 def _compatible(old, new) -> bool:
     """Can a reader with ``new`` read data written with ``old``? (fastavro's schema resolution)"""
-    record = {}
-    for f in old.schema["fields"]:
-        t = f["type"]
-        record[f["name"]] = None if isinstance(t, list) else {"string": "s", "int": 1, "long": 2}.get(t, "s")
+    record = {f["name"]: _sample(f["type"]) for f in old.schema["fields"]}
     buf = io.BytesIO()
     fastavro.schemaless_writer(buf, old.parsed, record)
     buf.seek(0)
@@ -126,3 +147,83 @@ def test_the_compatibility_check_catches_a_breaking_change():
     reg = SchemaRegistry([old, fine])
     event = Lifecycle(flow="A->B", replicator_id="r", state="started")
     assert decode(encode(event), reg) == event
+
+
+SAMPLES = [
+    Checkpoint(
+        flow="A->B",
+        replicator_id="r",
+        source_cluster="A",
+        target_cluster="B",
+        group="g",
+        source_topic="t",
+        target_topic="A.t",
+        partition=2,
+        upstream_offset=10,
+        downstream_offset=12,
+        method="exact",
+        error_bound=0,
+    ),
+    GroupSync(
+        flow="A->B",
+        replicator_id="r",
+        source_cluster="A",
+        target_cluster="B",
+        group="g",
+        source_topic="t",
+        target_topic="A.t",
+        partition=0,
+        decision="skipped_rewind",
+        translated_offset=3,
+        target_offset_before=9,
+    ),
+    Heartbeat(flow="B->C", replicator_id="r", origin_cluster="A", hop_path=("A", "B", "C"), origin_timestamp_ms=1),
+    Watermark(
+        flow="A->B",
+        replicator_id="r",
+        cluster="B",
+        side="target",
+        topic="A.t",
+        source_topic="t",
+        partition=0,
+        log_start_offset=0,
+        log_end_offset=5,
+        observed_at_ms=7,
+        max_timestamp_ms=6,
+    ),
+    ConfigSnapshot(
+        flow="A->B",
+        replicator_id="r",
+        cluster="A",
+        side="source",
+        topic="t",
+        source_topic="t",
+        exists=True,
+        partitions=3,
+        configs={"retention.ms": "604800000"},
+        config_sources={"retention.ms": "DEFAULT_CONFIG"},
+        acls=("User:x|*|READ|ALLOW|LITERAL|t",),
+        digest="abc",
+        reason="initial",
+    ),
+    AuditWindow(
+        flow="A->B",
+        replicator_id="r",
+        side="target",
+        cluster="B",
+        source_topic="t",
+        target_topic="A.t",
+        partition=0,
+        window_start=0,
+        window_end=1000,
+        record_count=998,
+        checksum=-(2**63),
+        extra_copies=4,
+    ),
+]
+
+
+@pytest.mark.parametrize("event", SAMPLES, ids=lambda e: e.event_type)
+def test_every_event_type_round_trips(event):
+    assert decode(encode(event)) == event
+    assert set(EVENT_TYPES) == set(registry().event_types())

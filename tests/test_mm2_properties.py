@@ -140,8 +140,10 @@ def test_kafka_sample_file_loads_through_load_config(caplog: pytest.LogCaptureFi
     assert (cfg.replication_policy.class_, cfg.replication_policy.separator) == ("default", ".")
     (warning,) = [r.getMessage() for r in caplog.records]
     assert "accepted, not used yet: replication.factor, checkpoints.topic.replication.factor" in warning
-    for key in ("offset.storage.replication.factor", "sync.topic.acls.enabled", "emit.heartbeats.interval.seconds"):
+    for key in ("offset.storage.replication.factor", "sync.topic.acls.enabled"):
         assert key in warning
+    assert "emit.heartbeats.interval.seconds" not in warning  # used: it maps onto the flows
+    assert {f.emit_heartbeats_interval_seconds for f in cfg.flows} == {5}
     assert "A->B.enabled" not in warning and "clusters" not in warning
 
 
@@ -304,3 +306,14 @@ def test_cli_names_the_key_and_exits_2_without_traceback(tmp_path: Path):
     assert "Traceback" not in result.stderr
     assert f"error: {bad}: invalid MirrorMaker 2 properties" in result.stderr
     assert "Unrecognized properties: topcs (did you mean topics?)" in result.stderr
+
+
+def test_group_and_checkpoint_keys_map_onto_the_flow():
+    cfg = config(
+        "clusters = A, B\nA.bootstrap.servers = a:9092\nB.bootstrap.servers = b:9092\nA->B.enabled = true\n"
+        "A->B.groups = app-.*\nA->B.groups.exclude = app-test\nsync.group.offsets.enabled = true\n"
+        "emit.checkpoints.interval.seconds = 7\nA->B.emit.heartbeats.enabled = false\n"
+    )
+    (flow,) = cfg.flows
+    assert flow.groups == ("app-.*",) and flow.groups_exclude == ("app-test",)
+    assert flow.sync_group_offsets and flow.emit_checkpoints_interval_seconds == 7 and not flow.emit_heartbeats

@@ -9,12 +9,29 @@ from replicator.events.codec import (
     encode,
     registry,
 )
-from replicator.events.model import EVENT_TYPES, Event, Lifecycle, OffsetSync
+from replicator.events.model import (
+    EVENT_TYPES,
+    AuditWindow,
+    Checkpoint,
+    ConfigSnapshot,
+    Event,
+    GroupSync,
+    Heartbeat,
+    Lifecycle,
+    OffsetSync,
+    Watermark,
+)
 
 __all__ = [
     "EVENT_TYPES",
     "MAGIC",
+    "AuditWindow",
+    "Checkpoint",
+    "ConfigSnapshot",
     "Event",
+    "GroupSync",
+    "Heartbeat",
+    "Watermark",
     "Lifecycle",
     "OffsetSync",
     "SchemaRegistry",

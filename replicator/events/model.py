@@ -12,7 +12,20 @@ import uuid
 from dataclasses import dataclass, fields
 from typing import Any, ClassVar, Self
 
-__all__ = ["Event", "OffsetSync", "Lifecycle", "EVENT_TYPES", "new_event_id", "now_ms"]
+__all__ = [
+    "Event",
+    "OffsetSync",
+    "Lifecycle",
+    "Checkpoint",
+    "GroupSync",
+    "Heartbeat",
+    "Watermark",
+    "ConfigSnapshot",
+    "AuditWindow",
+    "EVENT_TYPES",
+    "new_event_id",
+    "now_ms",
+]
 
 
 def new_event_id() -> str:
@@ -96,4 +109,137 @@ class Lifecycle(Event):
     reason: str | None = None
 
 
-EVENT_TYPES: dict[str, type[Event]] = {cls.event_type: cls for cls in (OffsetSync, Lifecycle)}
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Checkpoint(Event):
+    """Group ``group`` committed ``upstream_offset`` on the source; it resumes at ``downstream_offset``.
+
+    ``method`` names how the offset was found (``replicator.mapping.Translation``); ``reverse_*``
+    when the topic came from the target and the offset is renamed back through the reverse flow.
+    ``error_bound``: the most records a consumer resuming there can re-read (0: exact).
+    """
+
+    event_type: ClassVar[str] = "checkpoint"
+    source_cluster: str
+    target_cluster: str
+    group: str
+    source_topic: str
+    target_topic: str
+    partition: int
+    upstream_offset: int
+    downstream_offset: int
+    method: str
+    error_bound: int | None = None
+    metadata: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GroupSync(Event):
+    """What the replicator decided about writing ``group``'s offset of one partition on the target."""
+
+    event_type: ClassVar[str] = "group_sync"
+    source_cluster: str
+    target_cluster: str
+    group: str
+    source_topic: str
+    target_topic: str
+    partition: int
+    decision: str
+    upstream_offset: int | None = None
+    translated_offset: int | None = None
+    target_offset_before: int | None = None
+    target_offset_after: int | None = None
+    detail: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Heartbeat(Event):
+    """Emitted at ``origin_cluster`` (``hop_path`` = the origin alone), or observed further on.
+
+    An observed heartbeat's ``hop_path`` runs from the origin to the cluster it was read on, and
+    ``received_at_ms - origin_timestamp_ms`` is the replication latency along that path.
+    """
+
+    event_type: ClassVar[str] = "heartbeat"
+    origin_cluster: str
+    hop_path: tuple[str, ...]
+    origin_timestamp_ms: int
+    received_at_ms: int | None = None
+    topic: str | None = None
+
+    @classmethod
+    def from_record(cls, record: dict[str, Any]) -> Self:
+        return super(Heartbeat, cls).from_record({**record, "hop_path": tuple(record["hop_path"])})
+
+    def to_record(self) -> dict[str, Any]:
+        return {**super(Heartbeat, self).to_record(), "hop_path": list(self.hop_path)}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Watermark(Event):
+    """Log-start, log-end and newest timestamp of one partition, on the source or the target side."""
+
+    event_type: ClassVar[str] = "watermark"
+    cluster: str
+    side: str
+    topic: str
+    source_topic: str
+    partition: int
+    log_start_offset: int
+    log_end_offset: int
+    observed_at_ms: int
+    max_timestamp_ms: int | None = None
+    max_timestamp_offset: int | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ConfigSnapshot(Event):
+    """One topic's partitions, effective configs and ACLs on one cluster (``exists`` False: missing)."""
+
+    event_type: ClassVar[str] = "config_snapshot"
+    cluster: str
+    side: str
+    topic: str
+    source_topic: str
+    exists: bool
+    partitions: int
+    configs: dict[str, str]
+    config_sources: dict[str, str]
+    acls: tuple[str, ...]
+    digest: str
+    reason: str
+
+    @classmethod
+    def from_record(cls, record: dict[str, Any]) -> Self:
+        return super(ConfigSnapshot, cls).from_record({**record, "acls": tuple(record["acls"])})
+
+    def to_record(self) -> dict[str, Any]:
+        return {**super(ConfigSnapshot, self).to_record(), "acls": list(self.acls)}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AuditWindow(Event):
+    """Count and checksum of source records ``[window_start, window_end)`` as found on one side.
+
+    Both sides key the window by *upstream* offsets: the target side maps each target record back
+    to its source offset through the offset mapping, so the two rows compare directly.
+    """
+
+    event_type: ClassVar[str] = "audit_window"
+    side: str
+    cluster: str
+    source_topic: str
+    target_topic: str
+    partition: int
+    window_start: int
+    window_end: int
+    record_count: int
+    checksum: int
+    first_offset: int | None = None
+    last_offset: int | None = None
+    extra_copies: int = 0
+
+
+EVENT_TYPES: dict[str, type[Event]] = {
+    cls.event_type: cls
+    for cls in (OffsetSync, Lifecycle, Checkpoint, GroupSync, Heartbeat, Watermark, ConfigSnapshot, AuditWindow)
+}
