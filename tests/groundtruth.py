@@ -8,6 +8,10 @@ from dataclasses import dataclass
 
 from confluent_kafka import Consumer, TopicPartition
 
+from replicator.events import Event, OffsetSync
+from replicator.mapping import Segment, build_segments, points_from_sync
+from replicator.state_reader import read_state_log
+
 
 @dataclass(frozen=True)
 class Rec:
@@ -90,3 +94,28 @@ class GroundTruth:
 def expected_translation(copies: list[tuple[int, int]], c: int) -> int | None:
     """One-off form of ``GroundTruth(copies).translate(c)``."""
     return GroundTruth(copies).translate(c)
+
+
+def state_events(bootstrap: str, state_topic: str) -> list[Event]:
+    """Every event in a cluster's state topic (the test fails on an undecodable one)."""
+    read = read_state_log({"bootstrap.servers": bootstrap}, state_topic)
+    assert not read.bad, read.bad
+    return read.events
+
+
+def syncs_for(events: list[Event], topic: str) -> list[OffsetSync]:
+    return [e for e in events if isinstance(e, OffsetSync) and e.source_topic == topic]
+
+
+def mapping_from_events(syncs: list[OffsetSync], partition: int) -> list[Segment]:
+    points = []
+    for s in syncs:
+        if s.partition == partition:
+            points += points_from_sync(
+                s.upstream_offset,
+                s.downstream_offset,
+                s.reason,
+                s.previous_upstream_offset,
+                s.previous_downstream_offset,
+            )
+    return build_segments(points)

@@ -23,8 +23,14 @@ from replicator.config import load_config
 from replicator.events import Lifecycle
 from replicator.mapping import translate
 from replicator.runtime import Replicator
-from tests.groundtruth import GroundTruth, copies_by_content, read_partition
-from tests.test_end_to_end import mapping_from_events, state_events, syncs_for
+from tests.groundtruth import (
+    GroundTruth,
+    copies_by_content,
+    mapping_from_events,
+    read_partition,
+    state_events,
+    syncs_for,
+)
 
 pytestmark = pytest.mark.kafka
 PARTITIONS = 3

@@ -17,10 +17,17 @@ from confluent_kafka import Producer
 
 from mirrorlake.traffic import ensure_topic
 from replicator.config import MirrorlakeConfig
-from replicator.events import OffsetSync, decode
-from replicator.mapping import build_segments, points_from_sync, translate
+from replicator.mapping import translate
 from replicator.runtime import Replicator
-from tests.groundtruth import GroundTruth, Rec, copies_by_content, read_partition
+from tests.groundtruth import (
+    GroundTruth,
+    Rec,
+    copies_by_content,
+    mapping_from_events,
+    read_partition,
+    state_events,
+    syncs_for,
+)
 
 PARTITIONS = 4
 RECORDS = 10_000
@@ -95,33 +102,6 @@ def replicated(kafka_clusters, unique_topic, tmp_path_factory) -> Replicated:
     target = _read_all(kafka_clusters.bootstrap("B"), f"A.{topic}")
     high = {p: (recs[-1].offset + 1 if recs else 0) for p, recs in source.items()}
     return Replicated(config, topic, f"A.{topic}", source, target, high)
-
-
-def state_events(bootstrap: str, state_topic: str) -> list:
-    from confluent_kafka.admin import AdminClient
-
-    partitions = len(
-        AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=10).topics[state_topic].partitions
-    )
-    return [decode(r.value) for p in range(partitions) for r in read_partition(bootstrap, state_topic, p)]
-
-
-def syncs_for(events: list, topic: str) -> list[OffsetSync]:
-    return [e for e in events if isinstance(e, OffsetSync) and e.source_topic == topic]
-
-
-def mapping_from_events(syncs: list[OffsetSync], partition: int):
-    points = []
-    for s in syncs:
-        if s.partition == partition:
-            points += points_from_sync(
-                s.upstream_offset,
-                s.downstream_offset,
-                s.reason,
-                s.previous_upstream_offset,
-                s.previous_downstream_offset,
-            )
-    return build_segments(points)
 
 
 def test_every_record_arrives_identical_in_the_same_partition_and_order(replicated: Replicated):
