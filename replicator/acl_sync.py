@@ -21,7 +21,7 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
-__all__ = ["TopicAclSync", "target_binding"]
+__all__ = ["TopicAclSync", "target_binding", "describe_topic_acls"]
 
 _log = logging.getLogger(__name__)
 _TIMEOUT_S = 30.0
@@ -51,6 +51,11 @@ def target_binding(binding: AclBinding, remote_name: str) -> AclBinding | None:
         operation,
         AclPermissionType.ALLOW,
     )
+
+
+def describe_topic_acls(admin: AdminClient) -> list[AclBinding]:
+    """Every ACL binding on a topic resource (raises KafkaException, e.g. SECURITY_DISABLED)."""
+    return list(admin.describe_acls(_ALL_TOPIC_ACLS).result(timeout=_TIMEOUT_S))
 
 
 class TopicAclSync:
@@ -86,7 +91,7 @@ class TopicAclSync:
 
     def _describe(self, admin: AdminClient, side: str) -> list[AclBinding] | None:
         try:
-            return list(admin.describe_acls(_ALL_TOPIC_ACLS).result(timeout=_TIMEOUT_S))
+            return describe_topic_acls(admin)
         except KafkaException as exc:
             err = exc.args[0] if exc.args else None
             if isinstance(err, KafkaError) and err.code() == KafkaError.SECURITY_DISABLED:

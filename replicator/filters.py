@@ -7,7 +7,7 @@ from typing import Protocol
 
 from replicator.config import FlowConfig
 
-__all__ = ["TopicFilter", "RegexTopicFilter"]
+__all__ = ["TopicFilter", "RegexTopicFilter", "GroupFilter", "RegexGroupFilter"]
 
 
 class TopicFilter(Protocol):
@@ -31,3 +31,23 @@ class RegexTopicFilter:
         if self._include is None or not self._include.fullmatch(topic):
             return False
         return not (self._exclude is not None and self._exclude.fullmatch(topic))
+
+
+class GroupFilter(Protocol):
+    def should_replicate_group(self, group: str) -> bool:
+        """True when the consumer group's offsets are checkpointed (MM2's ``GroupFilter``)."""
+        ...
+
+
+class RegexGroupFilter:
+    """``groups``/``groups_exclude`` regexes, each matched against the whole group id."""
+
+    def __init__(self, include: tuple[str, ...], exclude: tuple[str, ...]) -> None:
+        self._topics = RegexTopicFilter(include, exclude)
+
+    @classmethod
+    def for_flow(cls, flow: FlowConfig) -> RegexGroupFilter:
+        return cls(flow.groups, flow.groups_exclude)
+
+    def should_replicate_group(self, group: str) -> bool:
+        return self._topics.should_replicate_topic(group)

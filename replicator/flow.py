@@ -30,6 +30,7 @@ from replicator.connectivity import wait_for_cluster
 from replicator.errors import ReplicationError
 from replicator.events import Lifecycle
 from replicator.filters import RegexTopicFilter
+from replicator.flow_state import flow_state_tasks
 from replicator.observability import LatencyHistogram
 from replicator.policy import ReplicationPolicy, policy_from_config
 from replicator.positions import PositionStore
@@ -63,6 +64,7 @@ class FlowStats:
     lag: dict[tuple[str, int], int] = field(default_factory=dict)
     last_record_age_s: float | None = None
     latency: LatencyHistogram = field(default_factory=LatencyHistogram)
+    task_errors: dict[str, str] = field(default_factory=dict)  # state task -> its last error
 
 
 class FlowRunner:
@@ -87,6 +89,7 @@ class FlowRunner:
             source=flow.source,
             target=flow.target,
             own_topics=(config.state_topic, config.positions_topic),
+            heartbeats_topic=config.heartbeats_topic if flow.emit_heartbeats else None,
         )
         self._provenance = Provenance(flow.source, flow.target, enabled=provenance_enabled(config, self.policy))
         self._remote: dict[str, RemoteTopic] = {}
@@ -141,15 +144,27 @@ class FlowRunner:
         self._make_clients(source_conf, target_conf)
         self._topics.ensure_state_topic(self.config.state_topic)
         self._emit_lifecycle("started")
+        tasks = flow_state_tasks(
+            self.config,
+            self.flow,
+            replicator_id=self.replicator_id,
+            policy=self.policy,
+            remote_topics=lambda: self._remote,
+            continuous=not until_caught_up,
+        )
+        self.stats.task_errors = tasks.errors
         try:
             self.commits.start()
             self.stats.state = "running"
+            tasks.start()
             self._loop(stop, until_caught_up)
             self.commits.close()
+            tasks.stop(final_round=True)  # checkpoints and audits of everything copied
             self._emit_lifecycle("stopped")
             self.stats.state = "stopped"
         except BaseException as exc:
             self.stats.state, self.stats.error = "failed", f"{type(exc).__name__}: {exc}"
+            tasks.stop()
             self._emit_lifecycle("error", self.stats.error)
             raise
         finally:

@@ -38,6 +38,10 @@ class StateLog:
     def topic(self) -> str:
         return self._topic
 
+    @property
+    def producer(self) -> Producer:
+        return self._producer
+
     def emit(self, event: Event, key: bytes, on_durable: Callable[[], None] | None = None) -> None:
         def delivered(err: KafkaError | None, _msg: Message) -> None:
             if err is not None:

@@ -21,7 +21,13 @@ from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, C
 from replicator.config import DEFAULT_CONFIG_EXCLUDES
 from replicator.errors import ReplicationError
 
-__all__ = ["ConfigPropertyFilter", "DefaultConfigPropertyFilter", "TopicConfigSync", "DEFAULT_CONFIG_EXCLUDES"]
+__all__ = [
+    "ConfigPropertyFilter",
+    "DefaultConfigPropertyFilter",
+    "TopicConfigSync",
+    "DEFAULT_CONFIG_EXCLUDES",
+    "describe_topic_configs",
+]
 
 _log = logging.getLogger(__name__)
 _TIMEOUT_S = 30.0
@@ -48,7 +54,7 @@ class TopicConfigSync:
 
     def source_configs(self, topics: Iterable[str]) -> dict[str, dict[str, str]]:
         """The replicable configs set explicitly on each source topic."""
-        described = _describe(self._source, topics)
+        described = describe_topic_configs(self._source, topics)
         return {
             topic: {
                 name: entry.value
@@ -66,7 +72,7 @@ class TopicConfigSync:
         if not remote_names:
             return 0
         wanted = self.source_configs(remote_names)
-        current = _describe(self._target, remote_names.values())
+        current = describe_topic_configs(self._target, remote_names.values())
         changes = []
         for topic, configs in wanted.items():
             remote = remote_names[topic]
@@ -85,7 +91,8 @@ class TopicConfigSync:
         return sum(len(c.incremental_configs) for c in changes)
 
 
-def _describe(admin: AdminClient, topics: Iterable[str]) -> dict[str, dict[str, ConfigEntry]]:
+def describe_topic_configs(admin: AdminClient, topics: Iterable[str]) -> dict[str, dict[str, ConfigEntry]]:
+    """Every config entry of each topic (defaults included); topics that fail are logged and left out."""
     resources = [ConfigResource("topic", t) for t in topics]
     if not resources:
         return {}

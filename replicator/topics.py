@@ -46,8 +46,10 @@ class TopicSelector:
         source: str,
         target: str,
         own_topics: tuple[str, ...] = (),
+        heartbeats_topic: str | None = None,
     ) -> None:
         self._policy = policy
+        self._heartbeats = heartbeats_topic
         self._filter = topic_filter
         self._source = source
         self._target = target
@@ -58,6 +60,8 @@ class TopicSelector:
             return False
         if self._policy.topic_source(topic) == self._target:
             return False  # it came from the target: replicating it back would close a cycle
+        if self._heartbeats is not None and self._policy.original_topic(topic) == self._heartbeats:
+            return True  # heartbeats always travel (as in MM2), so every hop's latency is visible
         return self._filter.should_replicate_topic(topic)
 
     def select(self, source_partitions: Mapping[str, int]) -> dict[str, RemoteTopic]:
