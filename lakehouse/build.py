@@ -1,26 +1,29 @@
 """``mirrorlake lakehouse build``: state topics -> bronze -> silver -> gold, as one batch run.
 
-Each stage is incremental through its own checkpoint (bronze: Kafka offsets, silver: the bronze
-Delta version), so a build that dies midway is simply run again. Gold tables are derived from
-silver in full on every build for now (exactly reproducible; incremental MERGE comes later).
+Each stage resumes from its own record of progress (bronze: the Kafka offsets in its stream
+checkpoint, silver: the bronze Delta version in its checkpoint, gold: the silver versions each
+table consumed, ``lakehouse.incremental``), so a build that dies at any point is simply run
+again and gives the tables a clean build gives. ``full=True`` recomputes every gold table from
+all of silver instead of MERGEing what new events touch (same result, slower).
 """
 
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from delta.tables import DeltaTable
 from pyspark.sql import SparkSession
 
 from ingest.bronze import start_bronze_ingest
 from ingest.paths import LakehousePaths
-from lakehouse.offset_mapping import offset_mapping
+from lakehouse.gold_tables import GOLD_TABLES
+from lakehouse.incremental import GoldUpdate, update_gold
 from lakehouse.silver import update_silver
 from replicator.config import MirrorlakeConfig
 from replicator.errors import MirrorlakeError
 
-__all__ = ["BuildReport", "build_lakehouse", "LakehouseBuildError"]
+__all__ = ["BuildReport", "build_lakehouse", "LakehouseBuildError", "run_bronze"]
 
 _log = logging.getLogger(__name__)
 
@@ -33,41 +36,46 @@ class LakehouseBuildError(MirrorlakeError):
 
 @dataclass(frozen=True)
 class BuildReport:
+    """Row counts after a build (equal for equal contents); ``gold_updates`` says what the build did."""
+
     bronze_rows: int
     quarantined: int
     offset_syncs: int
     mapping_segments: int
+    gold_rows: dict[str, int] = field(default_factory=dict)
+    gold_updates: list[GoldUpdate] = field(default_factory=list, compare=False)
 
 
-def build_lakehouse(spark: SparkSession, config: MirrorlakeConfig) -> BuildReport:
-    paths = LakehousePaths(config.lakehouse.path.resolve())
+def run_bronze(spark: SparkSession, config: MirrorlakeConfig, paths: LakehousePaths) -> None:
+    """Ingest everything the state topics hold now into bronze (availableNow) and wait for it."""
     for query in start_bronze_ingest(spark, config, paths, available_now=True):
         query.awaitTermination()
         if query.exception() is not None:
             raise LakehouseBuildError(f"bronze ingest {query.name} failed: {query.exception()}")
+
+
+def build_lakehouse(spark: SparkSession, config: MirrorlakeConfig, *, full: bool = False) -> BuildReport:
+    """One build: bronze, silver, then every gold table (incremental unless ``full``)."""
+    paths = LakehousePaths(config.lakehouse.path.resolve())
+    run_bronze(spark, config, paths)
+    return refresh(spark, config, paths, full=full)
+
+
+def refresh(spark: SparkSession, config: MirrorlakeConfig, paths: LakehousePaths, *, full: bool = False) -> BuildReport:
+    """Silver and gold from what bronze holds (the part of a build after ingest)."""
     try:
         update_silver(spark, paths)
     except RuntimeError as exc:
         raise LakehouseBuildError(str(exc)) from exc
-    syncs_path = str(paths.silver("offset_sync"))
-    segments = 0
-    syncs = 0
-    if DeltaTable.isDeltaTable(spark, syncs_path):
-        silver_syncs = spark.read.format("delta").load(syncs_path)
-        syncs = silver_syncs.count()
-        mapping = offset_mapping(silver_syncs)
-        (
-            mapping.write.format("delta")
-            .mode("overwrite")
-            .option("overwriteSchema", "true")
-            .save(str(paths.gold("offset_mapping")))
-        )
-        segments = _count(spark, str(paths.gold("offset_mapping")))
+    updates = update_gold(spark, paths, config=config, full=full)
+    gold_rows = {spec.name: _count(spark, str(paths.gold(spec.name))) for spec in GOLD_TABLES}
     return BuildReport(
         bronze_rows=_count(spark, str(paths.bronze)),
         quarantined=_count(spark, str(paths.quarantine)),
-        offset_syncs=syncs,
-        mapping_segments=segments,
+        offset_syncs=_count(spark, str(paths.silver("offset_sync"))),
+        mapping_segments=gold_rows["offset_mapping"],
+        gold_rows=gold_rows,
+        gold_updates=updates,
     )
 
 

@@ -13,9 +13,10 @@ from __future__ import annotations
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
+from lakehouse.gold import GoldInputs, GoldTable, touched_keys
 from replicator.mapping import BOUNDARY, CONTINUES, SESSION_START
 
-__all__ = ["offset_mapping", "MAPPING_KEY"]
+__all__ = ["offset_mapping", "MAPPING_KEY", "TABLE"]
 
 MAPPING_KEY = ("flow", "source_topic", "partition")
 
@@ -109,3 +110,17 @@ def offset_mapping(syncs: DataFrame) -> DataFrame:
             "last_synced_ms",
         )
     )
+
+
+def _compute(inputs: GoldInputs) -> DataFrame:
+    return offset_mapping(inputs.restrict(inputs.silver("offset_sync")))
+
+
+TABLE = GoldTable(
+    name="offset_mapping",
+    key=MAPPING_KEY,
+    row_id=(*MAPPING_KEY, "downstream_start", "upstream_start"),
+    sources=("offset_sync",),
+    touched=lambda changes: touched_keys(changes, {"offset_sync": MAPPING_KEY}),
+    compute=_compute,
+)

@@ -51,8 +51,16 @@ def silver_schema(event_type: str) -> T.StructType:
     return T.StructType(fields)
 
 
-def _ensure_table(spark: SparkSession, path: str, schema: T.StructType) -> DeltaTable:
-    return DeltaTable.createIfNotExists(spark).location(path).addColumns(schema).execute()
+def _ensure_table(spark: SparkSession, path: str, schema: T.StructType, *, change_feed: bool = False) -> DeltaTable:
+    """The Delta table at ``path``, created if absent; silver tables keep a change data feed (gold reads it)."""
+    builder = DeltaTable.createIfNotExists(spark).location(path).addColumns(schema)
+    if change_feed:
+        builder = builder.property("delta.enableChangeDataFeed", "true")
+    table = builder.execute()
+    row = table.detail().select("properties").first() if change_feed else None
+    if row is not None and row[0].get("delta.enableChangeDataFeed") != "true":
+        spark.sql(f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES (delta.enableChangeDataFeed = true)")
+    return table
 
 
 def _merge_batch(spark: SparkSession, paths: LakehousePaths, batch: DataFrame, batch_id: int) -> None:
@@ -68,12 +76,15 @@ def _merge_batch(spark: SparkSession, paths: LakehousePaths, batch: DataFrame, b
                 F.lit("not a mirrorlake event: bad header or unknown schema fingerprint").alias("reason"),
             )
         ]
+        present = {r[0] for r in classified.select("event_type").distinct().collect()}
         for event_type in registry().event_types():
+            if event_type not in present:
+                continue  # no table is created for a type until its first event arrives
             decoded = decode_events(classified, event_type).persist()
             try:
                 good = decoded.where(F.col("decode_error").isNull()).drop("value", "decode_error")
                 good = good.dropDuplicates(["event_id"])
-                table = _ensure_table(spark, str(paths.silver(event_type)), silver_schema(event_type))
+                table = _ensure_table(spark, str(paths.silver(event_type)), silver_schema(event_type), change_feed=True)
                 (table.alias("t").merge(good.alias("s"), "t.event_id = s.event_id").whenNotMatchedInsertAll().execute())
                 bad.append(
                     decoded.where(F.col("decode_error").isNotNull()).select(

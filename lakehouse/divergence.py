@@ -1,0 +1,251 @@
+"""Gold ``divergence``: where a flow's target differs from its source, one row per difference.
+
+From the latest ``config_snapshot`` per (flow, cluster, topic, side), source and target paired on
+(flow, source topic):
+
+* ``missing_target_topic`` / ``missing_source_topic``: a side reports ``exists = false``;
+* ``partition_count``: the partition counts differ;
+* ``config``: an effective value (broker defaults included) differs; keys the flow never syncs
+  (MM2's exclusion list, or the flow's ``config_properties_exclude``) are kept with
+  ``expected = true`` and the ``exclusion_reason``, everything else is ``expected = false``;
+* ``acl_missing_on_target`` / ``acl_extra_on_target``: the target's topic ACLs against the
+  source's as MM2's rules copy them (ALLOW only, never WRITE, ALL becomes READ, renamed topic).
+
+From the latest ``audit_window`` per side, joined on (flow, source topic, partition,
+window_start) (both sides key windows by upstream offset): ``data`` rows where the record count
+or the checksum differ.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from lakehouse.gold import GoldInputs, GoldTable, latest, touched_keys
+from replicator.config import DEFAULT_CONFIG_EXCLUDES, MirrorlakeConfig
+
+__all__ = ["divergence", "TABLE", "EXCLUSION_REASONS"]
+
+KEY = ("flow", "source_topic")
+_TIMESTAMP = "they would reject or re-stamp the copied CreateTime timestamps"
+EXCLUSION_REASONS: dict[str, str] = {
+    r"follower\.replication\.throttled\.replicas": "throttling is the target cluster's own (MM2 default exclusion)",
+    r"leader\.replication\.throttled\.replicas": "throttling is the target cluster's own (MM2 default exclusion)",
+    r"message\.timestamp\.difference\.max\.ms": _TIMESTAMP,
+    r"message\.timestamp\.before\.max\.ms": _TIMESTAMP,
+    r"message\.timestamp\.after\.max\.ms": _TIMESTAMP,
+    r"message\.timestamp\.type": _TIMESTAMP,
+    r"unclean\.leader\.election\.enable": "the target's durability is its own (MM2 default exclusion)",
+    r"min\.insync\.replicas": "the target's durability is its own (MM2 default exclusion)",
+}
+_CUSTOM_REASON = "excluded from sync by the flow's config_properties_exclude"
+
+_COLUMNS = (
+    "flow",
+    "source_topic",
+    "target_topic",
+    "kind",
+    "item",
+    "partition",
+    "window_start",
+    "window_end",
+    "source_value",
+    "target_value",
+    "expected",
+    "exclusion_reason",
+    "observed_at_ms",
+)
+
+
+def _exclusions(config: MirrorlakeConfig | None) -> dict[str, dict[str, str]]:
+    """Per flow (``"*"`` for flows the config does not name): pattern -> why it is not synced."""
+    out = {"*": {p: EXCLUSION_REASONS.get(p, _CUSTOM_REASON) for p in DEFAULT_CONFIG_EXCLUDES}}
+    for flow in config.flows if config else ():
+        out[flow.name] = {p: EXCLUSION_REASONS.get(p, _CUSTOM_REASON) for p in flow.config_properties_exclude}
+    return out
+
+
+def _reason(config_key: Column, flow: Column, exclusions: Mapping[str, Mapping[str, str]]) -> Column:
+    by_flow: Column = F.lit(None).cast("string")
+    for pattern, reason in exclusions["*"].items():
+        by_flow = F.when(config_key.rlike(f"^(?:{pattern})$"), F.lit(reason)).otherwise(by_flow)
+    for name, patterns in exclusions.items():
+        if name == "*":
+            continue
+        own: Column = F.lit(None).cast("string")
+        for pattern, reason in patterns.items():
+            own = F.when(config_key.rlike(f"^(?:{pattern})$"), F.lit(reason)).otherwise(own)
+        by_flow = F.when(flow == F.lit(name), own).otherwise(by_flow)
+    return by_flow
+
+
+def _row(df: DataFrame, kind: str | Column, **cols: Column) -> DataFrame:
+    values = {
+        "kind": F.lit(kind) if isinstance(kind, str) else kind,
+        "item": F.lit(None).cast("string"),
+        "partition": F.lit(None).cast("int"),
+        "window_start": F.lit(None).cast("long"),
+        "window_end": F.lit(None).cast("long"),
+        "source_value": F.lit(None).cast("string"),
+        "target_value": F.lit(None).cast("string"),
+        "expected": F.lit(False),
+        "exclusion_reason": F.lit(None).cast("string"),
+        **cols,
+    }
+    return df.select(
+        *[values[c].alias(c) if c in values else F.col(c) for c in _COLUMNS]  # flow, topics, observed_at_ms
+    )
+
+
+def _topic_rows(snapshots: DataFrame, exclusions: Mapping[str, Mapping[str, str]]) -> DataFrame:
+    last = latest(snapshots, ["flow", "cluster", "topic", "side"], ["emitted_at_ms"])
+    src, tgt = (last.where(F.col("side") == side).alias(side[0]) for side in ("source", "target"))
+    pair = src.join(tgt, ["flow", "source_topic"], "inner").select(
+        "flow",
+        "source_topic",
+        F.col("t.topic").alias("target_topic"),
+        F.col("s.exists").alias("s_exists"),
+        F.col("t.exists").alias("t_exists"),
+        F.col("s.partitions").alias("s_parts"),
+        F.col("t.partitions").alias("t_parts"),
+        F.col("s.configs").alias("s_cfg"),
+        F.col("t.configs").alias("t_cfg"),
+        F.col("s.config_sources").alias("s_src"),
+        F.col("t.config_sources").alias("t_src"),
+        F.col("s.acls").alias("s_acls"),
+        F.col("t.acls").alias("t_acls"),
+        F.greatest("s.emitted_at_ms", "t.emitted_at_ms").alias("observed_at_ms"),
+    )
+    both = F.col("s_exists") & F.col("t_exists")
+    missing = _row(
+        pair.where(F.col("s_exists") != F.col("t_exists")),
+        F.when(F.col("s_exists"), F.lit("missing_target_topic")).otherwise(F.lit("missing_source_topic")),
+        item=F.when(F.col("s_exists"), F.col("target_topic")).otherwise(F.col("source_topic")),
+    )
+    parts = _row(
+        pair.where(both & (F.col("s_parts") != F.col("t_parts"))),
+        "partition_count",
+        source_value=F.col("s_parts").cast("string"),
+        target_value=F.col("t_parts").cast("string"),
+    )
+    keyed = pair.where(both).select(
+        "*", F.explode(F.array_union(F.map_keys("s_cfg"), F.map_keys("t_cfg"))).alias("_key")
+    )
+    sv, tv = F.col("s_cfg")[F.col("_key")], F.col("t_cfg")[F.col("_key")]
+    reason = _reason(F.col("_key"), F.col("flow"), exclusions)
+    configs = _row(
+        keyed.where(~sv.eqNullSafe(tv)),
+        "config",
+        item=F.col("_key"),
+        source_value=sv,
+        target_value=tv,
+        expected=reason.isNotNull(),
+        exclusion_reason=reason,
+    )
+    return missing.unionByName(parts).unionByName(configs).unionByName(_acl_rows(pair.where(both)))
+
+
+def _expected_acl(acl: Column, target_topic: Column) -> Column:
+    """principal|host|operation|permission|pattern_type|resource_name as MM2 copies it, or null."""
+    p = F.split(acl, r"\|", -1)
+    op = F.upper(p[2])
+    copied = F.concat_ws("|", p[0], p[1], F.when(op == "ALL", F.lit("READ")).otherwise(p[2]), p[3], p[4], target_topic)
+    return F.when((F.upper(p[3]) == "ALLOW") & (op != "WRITE"), copied)
+
+
+def _acl_rows(pair: DataFrame) -> DataFrame:
+    expected = pair.select(
+        "flow",
+        "source_topic",
+        "target_topic",
+        "observed_at_ms",
+        "t_acls",
+        F.explode("s_acls").alias("_acl"),
+    ).select("*", _expected_acl(F.col("_acl"), F.col("target_topic")).alias("_want"))
+    missing = _row(
+        expected.where(F.col("_want").isNotNull() & ~F.array_contains("t_acls", F.col("_want"))).dropDuplicates(
+            ["flow", "source_topic", "_want"]
+        ),
+        "acl_missing_on_target",
+        item=F.col("_want"),
+        source_value=F.col("_acl"),
+    )
+    wanted = expected.groupBy("flow", "source_topic").agg(F.collect_set("_want").alias("_wanted"))
+    extra_src = pair.join(wanted, ["flow", "source_topic"], "left").select(
+        "flow",
+        "source_topic",
+        "target_topic",
+        "observed_at_ms",
+        F.coalesce("_wanted", F.array().cast("array<string>")).alias("_wanted"),
+        F.explode("t_acls").alias("_acl"),
+    )
+    extra = _row(
+        extra_src.where(~F.array_contains("_wanted", F.col("_acl"))).dropDuplicates(["flow", "source_topic", "_acl"]),
+        "acl_extra_on_target",
+        item=F.col("_acl"),
+        target_value=F.col("_acl"),
+        expected=F.lit(True),
+        exclusion_reason=F.lit("not copied from the source (MM2's rules never delete target ACLs)"),
+    )
+    return missing.unionByName(extra)
+
+
+def _data_rows(audits: DataFrame) -> DataFrame:
+    last = latest(audits, ["flow", "source_topic", "partition", "window_start", "side"], ["emitted_at_ms"])
+    s = last.where(F.col("side") == "source").alias("s")
+    t = last.where(F.col("side") == "target").alias("t")
+    pair = s.join(t, ["flow", "source_topic", "partition", "window_start"], "inner").where(
+        (F.col("s.record_count") != F.col("t.record_count")) | (F.col("s.checksum") != F.col("t.checksum"))
+    )
+
+    def describe(side: str) -> Column:
+        return F.format_string(
+            "count=%d checksum=%d extra_copies=%d",
+            F.col(f"{side}.record_count"),
+            F.col(f"{side}.checksum"),
+            F.col(f"{side}.extra_copies"),
+        )
+
+    return _row(
+        pair.select(
+            "flow",
+            "source_topic",
+            "partition",
+            "window_start",
+            F.col("t.target_topic").alias("target_topic"),
+            F.col("s.window_end").alias("window_end"),
+            describe("s").alias("_s"),
+            describe("t").alias("_t"),
+            F.greatest("s.emitted_at_ms", "t.emitted_at_ms").alias("observed_at_ms"),
+        ),
+        "data",
+        item=F.format_string("offsets [%d, %d)", F.col("window_start"), F.col("window_end")),
+        partition=F.col("partition"),
+        window_start=F.col("window_start"),
+        window_end=F.col("window_end"),
+        source_value=F.col("_s"),
+        target_value=F.col("_t"),
+    )
+
+
+def divergence(snapshots: DataFrame, audits: DataFrame, config: MirrorlakeConfig | None = None) -> DataFrame:
+    """The table from silver ``config_snapshot`` and ``audit_window`` rows."""
+    return _topic_rows(snapshots, _exclusions(config)).unionByName(_data_rows(audits))
+
+
+def _compute(inputs: GoldInputs) -> DataFrame:
+    return divergence(
+        inputs.restrict(inputs.silver("config_snapshot")), inputs.restrict(inputs.silver("audit_window")), inputs.config
+    )
+
+
+TABLE = GoldTable(
+    name="divergence",
+    key=KEY,
+    row_id=(*KEY, "kind", "item", "partition"),
+    sources=("config_snapshot", "audit_window"),
+    touched=lambda changes: touched_keys(changes, {"config_snapshot": KEY, "audit_window": KEY}),
+    compute=_compute,
+)

@@ -1,0 +1,218 @@
+"""Build the gold tables: in full, or by MERGEing only the keys that new silver rows touch.
+
+State: per gold table, the silver version of each source it has consumed
+(``checkpoints/gold/<table>.json``, written after the table's commit). The next build reads the
+silver change data feed between that version and the current one, maps the inserted rows to the
+keys they touch, recomputes those keys from the whole silver history (pinned at the current
+version), and MERGEs the result: rows of a touched key that no longer exist are deleted, changed
+rows updated, new rows inserted. A crash between the commit and the state file only makes the
+next build recompute the same keys again, which gives the same rows (MERGE on the row id), so a
+build can be killed at any point and rerun.
+
+Falls back to a full rebuild of a table (overwrite, history kept for time travel) when it has no
+state yet, its columns changed, or the change feed of the range is unavailable (a silver table
+created before the feed was enabled, or vacuumed).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from functools import reduce
+from typing import Literal
+
+from delta.tables import DeltaTable
+from pyspark.errors import AnalysisException
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from ingest.paths import LakehousePaths
+from lakehouse.gold import GoldInputs, GoldTable
+from lakehouse.gold_tables import GOLD_TABLES
+from replicator.config import MirrorlakeConfig
+from replicator.events import registry
+
+__all__ = ["GoldUpdate", "update_gold", "compute_full", "silver_versions", "merge_keys"]
+
+_log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class GoldUpdate:
+    """What one build did to one gold table: ``full`` rebuild, ``merge`` of ``keys``, or ``unchanged``."""
+
+    table: str
+    mode: Literal["full", "merge", "unchanged"]
+    keys: int
+    reason: str = ""
+
+
+def silver_versions(spark: SparkSession, paths: LakehousePaths) -> dict[str, int | None]:
+    """The current version of every silver table (None where a type has no table yet)."""
+    out: dict[str, int | None] = {}
+    for event_type in registry().event_types():
+        path = str(paths.silver(event_type))
+        if DeltaTable.isDeltaTable(spark, path):
+            history = DeltaTable.forPath(spark, path).history(1).select("version").collect()
+            out[event_type] = int(history[0][0])
+        else:
+            out[event_type] = None
+    return out
+
+
+def compute_full(
+    spark: SparkSession, paths: LakehousePaths, spec: GoldTable, *, config: MirrorlakeConfig | None = None
+) -> DataFrame:
+    """The table ``spec`` as a full rebuild would write it now (used by the build and by tests)."""
+    return spec.compute(GoldInputs(spark, paths, silver_versions(spark, paths), None, config))
+
+
+def update_gold(
+    spark: SparkSession,
+    paths: LakehousePaths,
+    *,
+    config: MirrorlakeConfig | None = None,
+    full: bool = False,
+    tables: Sequence[GoldTable] = GOLD_TABLES,
+) -> list[GoldUpdate]:
+    """Bring every gold table up to date with silver; ``full`` recomputes every table from scratch."""
+    versions = silver_versions(spark, paths)
+    updates = []
+    for spec in tables:
+        started = time.monotonic()
+        update = _update_table(spark, paths, spec, versions, config, full)
+        _log.info(
+            "gold %s: %s (%d keys) %s in %.1f s",
+            spec.name,
+            update.mode,
+            update.keys,
+            update.reason,
+            time.monotonic() - started,
+        )
+        updates.append(update)
+    return updates
+
+
+def _update_table(
+    spark: SparkSession,
+    paths: LakehousePaths,
+    spec: GoldTable,
+    versions: Mapping[str, int | None],
+    config: MirrorlakeConfig | None,
+    full: bool,
+) -> GoldUpdate:
+    target = str(paths.gold(spec.name))
+    consumed = {t: versions[t] for t in spec.sources}
+    state = None
+    if full:
+        reason = "requested"
+    else:
+        state = _load_state(paths, spec.name)
+        if state is None:
+            reason = "no build state yet"
+        elif not DeltaTable.isDeltaTable(spark, target):
+            reason = "table missing"
+        else:
+            reason = ""
+    if state is not None and not reason:
+        changed = {t: v for t, v in consumed.items() if v is not None and v != state.get(t)}
+        if not changed:
+            return GoldUpdate(spec.name, "unchanged", 0)
+        try:
+            changes = {t: _inserted(spark, paths, t, state.get(t), v) for t, v in changed.items()}
+            frames = [spec.touched({t: df}) for t, df in changes.items()]
+            keys = reduce(DataFrame.unionByName, frames).distinct().localCheckpoint()
+            inputs = GoldInputs(spark, paths, versions, keys, config)
+            computed = spec.compute(inputs)
+            existing = spark.read.format("delta").load(target)
+            if existing.schema.simpleString() != computed.schema.simpleString():
+                reason = "columns changed"
+            else:
+                n = keys.count()
+                if n:
+                    merge_keys(spark, target, computed, keys, spec.key, spec.row_id)
+                _save_state(paths, spec.name, consumed)
+                return GoldUpdate(spec.name, "merge", n)
+        except AnalysisException as exc:
+            reason = f"change feed unavailable ({str(exc).splitlines()[0][:200]})"
+    computed = spec.compute(GoldInputs(spark, paths, versions, None, config))
+    computed.write.format("delta").mode("overwrite").option("overwriteSchema", "true").save(target)
+    _save_state(paths, spec.name, consumed)
+    return GoldUpdate(spec.name, "full", -1, reason)
+
+
+def _inserted(spark: SparkSession, paths: LakehousePaths, event_type: str, after: int | None, upto: int) -> DataFrame:
+    """Rows inserted into a silver table after version ``after`` up to ``upto`` (all when None)."""
+    path = str(paths.silver(event_type))
+    if after is None:
+        return spark.read.format("delta").option("versionAsOf", upto).load(path)
+    return (
+        spark.read.format("delta")
+        .option("readChangeFeed", "true")
+        .option("startingVersion", after + 1)
+        .option("endingVersion", upto)
+        .load(path)
+        .where(F.col("_change_type").isin("insert", "update_postimage"))
+        .drop("_change_type", "_commit_version", "_commit_timestamp")
+    )
+
+
+def merge_keys(
+    spark: SparkSession,
+    target: str,
+    computed: DataFrame,
+    keys: DataFrame,
+    key: Sequence[str],
+    row_id: Sequence[str],
+) -> None:
+    """Make the rows of ``keys`` in the Delta table at ``target`` equal ``computed``, in one commit.
+
+    ``computed`` holds the new rows of exactly those keys. Rows of those keys that ``computed``
+    lacks are deleted (tombstones in the MERGE source), differing rows are updated, new inserted.
+    """
+    table = DeltaTable.forPath(spark, target)
+    columns = computed.columns
+    key_cond = reduce(lambda a, b: a & b, [F.col(f"e.{c}").eqNullSafe(F.col(f"k.{c}")) for c in key])
+    existing = table.toDF().alias("e").join(F.broadcast(keys.alias("k")), key_cond, "left_semi")
+    id_cond = reduce(lambda a, b: a & b, [F.col(f"e.{c}").eqNullSafe(F.col(f"n.{c}")) for c in row_id])
+    gone = existing.alias("e").join(computed.alias("n"), id_cond, "left_anti")
+    tombstones = gone.select(*row_id).withColumn("_op", F.lit("d"))
+    source = computed.withColumn("_op", F.lit("u")).unionByName(tombstones, allowMissingColumns=True)
+    on = " AND ".join(f"t.`{c}` <=> s.`{c}`" for c in row_id)
+    same = " AND ".join(f"t.`{c}` <=> s.`{c}`" for c in columns if c not in row_id) or "true"
+    (
+        table.alias("t")
+        .merge(source.alias("s"), on)
+        .whenMatchedDelete(condition="s._op = 'd'")
+        .whenMatchedUpdate(condition=f"s._op = 'u' AND NOT ({same})", set={f"`{c}`": f"s.`{c}`" for c in columns})
+        .whenNotMatchedInsert(condition="s._op = 'u'", values={f"`{c}`": f"s.`{c}`" for c in columns})
+        .execute()
+    )
+
+
+def _state_file(paths: LakehousePaths, table: str) -> str:
+    return str(paths.checkpoint("gold") / f"{table}.json")
+
+
+def _load_state(paths: LakehousePaths, table: str) -> dict[str, int | None] | None:
+    try:
+        with open(_state_file(paths, table), encoding="utf-8") as fh:
+            data = json.load(fh)
+    except FileNotFoundError:
+        return None
+    return {str(k): (None if v is None else int(v)) for k, v in data["silver_versions"].items()}
+
+
+def _save_state(paths: LakehousePaths, table: str, consumed: Mapping[str, int | None]) -> None:
+    path = _state_file(paths, table)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    tmp = path + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as fh:
+        json.dump({"silver_versions": dict(consumed)}, fh)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)

@@ -1,0 +1,117 @@
+"""Gold ``rpo_groups``: per group and partition, what a failover *now* would lose and re-read.
+
+Per (flow, group, source topic, partition) of ``group_offsets``: the group committed ``c`` on the
+source; a failover resumes it at the checkpoint's ``translated_offset`` (what the replicator or
+MM2 wrote to the target). With the mapping and the latest source watermark (DESIGN.md,
+Definitions; ``lakehouse.failover``):
+
+* ``records_unreplicated``: source records ``>= c`` not copied yet (log-end of the latest source
+  watermark minus max(c, last copy + 1, log-start); null without a watermark): lost, the RPO;
+* ``records_lost``: replicated records ``>= c`` with no copy at or after the resume offset;
+* ``records_reread`` / ``records_duplicated``: copies at or after it of records ``< c`` / extra
+  copies of records ``>= c``;
+* the same two at the exact translation (``*_at_exact``) for comparison (0 by construction unless
+  replays left several copies);
+* ``records_lost_total`` = unreplicated + lost.
+
+``last_replicated_offset`` is the largest upstream offset any sync proves copied (now, not as of
+the watermark), ``as_of_ms`` the later of the checkpoint and the watermark.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from lakehouse.failover import failover_cost
+from lakehouse.gold import GoldInputs, GoldTable, latest, touched_keys
+from lakehouse.group_offsets import GROUP_KEY
+from lakehouse.offset_mapping import MAPPING_KEY
+from replicator.mapping import Segment
+
+__all__ = ["rpo_groups", "TABLE"]
+
+_COST = T.StructType([T.StructField(n, T.LongType()) for n in ("lost", "reread", "duplicated")])
+
+
+@F.udf(returnType=_COST)
+def _cost(segments: list, committed: int | None, resume_at: int | None) -> tuple[int, int, int] | None:
+    if committed is None or resume_at is None:
+        return None
+    segs = [Segment(s["ds"], s["us"], s["ue"], s["de"]) for s in segments or []]
+    cost = failover_cost(segs, committed, resume_at)
+    return (cost.lost, cost.reread, cost.duplicated)
+
+
+def rpo_groups(groups: DataFrame, mapping: DataFrame, watermarks: DataFrame, syncs: DataFrame) -> DataFrame:
+    """The table from gold ``group_offsets``/``offset_mapping`` and silver ``watermark``/``offset_sync``."""
+    segments = mapping.groupBy(*MAPPING_KEY).agg(
+        F.collect_list(
+            F.struct(
+                F.col("upstream_start").alias("us"),
+                F.col("upstream_end").alias("ue"),
+                F.col("downstream_start").alias("ds"),
+                F.col("downstream_end").alias("de"),
+            )
+        ).alias("_segments")
+    )
+    mark = latest(watermarks.where(F.col("side") == "source"), MAPPING_KEY, ["observed_at_ms"]).select(
+        *MAPPING_KEY,
+        F.col("log_start_offset").alias("source_log_start_offset"),
+        F.col("log_end_offset").alias("source_log_end_offset"),
+        F.col("observed_at_ms").alias("watermark_observed_at_ms"),
+    )
+    copied = syncs.groupBy(*MAPPING_KEY).agg(F.max("upstream_offset").alias("last_replicated_offset"))
+    base = (
+        groups.select(*GROUP_KEY, "committed_offset", "translated_offset", "method", "exact_offset", "as_of_ms")
+        .join(segments, list(MAPPING_KEY), "left")
+        .join(mark, list(MAPPING_KEY), "left")
+        .join(copied, list(MAPPING_KEY), "left")
+    )
+    c = F.col("committed_offset")
+    next_needed = F.greatest(c, F.coalesce(F.col("last_replicated_offset") + 1, c), F.col("source_log_start_offset"))
+    unreplicated = F.greatest(F.lit(0), F.col("source_log_end_offset") - next_needed).cast("long")
+    at_resume = _cost(F.col("_segments"), c, F.col("translated_offset"))
+    at_exact = _cost(F.col("_segments"), c, F.col("exact_offset"))
+    return base.select(
+        *GROUP_KEY,
+        "committed_offset",
+        F.col("translated_offset").alias("resume_offset"),
+        "method",
+        "exact_offset",
+        "last_replicated_offset",
+        "source_log_start_offset",
+        "source_log_end_offset",
+        "watermark_observed_at_ms",
+        unreplicated.alias("records_unreplicated"),
+        at_resume["lost"].alias("records_lost"),
+        at_resume["reread"].alias("records_reread"),
+        at_resume["duplicated"].alias("records_duplicated"),
+        at_exact["lost"].alias("records_lost_at_exact"),
+        at_exact["reread"].alias("records_reread_at_exact"),
+        (F.coalesce(unreplicated, F.lit(0)) + F.coalesce(at_resume["lost"], F.lit(0))).alias("records_lost_total"),
+        F.greatest("as_of_ms", "watermark_observed_at_ms").alias("as_of_ms"),
+    )
+
+
+def _compute(inputs: GoldInputs) -> DataFrame:
+    return rpo_groups(
+        inputs.restrict(inputs.gold("group_offsets")),
+        inputs.restrict(inputs.gold("offset_mapping")),
+        inputs.restrict(inputs.silver("watermark")),
+        inputs.restrict(inputs.silver("offset_sync")),
+    )
+
+
+TABLE = GoldTable(
+    name="rpo_groups",
+    key=MAPPING_KEY,
+    row_id=GROUP_KEY,
+    sources=("checkpoint", "offset_sync", "watermark"),
+    touched=lambda changes: touched_keys(
+        changes, {"checkpoint": MAPPING_KEY, "offset_sync": MAPPING_KEY, "watermark": MAPPING_KEY}
+    ),
+    compute=_compute,
+    depends_on=("offset_mapping", "group_offsets"),
+)
