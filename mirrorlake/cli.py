@@ -119,6 +119,62 @@ def replicate(
         click.echo(f"{name}: {stats.records} records, {stats.bytes} bytes, {stats.syncs} offset syncs")
 
 
+@cli.command()
+@_config_option
+@click.option("--flow", "flow", required=True, help="the flow the group fails over along (A->B)")
+@click.option("--group", required=True, help="the consumer group")
+@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
+def translate(config_path: Path, flow: str, group: str, fmt: str) -> None:
+    """Where GROUP resumes on the flow's target: its latest checkpoints, read from the event log."""
+    import json
+
+    from replicator.translation import translate_offsets
+
+    checkpoints = translate_offsets(load_config(config_path), flow, group)
+    rows = [
+        {
+            "topic": topic,
+            "partition": partition,
+            "offset": c.downstream_offset,
+            "source_topic": c.source_topic,
+            "source_offset": c.upstream_offset,
+            "method": c.method,
+            "error_bound": c.error_bound,
+            "checkpointed_at_ms": c.emitted_at_ms,
+        }
+        for (topic, partition), c in sorted(checkpoints.items())
+    ]
+    if fmt == "json":
+        click.echo(json.dumps({"flow": flow, "group": group, "offsets": rows}, indent=2))
+        return
+    click.echo(f"{'topic':30} {'partition':>9} {'offset':>12} {'source offset':>13}  method")
+    for r in rows:
+        click.echo(f"{r['topic']:30} {r['partition']:>9} {r['offset']:>12} {r['source_offset']:>13}  {r['method']}")
+
+
+@cli.command("import-mm2")
+@click.argument("config_path", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--flow", "flows", multiple=True, help="import only this flow (A->B); repeatable")
+@click.option("--follow", is_flag=True, help="keep importing until SIGTERM/SIGINT (default: stop when caught up)")
+def import_mm2(config_path: Path, flows: tuple[str, ...], follow: bool) -> None:
+    """Republish MirrorMaker 2's offset syncs, checkpoints and heartbeats as mirrorlake events."""
+    import threading
+
+    from replicator.mm2_import import import_mm2 as run_import
+
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    for s in run_import(load_config(config_path), flows=list(flows) or None, follow=follow, stop=stop):
+        click.echo(
+            f"{s.flow}: imported {s.offset_syncs} offset syncs, {s.checkpoints} checkpoints, {s.heartbeats} "
+            f"heartbeats; skipped {s.skipped} of other flows, {s.bad} undecodable"
+        )
+        click.echo(f"  read: {', '.join(s.topics) or 'no MM2 topic of this flow exists'}")
+        for bad in s.bad_records:
+            click.echo(f"  undecodable: {bad.cluster}:{bad.topic}[{bad.partition}]@{bad.offset}: {bad.reason}")
+
+
 # -- lakehouse --------------------------------------------------------------------------------
 @cli.group()
 def lakehouse() -> None:

@@ -71,6 +71,7 @@ class CheckpointTask:
                 _log.warning("flow %s: cannot read offsets of group %s: %s", self._ctx.flow.name, group, exc)
                 continue
             checkpoints = [c for o in offsets if (c := self.checkpoint(group, o)) is not None]
+            _log.debug("flow %s: group %s: %d checkpoints", self._ctx.flow.name, group, len(checkpoints))
             for c in checkpoints:
                 key = (group, c.source_topic, c.partition)
                 if self._last.get(key) != (c.upstream_offset, c.downstream_offset):

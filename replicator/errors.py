@@ -75,3 +75,9 @@ class ReplicationError(MirrorlakeError):
     """A flow cannot run: a missing source topic, a refused write, a fatal client error."""
 
     exit_code = 9
+
+
+class TranslationError(MirrorlakeError):
+    """An offset cannot be translated: no checkpoint of the group, or a malformed flow name."""
+
+    exit_code = 20
