@@ -2,8 +2,11 @@
 
 The JVM runs ``org.apache.kafka.connect.mirror.MirrorMaker <mm2.properties>`` from the Kafka lib
 dir that ``mirrorlake.localkafka.resolve_kafka_jars`` fills (connect-mirror and its dependencies,
-the brokers' own version). One flow ``S->T`` with the given topics; checkpoints, heartbeats, ACL
-and group-offset sync off; offset syncs on (mirrorlake publishes its own, so both do that work).
+the brokers' own version). One flow ``S->T`` (aliases ``S`` and ``T`` unless given) with the given
+topics; checkpoints, heartbeats, ACL and group-offset sync off; offset syncs on (mirrorlake
+publishes its own, so both do that work). ``Mm2Settings.properties`` adds or overrides MM2 keys
+(later keys win in a .properties file), e.g. checkpoints on for the translation comparison and
+the MM2 import tests.
 
 Producer settings: by default MM2's producer is given the replicator's batching (``lz4``,
 ``linger.ms=5``, ``batch.size`` 1 MB as librdkafka's default) so the comparison is of the copy
@@ -23,7 +26,7 @@ from pathlib import Path
 
 from bench.measure import CpuClock, process_cpu
 
-__all__ = ["MirrorMaker2", "Mm2Settings"]
+__all__ = ["MirrorMaker2", "Mm2Settings", "checkpoint_properties"]
 
 _log = logging.getLogger(__name__)
 
@@ -43,12 +46,12 @@ rootLogger.appenderRef.file.ref = FILE
 """
 _PROPERTIES = """\
 # Written by bench/replicate_vs_mm2.py
-clusters = S, T
-S.bootstrap.servers = {source}
-T.bootstrap.servers = {target}
-S->T.enabled = true
-T->S.enabled = false
-S->T.topics = {topics}
+clusters = {s}, {t}
+{s}.bootstrap.servers = {source}
+{t}.bootstrap.servers = {target}
+{s}->{t}.enabled = true
+{t}->{s}.enabled = false
+{s}->{t}.topics = {topics}
 tasks.max = {tasks_max}
 replication.factor = 1
 checkpoints.topic.replication.factor = 1
@@ -70,9 +73,9 @@ offset.storage.topic = {run}-offsets
 status.storage.topic = {run}-status
 """
 _TUNED_PRODUCER = """\
-T.producer.compression.type = lz4
-T.producer.linger.ms = 5
-T.producer.batch.size = 1000000
+{t}.producer.compression.type = lz4
+{t}.producer.linger.ms = 5
+{t}.producer.batch.size = 1000000
 """
 
 
@@ -81,13 +84,37 @@ class Mm2Settings:
     tasks_max: int = 1
     tuned_producer: bool = True
     heap: str = "1g"
+    source_alias: str = "S"
+    target_alias: str = "T"
+    properties: tuple[tuple[str, str], ...] = ()  # extra MM2 keys, written last (they override)
+
+
+def checkpoint_properties(*, offset_lag_max: int = 100, interval_s: int = 1) -> tuple[tuple[str, str], ...]:
+    """MM2 keys for a run whose checkpoints and heartbeats matter (translation, MM2 import).
+
+    Checkpoints and heartbeats every ``interval_s``, consumer groups and topics looked for as
+    often (MM2's default is every 10 minutes), source offsets committed as often (that is when MM2
+    writes the sync of a partition's last record), no group-offset sync to the target.
+    ``offset_lag_max`` is MM2's ``offset.lag.max`` (its default is 100).
+    """
+    return (
+        ("emit.checkpoints.enabled", "true"),
+        ("emit.checkpoints.interval.seconds", str(interval_s)),
+        ("emit.heartbeats.enabled", "true"),
+        ("emit.heartbeats.interval.seconds", str(interval_s)),
+        ("refresh.groups.interval.seconds", str(interval_s)),
+        ("refresh.topics.interval.seconds", str(interval_s)),
+        ("offset.flush.interval.ms", str(interval_s * 1000)),
+        ("sync.group.offsets.enabled", "false"),
+        ("offset.lag.max", str(offset_lag_max)),
+    )
 
 
 class MirrorMaker2:
     """One MM2 process copying ``topics`` (exact names) from ``source`` to ``target``.
 
-    Target topics are named ``S.<topic>`` (MM2's DefaultReplicationPolicy). ``stop`` always
-    ends the JVM (SIGTERM, SIGKILL after 30 s) and is safe to call twice.
+    Target topics are named ``<source alias>.<topic>`` (MM2's DefaultReplicationPolicy). ``stop``
+    always ends the JVM (SIGTERM, SIGKILL after 30 s) and is safe to call twice.
     """
 
     def __init__(
@@ -112,9 +139,8 @@ class MirrorMaker2:
         self._settings = settings
         self._process: subprocess.Popen[bytes] | None = None
 
-    @staticmethod
-    def remote_topic(topic: str) -> str:
-        return f"S.{topic}"
+    def remote_topic(self, topic: str) -> str:
+        return f"{self._settings.source_alias}.{topic}"
 
     @property
     def log_file(self) -> Path:
@@ -134,14 +160,19 @@ class MirrorMaker2:
     def start(self) -> None:
         self._dir.mkdir(parents=True, exist_ok=True)
         properties = self._dir / "mm2.properties"
+        aliases = {"s": self._settings.source_alias, "t": self._settings.target_alias}
         text = _PROPERTIES.format(
+            **aliases,
             source=self._source,
             target=self._target,
             topics=", ".join(self._topics),
             tasks_max=self._settings.tasks_max,
             run=f"mm2-{self._dir.name}-{os.getpid()}",
         )
-        properties.write_text(text + (_TUNED_PRODUCER if self._settings.tuned_producer else ""), encoding="utf-8")
+        if self._settings.tuned_producer:
+            text += _TUNED_PRODUCER.format(**aliases)
+        text += "".join(f"{key} = {value}\n" for key, value in self._settings.properties)
+        properties.write_text(text, encoding="utf-8")
         log4j = self._dir / "log4j2.properties"
         log4j.write_text(_LOG4J2.format(log=self.log_file), encoding="utf-8")
         command = [

@@ -113,6 +113,11 @@ class Mm2EventMapper:
         }
         self._checkpoints = (target, policy.checkpoints_topic(source))
 
+    def describe_topics(self) -> str:
+        """The MM2 topics of this flow, for messages: ``A:mm2-offset-syncs.B.internal, ...``."""
+        names = [f"{c}:{t}" for c, t in sorted(self._syncs)] + ["{}:{}".format(*self._checkpoints)]
+        return ", ".join([*names, f"{self.target}:{self._policy.heartbeats_topic()} (and its replicas)"])
+
     def kind(self, cluster: str, topic: str) -> Mm2Kind | None:
         """What ``topic`` on ``cluster`` holds for this flow, or None if it is not one of its MM2 topics."""
         if (cluster, topic) in self._syncs:

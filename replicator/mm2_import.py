@@ -44,10 +44,10 @@ from replicator.clients import RDKAFKA_LOG
 from replicator.config import FlowConfig, MirrorlakeConfig
 from replicator.connectivity import kafka_error_reason, wait_for_cluster
 from replicator.errors import ConfigError, EventDecodeError, ReplicationError
-from replicator.events import Checkpoint, Event, Heartbeat, OffsetSync, encode
+from replicator.events import Checkpoint, Event, Heartbeat, OffsetSync
 from replicator.mm2_events import REPLICATOR_ID, Mm2EventMapper, Mm2Kind, Mm2Record
 from replicator.policy import policy_from_config
-from replicator.state_log import event_key
+from replicator.state_log import StateLog, event_key
 from replicator.topics import TopicManager
 
 __all__ = ["BadRecord", "ImportStats", "Mm2Importer", "import_mm2", "import_group_id"]
@@ -228,7 +228,6 @@ class Mm2Importer:
             policy_from_config(config.replication_policy), flow.source, flow.target, replicator_id=replicator_id
         )
         self._group = group_id or import_group_id(flow.name)
-        self._delivery_errors: list[str] = []
 
     def run(self, *, follow: bool = False, stop: threading.Event | None = None) -> ImportStats:
         stop = stop or threading.Event()
@@ -250,16 +249,23 @@ class Mm2Importer:
                 "logger": RDKAFKA_LOG,
             }
         )
+        state = StateLog(producer, config.state_topic)
         feeds = [_ClusterFeed(alias, conf, self._mapper, self._group) for alias, conf in confs.items()]
         counts = _Counts()
         try:
             for feed in feeds:
                 feed.refresh()
                 feed.mark_ends()
+            if not any(feed.kinds for feed in feeds):
+                _log.warning(
+                    "%s: no MM2 topic of this flow exists yet (%s); are the cluster aliases MM2's?",
+                    flow.name,
+                    self._mapper.describe_topics(),
+                )
             refreshed = time.monotonic()
             while not stop.is_set():
                 for feed in feeds:
-                    self._import_batch(feed, feed.poll(0.5), producer, counts)
+                    self._import_batch(feed, feed.poll(0.5), state, counts)
                 if not follow and all(feed.caught_up() for feed in feeds):
                     break
                 if follow and time.monotonic() - refreshed > _REFRESH_S:
@@ -283,7 +289,7 @@ class Mm2Importer:
             topics=tuple(sorted(counts.topics)),
         )
 
-    def _import_batch(self, feed: _ClusterFeed, messages: list[Message], producer: Producer, counts: _Counts) -> None:
+    def _import_batch(self, feed: _ClusterFeed, messages: list[Message], state: StateLog, counts: _Counts) -> None:
         """Events of ``messages`` to the state topic; the feed's positions are committed once all are acked."""
         if not messages:
             return
@@ -308,14 +314,16 @@ class Mm2Importer:
             if event is None:
                 counts.skipped += 1
                 continue
-            producer.produce(
-                self._config.state_topic, value=encode(event), key=self._key(event), on_delivery=self._delivered
-            )
+            while True:
+                try:
+                    state.emit(event, _key(event))
+                    break
+                except BufferError:  # the producer's queue is full: let deliveries drain it
+                    state.producer.poll(0.05)
             produced[event.event_type] = produced.get(event.event_type, 0) + 1
-            producer.poll(0)
-        remaining = producer.flush(_TIMEOUT_S)
-        if remaining or self._delivery_errors:
-            reason = self._delivery_errors[0] if self._delivery_errors else f"{remaining} not acknowledged"
+        remaining = state.producer.flush(_TIMEOUT_S)
+        if remaining or state.failed is not None:
+            reason = state.failed.str() if state.failed is not None else f"{remaining} not acknowledged"
             raise ReplicationError(
                 f"{self._mapper.flow}: events not written to {self._config.state_topic} on {self._flow.target} "
                 f"(import progress not committed): {reason}"
@@ -323,15 +331,6 @@ class Mm2Importer:
         feed.commit()
         for event_type, n in produced.items():
             counts.by_type[event_type] = counts.by_type.get(event_type, 0) + n
-
-    def _key(self, event: Event) -> bytes:
-        if isinstance(event, (OffsetSync, Checkpoint)):
-            return event_key(event.flow, event.source_topic, event.partition)
-        return f"{event.flow}|heartbeats".encode()
-
-    def _delivered(self, err: KafkaError | None, _msg: Message) -> None:
-        if err is not None:
-            self._delivery_errors.append(str(err.str()))
 
     @staticmethod
     def _bad(bad: BadRecord, counts: _Counts) -> None:
@@ -346,6 +345,15 @@ class Mm2Importer:
         counts.bad_total += 1
         if len(counts.bad) < _KEEP_BAD:
             counts.bad.append(bad)
+
+
+def _key(event: Event) -> bytes:
+    """The state-topic key, as the replicator's own emitters use: per partition, per group, per flow."""
+    if isinstance(event, OffsetSync):
+        return event_key(event.flow, event.source_topic, event.partition)
+    if isinstance(event, Checkpoint):
+        return f"{event.flow}|{event.group}".encode()
+    return f"{event.flow}|heartbeats".encode()
 
 
 def import_mm2(
