@@ -16,8 +16,8 @@ and, for consumers that fail over, MM2's RemoteClusterUtils served from the even
 from replicator.config import FlowConfig, MirrorlakeConfig, load_config, parse_config
 from replicator.errors import MirrorlakeError
 from replicator.mapping import Segment, Translation, build_segments, points_from_sync, translate
-from replicator.policy import DefaultReplicationPolicy, IdentityReplicationPolicy, ReplicationPolicy
 from replicator.mapping_index import MappingIndex
+from replicator.policy import DefaultReplicationPolicy, IdentityReplicationPolicy, ReplicationPolicy
 from replicator.runtime import Replicator
 from replicator.state_reader import StateLogFollower, read_state_log
 from replicator.translation import (

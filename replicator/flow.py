@@ -97,6 +97,12 @@ class FlowRunner:
         self._in_flight = 0
         self._fifos: dict[tuple[str, int], deque[tuple[str, int, int, int, int]]] = {}
 
+    @property
+    def leads_state_tasks(self) -> bool:
+        """Whether this process runs the flow's state tasks now (one process per flow does)."""
+        tasks = getattr(self, "_tasks", None)
+        return bool(tasks is not None and tasks.leading)
+
     # -- clients -----------------------------------------------------------------------------
     def _make_clients(self, source_conf: dict[str, Any], target_conf: dict[str, Any]) -> None:
         name = f"{self.replicator_id}-{self.flow.name}"
@@ -150,9 +156,11 @@ class FlowRunner:
             replicator_id=self.replicator_id,
             policy=self.policy,
             remote_topics=lambda: self._remote,
+            assigned=lambda: self.stats.assigned,
             continuous=not until_caught_up,
         )
         self.stats.task_errors = tasks.errors
+        self._tasks = tasks
         try:
             self.commits.start()
             self.stats.state = "running"

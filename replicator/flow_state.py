@@ -25,6 +25,7 @@ def flow_state_tasks(
     replicator_id: str,
     policy: ReplicationPolicy,
     remote_topics: Callable[[], dict[str, RemoteTopic]],
+    assigned: Callable[[], list[tuple[str, int]]],
     continuous: bool,
 ) -> StateTasks:
     """The flow's tasks; heartbeats only when ``continuous`` (a batch run ends, its heartbeats would not)."""
@@ -41,4 +42,10 @@ def flow_state_tasks(
     tasks += [WatermarkTask(ctx, source_conf, target_conf), ConfigSnapshotTask(ctx, source_conf, target_conf)]
     if flow.audit:
         tasks.append(AuditTask(ctx, source_conf, target_conf))
-    return StateTasks(ctx, tasks)
+
+    def is_leader() -> bool:
+        """The process that owns partition 0 of the first selected topic (alone: always)."""
+        selected = remote_topics()
+        return not selected or (min(selected), 0) in assigned()
+
+    return StateTasks(ctx, tasks, is_leader)

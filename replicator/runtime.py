@@ -134,6 +134,7 @@ class Replicator:
                 "assigned": [f"{t}[{p}]" for t, p in r.runner.stats.assigned],
                 "lag": sum(r.runner.stats.lag.values()),
                 "error": r.runner.stats.error,
+                "state_tasks": "leading" if r.runner.leads_state_tasks else "standby",
                 "state_task_errors": dict(r.runner.stats.task_errors),
             }
             for r in self._running

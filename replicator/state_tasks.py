@@ -99,11 +99,18 @@ class StateTask(Protocol):
 
 
 class StateTasks:
-    """Runs tasks on their intervals on one thread until ``stop``; ``final_round`` runs each once."""
+    """Runs tasks on their intervals on one thread until ``stop``; ``final_round`` runs each once.
 
-    def __init__(self, ctx: TaskContext, tasks: list[StateTask]) -> None:
+    With several processes per flow only one runs the tasks: ``is_leader`` says whether this
+    process leads now (the flow decides: the owner of the first selected partition). A process
+    that led last keeps the final round.
+    """
+
+    def __init__(self, ctx: TaskContext, tasks: list[StateTask], is_leader: Callable[[], bool] = lambda: True) -> None:
         self.ctx = ctx
         self.tasks = tasks
+        self._is_leader = is_leader
+        self.leading = False
         self.errors: dict[str, str] = {}
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -117,6 +124,10 @@ class StateTasks:
         due = {task.name: 0.0 for task in self.tasks}
         while not self._stop.is_set():
             now = time.monotonic()
+            self.leading = self._is_leader()
+            if not self.leading:
+                self._stop.wait(0.5)
+                continue
             for task in self.tasks:
                 if now >= due[task.name]:
                     self._run(task)
@@ -136,7 +147,7 @@ class StateTasks:
         self._stop.set()
         if self._thread is not None:
             self._thread.join()
-        if final_round:
+        if final_round and (self.leading or self._is_leader()):
             for task in self.tasks:
                 if task.in_final_round:
                     self._run(task)

@@ -39,11 +39,16 @@ class KafkaClusters:
         return self.bootstraps[alias]
 
     def config(self, *, flows: Sequence[FlowConfig | Mapping[str, Any]] = (), **top_level: Any) -> MirrorlakeConfig:
-        """A validated ``MirrorlakeConfig`` with clusters A, B, C and ``flows``; ``top_level`` keys override."""
+        """A validated ``MirrorlakeConfig`` with clusters A, B, C and ``flows``; ``top_level`` keys override.
+
+        Each config gets its own heartbeats topic: the clusters are shared by every test, and a
+        flow replicates its heartbeats topic whatever its topic filter says.
+        """
         data: dict[str, Any] = {
             "clusters": {alias: {"bootstrap_servers": b} for alias, b in self.bootstraps.items()},
             "flows": list(flows),
             "local_kafka": {"work_dir": str(self.work_dir)},
+            "heartbeats_topic": f"heartbeats-{uuid.uuid4().hex[:12]}",
             **top_level,
         }
         return parse_config(data, source="tests/conftest.py")

@@ -28,6 +28,10 @@ def flow_stats(replicator: Replicator):
     return replicator._running[0].runner.stats
 
 
+def leads(replicator: Replicator) -> str:
+    return str(replicator.health()["flows"]["A->B"]["state_tasks"])
+
+
 def test_two_processes_share_a_flow_and_rebalances_move_only_what_must_move(kafka_clusters, unique_topic):
     topic = unique_topic("scale")
     a, b = kafka_clusters.bootstrap("A"), kafka_clusters.bootstrap("B")
@@ -47,7 +51,8 @@ def test_two_processes_share_a_flow_and_rebalances_move_only_what_must_move(kafk
         producer.flush(30)
         produced.append(i)
 
-    config = kafka_clusters.config(flows=[{"source": "A", "target": "B", "topics": [topic]}])
+    # no heartbeats: the flow then selects exactly ``topic``, and the partition counts below are exact
+    config = kafka_clusters.config(flows=[{"source": "A", "target": "B", "topics": [topic], "emit_heartbeats": False}])
     first = Replicator(config.model_copy(update={"replicator_id": "one"}), status_port=None)
     second = Replicator(config.model_copy(update={"replicator_id": "two"}), status_port=None)
     writer = threading.Thread(target=produce, daemon=True)
@@ -59,6 +64,7 @@ def test_two_processes_share_a_flow_and_rebalances_move_only_what_must_move(kafk
         wait_for(lambda: len(assigned(first)) == len(assigned(second)) == PARTITIONS // 2, "an even split")
         assert assigned(first) | assigned(second) == {f"{topic}[{p}]" for p in range(PARTITIONS)}
         assert flow_stats(first).revoked == PARTITIONS // 2  # cooperative: it gave up only what moved
+        wait_for(lambda: [leads(first), leads(second)].count("leading") == 1, "one process to run the state tasks")
         second.stop()
         second.wait(60)
         wait_for(lambda: len(assigned(first)) == PARTITIONS, "the first process to take everything back")
@@ -93,8 +99,8 @@ def test_metrics_and_health_endpoints(kafka_clusters, unique_topic):
     for i in range(500):
         producer.produce(topic, key=str(i).encode(), value=b"x" * 100, partition=i % 2)
     producer.flush(10)
-    config = kafka_clusters.config(flows=[{"source": "A", "target": "B", "topics": [topic]}])
-    replicator = Replicator(config, status_port=0)
+    flow = {"source": "A", "target": "B", "topics": [topic], "emit_heartbeats": False}  # exact counts below
+    replicator = Replicator(kafka_clusters.config(flows=[flow]), status_port=0)
     replicator.start()
     try:
         port = replicator.status_port
@@ -110,6 +116,7 @@ def test_metrics_and_health_endpoints(kafka_clusters, unique_topic):
         health = json.loads(body)
         assert code == 200 and health["status"] == "ok"
         assert health["flows"]["A->B"]["state"] == "running"
+        assert health["flows"]["A->B"]["state_tasks"] == "leading"
         assert sorted(health["flows"]["A->B"]["assigned"]) == [f"{topic}[0]", f"{topic}[1]"]
         assert get(f"http://127.0.0.1:{port}/nope")[0] == 404
     finally:
