@@ -9,6 +9,8 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
+from confluent_kafka import Consumer
+
 from ingest.spark import spark_session
 from lakehouse.build import BuildReport, build_lakehouse
 from lakehouse.sql import LakehouseSQL
@@ -17,12 +19,34 @@ from mirrorlake.traffic import TrafficReport, ensure_topic, produce_sample_traff
 from replicator.config import MirrorlakeConfig
 from replicator.errors import ConfigError
 from replicator.runtime import Replicator
+from replicator.translation import translate_offsets
 
-__all__ = ["DemoSummary", "run_demo", "DEMO_TOPIC"]
+__all__ = ["DemoSummary", "run_demo", "DEMO_TOPIC", "DEMO_GROUP"]
 
 _log = logging.getLogger(__name__)
 
 DEMO_TOPIC = "orders"
+DEMO_GROUP = "demo-app"
+
+
+def _consume_some(bootstrap: str, topic: str, records: int) -> None:
+    """A consumer group on the source that read ``records`` records and committed: it gets checkpoints."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": DEMO_GROUP,
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
+    try:
+        consumer.subscribe([topic])
+        read = 0
+        while read < records:
+            read += len([m for m in consumer.consume(1000, timeout=1.0) if m.error() is None])
+        consumer.commit(asynchronous=False)
+    finally:
+        consumer.close()
 
 
 @dataclass(frozen=True)
@@ -35,6 +59,7 @@ class DemoSummary:
     sample_upstream: int
     sample_downstream: int | None
     segments_per_partition: list[tuple[int, int]]
+    group_offsets: list[tuple[str, int, int, int]]  # target topic, partition, source offset, target offset
 
 
 def run_demo(config: MirrorlakeConfig, *, records: int = 20_000, partitions: int = 3) -> DemoSummary:
@@ -46,7 +71,9 @@ def run_demo(config: MirrorlakeConfig, *, records: int = 20_000, partitions: int
     source = config.cluster(flow.source).bootstrap_servers
     ensure_topic(source, DEMO_TOPIC, partitions)
     traffic = produce_sample_traffic(source, DEMO_TOPIC, records=records, partitions=partitions)
+    _consume_some(source, DEMO_TOPIC, records // 2)
     stats = Replicator(config, flows=[flow.name], status_port=None).run_until_caught_up()
+    checkpoints = translate_offsets(config, flow.name, DEMO_GROUP)
     spark = spark_session(config.spark)
     report = build_lakehouse(spark, config)
     sql = LakehouseSQL(config.lakehouse.path)
@@ -74,4 +101,5 @@ def run_demo(config: MirrorlakeConfig, *, records: int = 20_000, partitions: int
         sample_upstream=upstream,
         sample_downstream=translated,
         segments_per_partition=[(int(p), int(n)) for p, n in per_partition],
+        group_offsets=[(t, p, c.upstream_offset, c.downstream_offset) for (t, p), c in sorted(checkpoints.items())],
     )
