@@ -25,7 +25,6 @@ The last lines are ``reread_records_mirrorlake=<n>`` and ``reread_records_mm2=<n
 from __future__ import annotations
 
 import argparse
-import importlib
 import logging
 import re
 import shutil
@@ -33,7 +32,6 @@ import sys
 import tempfile
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 
 if __package__ in (None, ""):  # run as a file: make ``bench`` importable
@@ -41,6 +39,7 @@ if __package__ in (None, ""):  # run as a file: make ``bench`` importable
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
+from bench.failover import Comparison, FailoverCosts, GroupRow, copies_by_content, format_report, read_partition
 from bench.mm2 import MirrorMaker2, Mm2Settings, checkpoint_properties
 from mirrorlake.localkafka import default_cache_root, down, require_java, resolve_kafka_jars, up
 from mirrorlake.traffic import ensure_topic, produce_sample_traffic
@@ -51,73 +50,10 @@ from replicator.mm2_records import Mm2Checkpoint, Mm2RecordError, decode_checkpo
 from replicator.runtime import Replicator
 from replicator.state_reader import read_state_log
 
-# The test suite's ground truth by content (read_partition, copies_by_content, GroundTruth), by name:
-# mypy checks bench, not the test helpers it would otherwise follow into.
-_groundtruth = importlib.import_module("tests.groundtruth")
-read_partition = _groundtruth.read_partition
-copies_by_content = _groundtruth.copies_by_content
-GroundTruth = _groundtruth.GroundTruth
-
-__all__ = [
-    "Cost",
-    "FailoverCosts",
-    "GroupRow",
-    "Comparison",
-    "commit_groups",
-    "run_comparison",
-    "mm2_latest_checkpoints",
-    "format_report",
-]
+__all__ = ["commit_groups", "group_offsets", "mm2_latest_checkpoints", "run_comparison"]
 
 _log = logging.getLogger("bench.translation_vs_mm2")
-_FLOW_ML, _FLOW_MM2 = "A->B", "A->C"
-
-
-@dataclass(frozen=True)
-class Cost:
-    lost: int
-    reread: int
-
-
-class FailoverCosts:
-    """Failover cost of resuming at target offset ``t`` after committing ``c``, from every copy (u, d)."""
-
-    def __init__(self, copies: list[tuple[int, int]]) -> None:
-        self.truth = GroundTruth(copies)
-        self._copies = copies
-
-    def cost(self, c: int, t: int) -> Cost:
-        lost = sum(1 for u, d in self.truth.latest.items() if u >= c and d < t)
-        reread = sum(1 for u, d in self._copies if u < c and d >= t)
-        return Cost(lost, reread)
-
-    def exact(self, c: int) -> int | None:
-        """The brief's exact translation (``tests.groundtruth.GroundTruth.translate``)."""
-        return self.truth.translate(c)
-
-
-@dataclass(frozen=True)
-class GroupRow:
-    group: str
-    partition: int
-    committed: int
-    exact: int | None  # on B
-    mirrorlake: int | None
-    mirrorlake_cost: Cost
-    mirrorlake_checkpoint: int | None  # the latest Checkpoint event, if the replicator emitted one
-    mirrorlake_checkpoint_cost: Cost | None
-    mm2: int | None  # None: MM2 wrote no checkpoint (the consumer starts at the log start)
-    mm2_cost: Cost
-
-
-@dataclass(frozen=True)
-class Comparison:
-    topic: str
-    records: int
-    rows: tuple[GroupRow, ...]
-    foreign_on_b: int  # target records that are no copy of a committed source record
-    foreign_on_c: int
-    mm2_bad_checkpoints: int
+_FLOW_ML = "A->B"
 
 
 def commit_groups(bootstrap: str, topic: str, offsets: Mapping[str, Mapping[int, int]]) -> None:
@@ -292,46 +228,6 @@ def _wait_for_mm2(
             return
         time.sleep(2)
     _log.warning("MM2 did not checkpoint %d group partitions within %g s", len(missing), timeout_s)
-
-
-# -- report -----------------------------------------------------------------------------------
-
-
-def _fmt(value: int | None) -> str:
-    return "-" if value is None else str(value)
-
-
-def format_report(comparison: Comparison) -> list[str]:
-    header = (
-        f"{'group':<20} {'p':>2} {'committed':>9} {'exact':>7} | {'ml':>7} {'lost':>5} {'reread':>6} "
-        f"{'ml ckpt':>7} {'reread':>6} | {'mm2':>7} {'lost':>5} {'reread':>6}"
-    )
-    lines = [header, "-" * len(header)]
-    for r in comparison.rows:
-        ckpt_reread = r.mirrorlake_checkpoint_cost.reread if r.mirrorlake_checkpoint_cost else None
-        lines.append(
-            f"{r.group:<20} {r.partition:>2} {r.committed:>9} {_fmt(r.exact):>7} | {_fmt(r.mirrorlake):>7} "
-            f"{r.mirrorlake_cost.lost:>5} {r.mirrorlake_cost.reread:>6} {_fmt(r.mirrorlake_checkpoint):>7} "
-            f"{_fmt(ckpt_reread):>6} | {_fmt(r.mm2):>7} {r.mm2_cost.lost:>5} {r.mm2_cost.reread:>6}"
-        )
-    rows = comparison.rows
-    ckpts = [r.mirrorlake_checkpoint_cost for r in rows if r.mirrorlake_checkpoint_cost is not None]
-    lines += [
-        "",
-        f"group partitions: {len(rows)}; MM2 checkpoints missing for {sum(r.mm2 is None for r in rows)}; "
-        f"mirrorlake checkpoint events for {len(ckpts)}",
-        f"target records that copy no committed source record (aborted transactions): "
-        f"B (mirrorlake) {comparison.foreign_on_b}, C (MM2) {comparison.foreign_on_c}",
-        f"lost_records_mirrorlake={sum(r.mirrorlake_cost.lost for r in rows)}",
-        f"lost_records_mm2={sum(r.mm2_cost.lost for r in rows)}",
-    ]
-    if ckpts:
-        lines.append(f"reread_records_mirrorlake_checkpoints={sum(c.reread for c in ckpts)}")
-    lines += [
-        f"reread_records_mirrorlake={sum(r.mirrorlake_cost.reread for r in rows)}",
-        f"reread_records_mm2={sum(r.mm2_cost.reread for r in rows)}",
-    ]
-    return lines
 
 
 # -- command line -------------------------------------------------------------------------------

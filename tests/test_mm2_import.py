@@ -18,11 +18,12 @@ from pathlib import Path
 
 import pytest
 import yaml
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
+from bench.failover import FailoverCosts
 from bench.mm2 import MirrorMaker2, Mm2Settings, checkpoint_properties
-from bench.translation_vs_mm2 import FailoverCosts
+from bench.translation_vs_mm2 import commit_groups
 from mirrorlake.localkafka import default_cache_root, require_java, resolve_kafka_jars
 from mirrorlake.traffic import ensure_topic, produce_sample_traffic
 from replicator.config import load_config
@@ -106,25 +107,6 @@ class Mm2Run:
     garbage: frozenset[tuple[str, str, int]]  # (alias, topic, offset) of the garbage records
 
 
-def _commit(bootstrap: str, group: str, topic: str, offsets: dict[int, int]) -> None:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
-    tps = [TopicPartition(topic, p, o) for p, o in offsets.items()]
-    try:
-        wait_for(lambda: _try_commit(consumer, tps), f"group {group} to commit", timeout_s=60)
-    finally:
-        consumer.close()
-
-
-def _try_commit(consumer: Consumer, tps: list[TopicPartition]) -> bool:
-    try:
-        consumer.commit(offsets=tps, asynchronous=False)
-    except KafkaException as exc:
-        if exc.args[0].code() in (KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_LOAD_IN_PROGRESS):
-            return False  # a fresh cluster's group coordinator is still loading
-        raise
-    return True
-
-
 @pytest.fixture(scope="module")
 def mm2_run(kafka_clusters, unique_topic, tmp_path_factory) -> Mm2Run:
     a, b = kafka_clusters.bootstrap("A"), kafka_clusters.bootstrap("B")
@@ -138,11 +120,9 @@ def mm2_run(kafka_clusters, unique_topic, tmp_path_factory) -> Mm2Run:
         for p in range(PARTITIONS)
     }
     groups = {"g_first": lambda end: 1, "g_mid": lambda end: 137, "g_lagging": lambda end: 43, "g_end": lambda end: end}
-    committed = {}
-    for group, at in groups.items():
-        offsets = {p: at(ends[p]) for p in range(PARTITIONS)}
-        _commit(a, f"{topic}-{group}", topic, offsets)
-        committed.update({(f"{topic}-{group}", p): o for p, o in offsets.items()})
+    offsets = {f"{topic}-{group}": {p: at(ends[p]) for p in range(PARTITIONS)} for group, at in groups.items()}
+    commit_groups(a, topic, offsets)
+    committed = {(group, p): o for group, by_p in offsets.items() for p, o in by_p.items()}
 
     mm2 = MirrorMaker2(
         java=require_java(),

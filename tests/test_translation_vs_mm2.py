@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import pytest
 
-from bench.translation_vs_mm2 import format_report, run_comparison
+from bench.failover import format_report
+from bench.translation_vs_mm2 import run_comparison
 
 pytestmark = pytest.mark.kafka
 
