@@ -230,6 +230,12 @@ class Mm2Importer:
         self._group = group_id or import_group_id(flow.name)
 
     def run(self, *, follow: bool = False, stop: threading.Event | None = None) -> ImportStats:
+        """Import until caught up (``follow``: until ``stop`` is set); what this run appended.
+
+        Raises ``ClusterUnreachableError`` when a cluster does not answer within the config's
+        ``connect_timeout_seconds``, ``ReplicationError`` when events cannot be written or progress
+        cannot be committed (nothing after the last acknowledged batch is marked done).
+        """
         stop = stop or threading.Event()
         config, flow = self._config, self._flow
         confs = {alias: config.cluster(alias).client_config() for alias in (flow.source, flow.target)}
