@@ -9,17 +9,11 @@ definitions). ``format_report`` prints one row per group and partition and the s
 
 from __future__ import annotations
 
-import importlib
 from dataclasses import dataclass
 
-__all__ = ["Cost", "FailoverCosts", "GroupRow", "Comparison", "format_report", "read_partition", "copies_by_content"]
+from tests.groundtruth import GroundTruth, copies_by_content, read_partition
 
-# The test suite's ground truth by content (read_partition, copies_by_content, GroundTruth), by name:
-# mypy checks bench, not the test helpers it would otherwise follow into.
-_groundtruth = importlib.import_module("tests.groundtruth")
-read_partition = _groundtruth.read_partition
-copies_by_content = _groundtruth.copies_by_content
-GroundTruth = _groundtruth.GroundTruth
+__all__ = ["Cost", "FailoverCosts", "GroupRow", "Comparison", "format_report", "read_partition", "copies_by_content"]
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ from replicator.config import FlowConfig, MirrorlakeConfig, load_config, parse_c
 from replicator.errors import MirrorlakeError
 from replicator.mapping import Segment, Translation, build_segments, points_from_sync, translate
 from replicator.mapping_index import MappingIndex
+from replicator.mm2_import import ImportStats, Mm2Importer, import_mm2
 from replicator.policy import DefaultReplicationPolicy, IdentityReplicationPolicy, ReplicationPolicy
 from replicator.runtime import Replicator
 from replicator.state_reader import StateLogFollower, read_state_log
@@ -32,9 +33,11 @@ __all__ = [
     "DefaultReplicationPolicy",
     "FlowConfig",
     "IdentityReplicationPolicy",
+    "ImportStats",
     "MappingIndex",
     "MirrorlakeConfig",
     "MirrorlakeError",
+    "Mm2Importer",
     "ReplicationPolicy",
     "Replicator",
     "Segment",
@@ -43,6 +46,7 @@ __all__ = [
     "build_segments",
     "checkpoint_topics",
     "heartbeat_topics",
+    "import_mm2",
     "load_config",
     "parse_config",
     "points_from_sync",

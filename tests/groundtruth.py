@@ -48,9 +48,9 @@ def read_partition(bootstrap: str, topic: str, partition: int, *, isolation: str
                 if m.error():
                     done = True  # partition EOF
                     continue
-                out.append(
-                    Rec(m.partition(), m.offset(), m.key(), m.value(), tuple(m.headers() or ()), m.timestamp()[1])
-                )
+                offset = m.offset()
+                assert offset is not None  # a record without error has its coordinates
+                out.append(Rec(partition, offset, m.key(), m.value(), tuple(m.headers() or ()), m.timestamp()[1]))
             if done:
                 return out
         raise AssertionError(f"reading {topic}[{partition}] at {bootstrap} did not reach its end")
