@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 
 import streamlit as st
 
-from dashboards.data import flow_overview, mapping_segments, translate
+from dashboards.data import failover_now, flow_overview, mapping_segments, rpo_now, translate
 from lakehouse.sql import LakehouseSQL
 from replicator.config import load_config
 from replicator.errors import MirrorlakeError
@@ -74,6 +74,16 @@ def main() -> None:
         offset = col3.number_input("Committed source offset", min_value=0, value=0, step=1)
         result = translate(sql, flow, topic, int(partition), int(offset))
         st.metric("Target offset", "no copy yet" if result is None else int(result))
+    rpo = rpo_now(sql, flow)
+    if not rpo.empty:
+        st.subheader("Records at risk now (RPO)")
+        st.caption("Latest source watermark per partition; bytes are not known yet (no event carries sizes).")
+        st.dataframe(rpo, hide_index=True)
+    failover = failover_now(sql, flow)
+    if not failover.empty:
+        st.subheader("If the groups failed over now")
+        st.caption("Lost = not replicated or skipped; re-read = copies before the committed offset.")
+        st.dataframe(failover, hide_index=True)
 
 
 main()

@@ -8,7 +8,7 @@ import pandas as pd
 
 from lakehouse.sql import LakehouseSQL
 
-__all__ = ["FlowOverview", "flow_overview", "mapping_segments", "translate"]
+__all__ = ["FlowOverview", "flow_overview", "mapping_segments", "translate", "rpo_now", "failover_now"]
 
 
 @dataclass(frozen=True)
@@ -47,3 +47,26 @@ def mapping_segments(sql: LakehouseSQL, flow: str, topic: str | None = None) -> 
 
 def translate(sql: LakehouseSQL, flow: str, topic: str, partition: int, offset: int) -> int | None:
     return sql.query("SELECT translate_offset(?, ?, ?, ?)", [flow, topic, partition, offset]).rows[0][0]
+
+
+def rpo_now(sql: LakehouseSQL, flow: str) -> pd.DataFrame:
+    """Each partition's latest RPO observation (gold ``rpo``); empty before the first watermark."""
+    if "rpo" not in sql.views:
+        return pd.DataFrame()
+    return sql.arrow(
+        "SELECT source_topic, partition, records_unreplicated, records_expired_unreplicated, "
+        "seconds_unreplicated, last_replicated_offset, log_end_offset, "
+        "epoch_ms(observed_at_ms) AS observed_at FROM rpo_now(?)",
+        [flow],
+    ).to_pandas()
+
+
+def failover_now(sql: LakehouseSQL, flow: str) -> pd.DataFrame:
+    """Per group and partition: what a failover now loses and re-reads (gold ``rpo_groups``)."""
+    if "rpo_groups" not in sql.views:
+        return pd.DataFrame()
+    return sql.arrow(
+        'SELECT "group", source_topic, partition, committed_offset, resume_offset, method, exact_offset, '
+        "records_lost_total, records_reread, records_duplicated FROM failover_now(?)",
+        [flow],
+    ).to_pandas()

@@ -76,9 +76,17 @@ def _raw_stream(spark: SparkSession, config: MirrorlakeConfig, alias: str) -> Da
 
 
 def start_bronze_ingest(
-    spark: SparkSession, config: MirrorlakeConfig, paths: LakehousePaths, *, available_now: bool = True
+    spark: SparkSession,
+    config: MirrorlakeConfig,
+    paths: LakehousePaths,
+    *,
+    available_now: bool = True,
+    trigger_seconds: float = 5.0,
 ) -> list[StreamingQuery]:
-    """Start one query per state cluster; with ``available_now`` the caller awaits their end."""
+    """Start one query per state cluster; with ``available_now`` the caller awaits their end.
+
+    Otherwise each query runs a micro-batch every ``trigger_seconds`` until stopped.
+    """
     queries = []
     for alias in state_clusters(config):
         writer = (
@@ -88,7 +96,10 @@ def start_bronze_ingest(
             .option("checkpointLocation", str(paths.checkpoint(f"bronze-{alias}")))
             .queryName(f"bronze-{alias}")
         )
-        writer = writer.trigger(availableNow=True) if available_now else writer.trigger(processingTime="5 seconds")
+        if available_now:
+            writer = writer.trigger(availableNow=True)
+        else:
+            writer = writer.trigger(processingTime=f"{trigger_seconds} seconds")
         queries.append(writer.start(str(paths.bronze)))
         _log.info("bronze ingest from %s (%s) started", alias, config.state_topic)
     return queries

@@ -7,9 +7,11 @@ vectors), so views always go through DuckDB's delta extension, loaded from the
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Literal
 
@@ -17,22 +19,26 @@ import duckdb
 
 from ingest.paths import LakehousePaths
 from replicator.errors import MirrorlakeError
+from replicator.events import registry
 
-__all__ = ["LakehouseSQL", "SQLError", "TableNotFoundError", "QueryResult", "TABLES"]
+__all__ = [
+    "LakehouseSQL",
+    "SQLError",
+    "TableNotFoundError",
+    "AsOfError",
+    "QueryResult",
+    "table_paths",
+    "parse_as_of",
+    "format_result",
+]
 
 _log = logging.getLogger(__name__)
 
-# view name -> how to find its table under the lakehouse root
-TABLES: dict[str, str] = {
-    "bronze_events": "bronze",
-    "quarantine": "quarantine",
-    "offset_sync": "silver:offset_sync",
-    "lifecycle": "silver:lifecycle",
-    "offset_mapping": "gold:offset_mapping",
-}
-
-# Named macros: translation of a committed source offset through the exact mapping.
-_MACROS = """
+# Named macros. translate_offset: a committed source offset through the exact mapping (as
+# replicator.mapping.translate). translate_group: every partition of a group's latest checkpoint.
+# rpo_now: each partition's latest RPO observation of a flow. failover_now: per group and
+# partition, what a failover now loses and re-reads (gold rpo_groups).
+_TRANSLATE = """
 CREATE OR REPLACE MACRO translate_offset(f, t, p, c) AS (
     SELECT CASE WHEN covering.d IS NOT NULL THEN covering.d
                 WHEN before.d IS NOT NULL THEN before.d
@@ -46,6 +52,30 @@ CREATE OR REPLACE MACRO translate_offset(f, t, p, c) AS (
           FROM offset_mapping WHERE flow = f AND source_topic = t AND partition = p AND upstream_start > c) after_
 );
 """
+_GROUP_MACROS = """
+CREATE OR REPLACE MACRO translate_group(f, g) AS TABLE
+    SELECT source_topic, target_topic, partition, committed_offset,
+           translate_offset(flow, source_topic, partition, committed_offset) AS target_offset,
+           translated_offset AS checkpoint_offset, method, as_of_ms
+    FROM group_offsets WHERE flow = f AND "group" = g ORDER BY source_topic, partition;
+"""
+_RPO_MACROS = """
+CREATE OR REPLACE MACRO rpo_now(f) AS TABLE
+    SELECT * FROM rpo WHERE flow = f
+    QUALIFY row_number() OVER (PARTITION BY source_topic, partition
+                               ORDER BY observed_at_ms DESC, watermark_event_id DESC) = 1
+    ORDER BY source_topic, partition;
+"""
+_FAILOVER_MACROS = """
+CREATE OR REPLACE MACRO failover_now(f) AS TABLE
+    SELECT * FROM rpo_groups WHERE flow = f ORDER BY "group", source_topic, partition;
+"""
+_MACROS = (
+    (("offset_mapping",), _TRANSLATE),
+    (("offset_mapping", "group_offsets"), _GROUP_MACROS),
+    (("rpo",), _RPO_MACROS),
+    (("rpo_groups",), _FAILOVER_MACROS),
+)
 
 
 class SQLError(MirrorlakeError):
@@ -60,6 +90,12 @@ class TableNotFoundError(MirrorlakeError):
     exit_code = 12
 
 
+class AsOfError(MirrorlakeError):
+    """An ``--as-of`` value is neither a table version nor a timestamp, or predates the tables."""
+
+    exit_code = 13
+
+
 @dataclass(frozen=True)
 class QueryResult:
     columns: list[str]
@@ -67,6 +103,55 @@ class QueryResult:
 
     def to_records(self) -> list[dict]:
         return [dict(zip(self.columns, row, strict=True)) for row in self.rows]
+
+
+def table_paths(paths: LakehousePaths) -> dict[str, Path]:
+    """View name -> Delta table path: bronze, quarantine, every silver event type, every gold table."""
+    from lakehouse.gold_tables import GOLD_TABLES
+
+    out = {"bronze_events": paths.bronze, "quarantine": paths.quarantine}
+    out.update({t: paths.silver(t) for t in registry().event_types()})
+    out.update({spec.name: paths.gold(spec.name) for spec in GOLD_TABLES})
+    return out
+
+
+def parse_as_of(value: str) -> int | datetime:
+    """A table version (non-negative integer) or an ISO-8601 timestamp (UTC when no zone is given)."""
+    text = value.strip()
+    if text.isdigit():
+        return int(text)
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        raise AsOfError(
+            f"--as-of {value!r} is neither a table version (0, 1, ...) nor an ISO timestamp (e.g. 2026-11-22T15:04:05Z)"
+        ) from None
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+def _commit_times(table: Path) -> list[tuple[int, int]]:
+    """(version, commit timestamp ms) of every commit still in the Delta log (its JSON files)."""
+    out = []
+    for entry in sorted((table / "_delta_log").glob("*.json")):
+        if not entry.stem.isdigit():
+            continue
+        with entry.open(encoding="utf-8") as fh:
+            for line in fh:
+                action = json.loads(line)
+                if "commitInfo" in action:
+                    out.append((int(entry.stem), int(action["commitInfo"]["timestamp"])))
+                    break
+    return out
+
+
+def _version_at(table: Path, as_of: int | datetime) -> int | None:
+    """The table version ``as_of`` names (None: the table did not exist yet / has no such version)."""
+    commits = _commit_times(table)
+    if isinstance(as_of, int):
+        return as_of if any(v == as_of for v, _ in commits) else None
+    ms = int(as_of.timestamp() * 1000)
+    before = [v for v, t in commits if t <= ms]
+    return max(before) if before else None
 
 
 def _extension_path() -> Path:
@@ -83,9 +168,15 @@ def _extension_path() -> Path:
 
 
 class LakehouseSQL:
-    """A DuckDB connection with a view per existing lakehouse table and the translation macros."""
+    """A DuckDB connection with a view per existing lakehouse table and the named macros.
 
-    def __init__(self, lakehouse_root: Path) -> None:
+    ``as_of`` (a version or a timestamp) reads every table as it was then, through
+    ``delta_scan(path, version := N)``; a timestamp picks, per table, the last version committed
+    at or before it (commit times from the Delta log), so the tables agree with each other. A
+    table that did not exist then (or has no such version) has no view.
+    """
+
+    def __init__(self, lakehouse_root: Path, *, as_of: int | datetime | None = None) -> None:
         self.paths = LakehousePaths(Path(lakehouse_root).resolve())
         if not (self.paths.root / "tables").is_dir():
             raise TableNotFoundError(
@@ -95,21 +186,22 @@ class LakehouseSQL:
         self.con = duckdb.connect()
         self.con.execute(f"LOAD '{_extension_path()}'")
         self.views: list[str] = []
-        for view, where in TABLES.items():
-            path = self._path(where)
-            if (path / "_delta_log").is_dir():
-                self.con.execute(f"CREATE VIEW {view} AS SELECT * FROM delta_scan('{path}')")
-                self.views.append(view)
-        if "offset_mapping" in self.views:
-            self.con.execute(_MACROS)
-
-    def _path(self, where: str) -> Path:
-        kind, _, name = where.partition(":")
-        if kind == "silver":
-            return self.paths.silver(name)
-        if kind == "gold":
-            return self.paths.gold(name)
-        return self.paths.bronze if kind == "bronze" else self.paths.quarantine
+        self.versions: dict[str, int | None] = {}
+        for view, path in table_paths(self.paths).items():
+            if not (path / "_delta_log").is_dir():
+                continue
+            version = None if as_of is None else _version_at(path, as_of)
+            if as_of is not None and version is None:
+                continue
+            at = "" if version is None else f", version := {version}"
+            self.con.execute(f"CREATE VIEW {view} AS SELECT * FROM delta_scan('{path}'{at})")
+            self.views.append(view)
+            self.versions[view] = version
+        if as_of is not None and not self.views:
+            raise AsOfError(f"no table of {self.paths.root} existed at --as-of {as_of}")
+        for needs, macro in _MACROS:
+            if all(v in self.views for v in needs):
+                self.con.execute(macro)
 
     def query(self, sql: str, params: Sequence[object] | None = None) -> QueryResult:
         """Run one statement; ``params`` fill its ``?`` placeholders."""
@@ -125,6 +217,8 @@ class LakehouseSQL:
     def arrow(self, sql: str, params: Sequence[object] | None = None):  # -> pyarrow.Table
         try:
             return (self.con.execute(sql, params) if params else self.con.execute(sql)).to_arrow_table()
+        except duckdb.CatalogException as exc:
+            raise SQLError(f"{exc} (tables available: {', '.join(self.views) or 'none'})") from None
         except duckdb.Error as exc:
             raise SQLError(str(exc)) from None
 

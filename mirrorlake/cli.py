@@ -183,17 +183,64 @@ def lakehouse() -> None:
 
 @lakehouse.command("build")
 @_config_option
-def lakehouse_build(config_path: Path) -> None:
-    """Ingest the state topics (availableNow) and rebuild silver and gold."""
+@click.option(
+    "--full", is_flag=True, help="recompute every gold table from all of silver (default: MERGE what changed)"
+)
+def lakehouse_build(config_path: Path, full: bool) -> None:
+    """Ingest the state topics (availableNow), update silver, then gold (incrementally unless --full)."""
     from ingest.spark import spark_session
     from lakehouse.build import build_lakehouse
 
     config = load_config(config_path)
-    report = build_lakehouse(spark_session(config.spark), config)
+    report = build_lakehouse(spark_session(config.spark), config, full=full)
     click.echo(
         f"bronze rows: {report.bronze_rows}, quarantined: {report.quarantined}, "
         f"offset syncs: {report.offset_syncs}, mapping segments: {report.mapping_segments}"
     )
+    click.echo(
+        "gold: " + ", ".join(f"{u.table} {u.mode} ({report.gold_rows[u.table]} rows)" for u in report.gold_updates)
+    )
+
+
+@lakehouse.command("maintain")
+@_config_option
+@click.option("--retention-hours", type=float, default=168.0, show_default=True, help="VACUUM retention")
+@click.option("--force-unsafe-retention", is_flag=True, help="allow a retention below Delta's safe 168 h")
+def lakehouse_maintain(config_path: Path, retention_hours: float, force_unsafe_retention: bool) -> None:
+    """OPTIMIZE (compact small files) and VACUUM every lakehouse table."""
+    from ingest.paths import LakehousePaths
+    from ingest.spark import spark_session
+    from lakehouse.maintain import check_retention, maintain
+
+    config = load_config(config_path)
+    check_retention(retention_hours, force_unsafe_retention=force_unsafe_retention)  # before Spark starts
+    report = maintain(
+        spark_session(config.spark),
+        LakehousePaths(config.lakehouse.path.resolve()),
+        retention_hours=retention_hours,
+        force_unsafe_retention=force_unsafe_retention,
+    )
+    for t in report.tables:
+        click.echo(f"{t.table}: {t.files_before} -> {t.files_after} files (version {t.version})")
+
+
+@lakehouse.command("serve")
+@_config_option
+@click.option(
+    "--interval", type=click.FloatRange(min=0), default=30.0, show_default=True, help="seconds between gold rebuilds"
+)
+@click.option("--trigger", type=click.FloatRange(min=0.1), default=5.0, show_default=True, help="ingest trigger (s)")
+def lakehouse_serve(config_path: Path, interval: float, trigger: float) -> None:
+    """Ingest continuously and rebuild silver and gold every --interval seconds until SIGTERM/Ctrl-C."""
+    from ingest.spark import spark_session
+    from lakehouse.serve import LakehouseService, ServeSettings
+
+    config = load_config(config_path)
+    service = LakehouseService(spark_session(config.spark), config, ServeSettings(interval, trigger))
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: service.stop())
+    refreshes = service.run()
+    click.echo(f"lakehouse serve stopped after {refreshes} refreshes")
 
 
 @cli.command()
@@ -203,12 +250,16 @@ def lakehouse_build(config_path: Path) -> None:
     "--lakehouse", "lakehouse_path", type=click.Path(path_type=Path), help="lakehouse root (overrides config)"
 )
 @click.option("--format", "fmt", type=click.Choice(["table", "json", "csv"]), default="table", show_default=True)
-def sql(query: str, config_path: Path, lakehouse_path: Path | None, fmt: str) -> None:
-    """Run a DuckDB SQL QUERY over the lakehouse tables (views: offset_mapping, offset_sync, ...)."""
-    from lakehouse.sql import LakehouseSQL, format_result
+@click.option("--as-of", "as_of", default=None, help="read the tables as of a VERSION or an ISO TIMESTAMP (UTC)")
+def sql(query: str, config_path: Path, lakehouse_path: Path | None, fmt: str, as_of: str | None) -> None:
+    """Run a DuckDB SQL QUERY over the lakehouse tables: a view per bronze/silver/gold table, and the
+    macros translate_offset(flow, topic, partition, offset), translate_group(flow, group),
+    rpo_now(flow), failover_now(flow)."""
+    from lakehouse.sql import LakehouseSQL, format_result, parse_as_of
 
+    moment = parse_as_of(as_of) if as_of is not None else None
     root = lakehouse_path or load_config(config_path).lakehouse.path
-    con = LakehouseSQL(root)
+    con = LakehouseSQL(root, as_of=moment)
     try:
         click.echo(format_result(con.query(query), fmt))  # type: ignore[arg-type]
     finally:

@@ -9,123 +9,16 @@ same state topic in one go: every gold table must equal the incremental one.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 import pytest
 
 from replicator.config import MirrorlakeConfig
 from replicator.mapping import build_segments, points_from_sync, translate
 from tests import lakehouse_support as ev
+from tests.lakehouse_support import DAVE, Built
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark]
 
-ALICE = "User:alice|*|READ|ALLOW|LITERAL|{}"
-BOB_WRITE = "User:bob|*|WRITE|ALLOW|LITERAL|{}"
-CAROL_ALL = "User:carol|*|ALL|ALLOW|LITERAL|{}"
-DAVE = "User:dave|*|READ|ALLOW|LITERAL|{}"
-
-
-def _rounds() -> list[list]:
-    r1 = [
-        ev.sync(0, 0, 0, 100, "first"),
-        ev.sync(0, 99, 99, 200, "lag_max", (98, 98)),
-        ev.sync(0, 102, 100, 300, "upstream_gap", (99, 99)),
-        ev.sync(0, 150, 148, 400, "flush", (149, 147)),
-        ev.sync(1, 0, 0, 100, "first"),
-        ev.sync(1, 49, 49, 400, "flush", (48, 48)),
-        ev.checkpoint("g1", 0, 101, 100, 450, "after_last_copy"),
-        ev.checkpoint("g2", 0, 120, 99, 450, "mm2"),
-        ev.watermark(0, 0, 200, 500),
-        ev.watermark(1, 0, 60, 500),
-        ev.watermark(0, 0, 149, 500, side="target"),
-    ]
-    r2 = [
-        ev.sync(0, 140, 149, 600, "first"),  # a restart replays 140..150 at larger downstream offsets
-        ev.sync(0, 180, 189, 700, "flush", (179, 188)),
-        ev.sync(1, 80, 80, 700, "flush", (79, 79)),
-        *r1[4:6],  # the same events again (at-least-once in the state topic)
-        ev.checkpoint("g1", 0, 170, 179, 750, "exact"),
-        ev.watermark(0, 0, 200, 800),
-        ev.watermark(1, 0, 100, 800),
-        ev.snapshot(
-            "source",
-            800,
-            2,
-            {"retention.ms": "100", "min.insync.replicas": "1", "cleanup.policy": "delete"},
-            [a.format(ev.TOPIC) for a in (ALICE, BOB_WRITE, CAROL_ALL)],
-        ),
-        ev.snapshot(
-            "target",
-            800,
-            3,
-            {"retention.ms": "200", "min.insync.replicas": "2", "cleanup.policy": "delete"},
-            [a.format(ev.REMOTE) for a in (ALICE, DAVE)],
-        ),
-        ev.heartbeat(["A"], 1000, None),
-        ev.heartbeat(["A", "B"], 1000, 1030),
-        ev.heartbeat(["A", "B", "C"], 1000, 1075),
-    ]
-    r3 = [
-        ev.sync(1, 90, 90, 750, "flush", (89, 89)),  # late: emitted before round 2's watermark
-        ev.snapshot(
-            "target",
-            900,
-            2,  # partitions fixed: the partition_count row must go
-            {"retention.ms": "200", "min.insync.replicas": "2", "cleanup.policy": "delete"},
-            [a.format(ev.REMOTE) for a in (ALICE, DAVE)],
-        ),
-        ev.audit("source", 0, 0, 100, 98, 5, 900),
-        ev.audit("target", 0, 0, 100, 98, 5, 910),
-        ev.audit("source", 0, 100, 200, 98, 7, 900),
-        ev.audit("target", 0, 100, 200, 97, 6, 910),
-        ev.watermark(1, 95, 120, 950),  # retention deleted 91..94 before they were copied
-        ev.heartbeat(["A", "B"], 2000, 2040),
-        ev.heartbeat(["A", "C"], 2000, 2020),
-        ev.heartbeat(["A", "B", "C"], 2000, 2090),
-    ]
-    return [r1, r2, r3, r3[:4]]  # round 4: only events seen before
-
-
-@dataclass
-class Built:
-    config: MirrorlakeConfig
-    fresh: MirrorlakeConfig
-    events: list = field(default_factory=list)
-    modes: list[dict[str, str]] = field(default_factory=list)
-
-
-@pytest.fixture(scope="module")
-def built(kafka_clusters, unique_topic, tmp_path_factory, spark) -> Built:
-    from ingest.paths import LakehousePaths
-    from lakehouse.build import build_lakehouse
-    from lakehouse.gold_tables import GOLD_TABLES
-    from lakehouse.incremental import compute_full
-    from mirrorlake.traffic import ensure_topic
-
-    state_topic = unique_topic("mirrorlake.events")
-    b = kafka_clusters.bootstrap("B")
-    ensure_topic(b, state_topic, 2)
-
-    def config(name: str) -> MirrorlakeConfig:
-        return kafka_clusters.config(
-            flows=[{"source": "A", "target": "B", "topics": ["orders"]}],
-            state_topic=state_topic,
-            lakehouse={"path": str(tmp_path_factory.mktemp(name))},
-        )
-
-    result = Built(config("incremental"), config("fresh"))
-    paths = LakehousePaths(result.config.lakehouse.path.resolve())
-    for n, events in enumerate(_rounds()):
-        ev.produce(b, state_topic, events)
-        result.events.extend(events)
-        report = build_lakehouse(spark, result.config)
-        result.modes.append({u.table: u.mode for u in report.gold_updates})
-        if n in (0, 3):
-            continue  # round 1 is a full build, round 4 changes nothing: rounds 2 and 3 merge
-        for spec in GOLD_TABLES:
-            incremental = spark.read.format("delta").load(str(paths.gold(spec.name)))
-            ev.assert_same_rows(incremental, compute_full(spark, paths, spec), f"round {n + 1}: {spec.name}")
-    return result
+pytest_plugins = ["tests.lakehouse_support"]  # the session fixture ``built`` (shared with test_lakehouse_sql)
 
 
 def _table(spark, config: MirrorlakeConfig, name: str):
