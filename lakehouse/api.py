@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ingest.paths import LakehousePaths
-from lakehouse.sql import LakehouseSQL, TableNotFoundError, parse_as_of, table_paths
+from lakehouse.sql import LakehouseSQL, TableNotFoundError, is_delta_table, parse_as_of, table_paths
 from replicator.config import MirrorlakeConfig
 
 if TYPE_CHECKING:
@@ -40,12 +40,12 @@ class Lakehouse:
 
     def tables(self) -> list[str]:
         """Names of the tables that exist now (views of ``query``)."""
-        return [name for name, path in table_paths(self.paths).items() if (path / "_delta_log").is_dir()]
+        return [name for name, path in table_paths(self.paths).items() if is_delta_table(path)]
 
     def path(self, name: str) -> str:
         """The Delta table path of ``name`` (for Spark); ``TableNotFoundError`` if there is none."""
         path = table_paths(self.paths).get(name)
-        if path is None or not (path / "_delta_log").is_dir():
+        if path is None or not is_delta_table(path):
             raise TableNotFoundError(
                 f"no table {name!r} in {self.paths.root} (tables: {', '.join(self.tables()) or 'none'})"
             )

@@ -28,6 +28,7 @@ __all__ = [
     "AsOfError",
     "QueryResult",
     "table_paths",
+    "is_delta_table",
     "parse_as_of",
     "format_result",
 ]
@@ -129,6 +130,12 @@ def parse_as_of(value: str) -> int | datetime:
     return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
+def is_delta_table(path: Path) -> bool:
+    """Whether ``path`` holds a Delta table with at least one commit (a log directory alone is not one)."""
+    log = path / "_delta_log"
+    return log.is_dir() and any(True for _ in log.glob("*.json"))
+
+
 def _commit_times(table: Path) -> list[tuple[int, int]]:
     """(version, commit timestamp ms) of every commit still in the Delta log (its JSON files)."""
     out = []
@@ -188,13 +195,16 @@ class LakehouseSQL:
         self.views: list[str] = []
         self.versions: dict[str, int | None] = {}
         for view, path in table_paths(self.paths).items():
-            if not (path / "_delta_log").is_dir():
+            if not is_delta_table(path):
                 continue
             version = None if as_of is None else _version_at(path, as_of)
             if as_of is not None and version is None:
                 continue
             at = "" if version is None else f", version := {version}"
-            self.con.execute(f"CREATE VIEW {view} AS SELECT * FROM delta_scan('{path}'{at})")
+            try:
+                self.con.execute(f"CREATE VIEW {view} AS SELECT * FROM delta_scan('{path}'{at})")
+            except duckdb.Error as exc:
+                raise TableNotFoundError(f"{path} is not a readable Delta table: {exc}") from None
             self.views.append(view)
             self.versions[view] = version
         if as_of is not None and not self.views:
