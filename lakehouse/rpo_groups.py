@@ -36,7 +36,8 @@ _COST = T.StructType([T.StructField(n, T.LongType()) for n in ("lost", "reread",
 
 
 @F.udf(returnType=_COST)
-def _cost(segments: list, committed: int | None, resume_at: int | None) -> tuple[int, int, int] | None:
+def _cost(segments, committed, resume_at):  # no type hints: pyspark would take it for an Arrow UDF
+    """(lost, reread, duplicated) of resuming at ``resume_at`` after committing ``committed``."""
     if committed is None or resume_at is None:
         return None
     segs = [Segment(s["ds"], s["us"], s["ue"], s["de"]) for s in segments or []]
