@@ -36,6 +36,7 @@ QUARANTINE_SCHEMA = T.StructType(
         T.StructField("quarantined_at", T.TimestampType(), False),
     ]
 )
+_MAX_BATCH_BYTES = "128m"  # of bronze files per silver micro-batch (a soft limit, whole files)
 _LINEAGE_TYPES = {
     "state_cluster": T.StringType(),
     "state_topic": T.StringType(),
@@ -116,6 +117,7 @@ def update_silver(spark: SparkSession, paths: LakehousePaths) -> None:
         return
     query = (
         spark.readStream.format("delta")
+        .option("maxBytesPerTrigger", _MAX_BATCH_BYTES)  # bounded memory: 1e7 events in one batch ran out of heap
         .load(str(paths.bronze))
         .writeStream.foreachBatch(lambda df, batch_id: _merge_batch(spark, paths, df, batch_id))
         .option("checkpointLocation", str(paths.checkpoint("silver")))
