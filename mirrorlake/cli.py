@@ -302,10 +302,13 @@ def demo(config_path: Path, records: int) -> None:
         f"  translation   {s.flow} orders[{s.sample_partition}] offset {s.sample_upstream} -> "
         f"{s.sample_downstream} on the target"
     )
+    resumes = ", ".join(f"{t}[{p}] {src} -> {dst}" for t, p, src, dst in s.group_offsets)
+    click.echo(f"  group demo-app (committed on the source) resumes on the target at: {resumes}")
     click.echo(f"  lakehouse at  {config.lakehouse.path.resolve()}")
     click.echo("")
     click.echo("Next: .venv/bin/mirrorlake dashboard   (http://127.0.0.1:8501)")
     click.echo('      .venv/bin/mirrorlake sql "SELECT * FROM offset_mapping ORDER BY partition, downstream_start"')
+    click.echo(f"      .venv/bin/mirrorlake translate --flow {s.flow} --group demo-app")
     click.echo("      .venv/bin/mirrorlake clusters down   (the clusters keep running until then)")
 
 
