@@ -152,6 +152,19 @@ def translate(config_path: Path, flow: str, group: str, fmt: str) -> None:
         click.echo(f"{r['topic']:30} {r['partition']:>9} {r['offset']:>12} {r['source_offset']:>13}  {r['method']}")
 
 
+@cli.command()
+@click.argument("config_path", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--flow", "flows", multiple=True, help="observe only this flow (A->B); repeatable")
+def observe(config_path: Path, flows: tuple[str, ...]) -> None:
+    """Emit each flow's watermarks, config snapshots, audits and checkpoints once, copying nothing."""
+    from replicator.observe import observe_once
+
+    for flow, errors in observe_once(load_config(config_path), list(flows) or None).items():
+        click.echo(f"{flow}: observed" + (f"; task errors: {errors}" if errors else ""))
+        if errors:
+            raise SystemExit(1)
+
+
 @cli.command("import-mm2")
 @click.argument("config_path", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--flow", "flows", multiple=True, help="import only this flow (A->B); repeatable")

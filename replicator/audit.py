@@ -32,6 +32,7 @@ from replicator.events import AuditWindow
 from replicator.mapping import Segment
 from replicator.provenance import PROVENANCE_HEADER
 from replicator.state_tasks import TaskContext
+from replicator.topics import TopicManager
 from replicator.watermarks import partition_watermarks
 
 __all__ = ["AuditTask", "record_hash", "WindowSum", "add_hash"]
@@ -130,6 +131,7 @@ class AuditTask:
         self.interval_s = ctx.flow.audit_interval_seconds
         self._n = ctx.flow.audit_window_records
         self._source_admin = AdminClient(source_conf)
+        self._target_admin = AdminClient(target_conf)
         name = f"{ctx.replicator_id}-{ctx.flow.name}-audit"
         self._source = _RangeReader(source_conf, f"{name}-source")
         self._target = _RangeReader(target_conf, f"{name}-target")
@@ -151,9 +153,10 @@ class AuditTask:
         remote = self._ctx.remote_topics()
         partitions = [(t, p) for t, r in remote.items() for p in range(r.partitions)]
         marks = partition_watermarks(self._source_admin, partitions)
+        on_target = TopicManager.partition_counts(self._target_admin)
         for (topic, partition), (log_start, lso, _ts, _tso) in marks.items():
             segments = self._ctx.view.index.segments(self._ctx.flow.name, topic, partition)
-            if segments:
+            if segments and partition < on_target.get(remote[topic].target_topic, 0):  # a missing target: no audit
                 self._audit_partition(topic, partition, remote[topic].target_topic, segments, log_start, lso)
 
     def _audit_partition(

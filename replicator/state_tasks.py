@@ -143,11 +143,12 @@ class StateTasks:
             self.errors[task.name] = f"{type(exc).__name__}: {exc}"
             _log.warning("flow %s: %s failed, retrying later: %s", self.ctx.flow.name, task.name, exc)
 
-    def stop(self, *, final_round: bool = False) -> None:
+    def stop(self, *, final_round: bool = False, force: bool = False) -> None:
+        """Stop the thread; ``final_round`` runs each task once more if this process leads (or ``force``)."""
         self._stop.set()
         if self._thread is not None:
             self._thread.join()
-        if final_round and (self.leading or self._is_leader()):
+        if final_round and (force or self.leading or self._is_leader()):
             for task in self.tasks:
                 if task.in_final_round:
                     self._run(task)

@@ -1,0 +1,143 @@
+"""The lakehouse from the replicator's own events on real clusters, checked against the clusters.
+
+One replicated world: a gapped topic with consumer groups, then the replicator stops and more
+records arrive (what it left behind), and the target is damaged on purpose (a deleted topic, a
+changed config, an extra partition, an altered record). ``observe`` records the state as it is
+now; the build must show group offsets equal to ground truth, the RPO equal to what was left
+behind, and every damage in ``divergence``, and nothing else there.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import pytest
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewPartitions
+
+from lakehouse.api import Lakehouse
+from lakehouse.build import build_lakehouse
+from mirrorlake.traffic import ensure_topic
+from replicator.config import MirrorlakeConfig
+from replicator.observe import observe_once
+from replicator.runtime import Replicator
+from tests.groundtruth import GroundTruth, read_partition
+from tests.test_state_events import _commit, _copies, _produce, _transactions
+from tests.waiting import wait_for
+
+pytestmark = [pytest.mark.kafka, pytest.mark.spark]
+
+LEFT_BEHIND = 30  # plain records per partition produced after the replicator stopped
+
+
+@dataclass
+class World:
+    config: MirrorlakeConfig
+    orders: str
+    topics: dict[str, str]  # role -> source topic
+    groups: dict[str, list[tuple[str, int, int]]]
+    lake: Lakehouse
+
+
+@pytest.fixture(scope="module")
+def world(kafka_clusters, unique_topic, tmp_path_factory, spark) -> World:
+    a, b = kafka_clusters.bootstrap("A"), kafka_clusters.bootstrap("B")
+    orders = unique_topic("lh-orders")
+    topics = {role: unique_topic(f"lh-{role}") for role in ("gone", "cfg", "grow", "tamper")}
+    ensure_topic(a, orders, 2)
+    for t in topics.values():
+        ensure_topic(a, t, 1)
+    _produce(a, orders, [(i % 2, f"k{i}".encode(), f"v{i}".encode()) for i in range(200)])
+    _transactions(a, orders, 2, orders[-8:])
+    _produce(a, orders, [(i % 2, f"k{i}".encode(), f"v{i}".encode()) for i in range(200, 300)])
+    for role, t in topics.items():
+        _produce(a, t, [(0, f"{role}{i}".encode(), f"v{i}".encode()) for i in range(20)])
+    groups: dict[str, list[tuple[str, int, int]]] = {}
+    for i, c in enumerate((0, 37, 110, 130, 150)):
+        groups[f"lh-{orders[-6:]}-{i}"] = [(orders, 0, c), (orders, 1, c + 3)]
+    for group, offsets in groups.items():
+        _commit(a, group, offsets)
+
+    flow = {"source": "A", "target": "B", "topics": [orders, *topics.values()], "audit_window_records": 10}
+    lakehouse = {"path": str(tmp_path_factory.mktemp("lakehouse-real"))}
+    copy_config = kafka_clusters.config(flows=[{**flow, "audit": False}], lakehouse=lakehouse)
+    Replicator(copy_config, status_port=None).run_until_caught_up()
+
+    # the replicator is stopped: what arrives now is left behind
+    _produce(a, orders, [(i % 2, f"late{i}".encode(), b"v") for i in range(2 * LEFT_BEHIND)])
+    # damage on the target
+    admin_b = AdminClient({"bootstrap.servers": b})
+    gone = f"A.{topics['gone']}"
+    admin_b.delete_topics([gone])[gone].result(timeout=30)
+    entry = ConfigEntry("retention.ms", "3600000", incremental_operation=AlterConfigOpType.SET)
+    resource = ConfigResource("topic", f"A.{topics['cfg']}", incremental_configs=[entry])
+    for future in admin_b.incremental_alter_configs([resource]).values():
+        future.result(timeout=30)
+    grow = f"A.{topics['grow']}"
+    admin_b.create_partitions([NewPartitions(grow, 2)])[grow].result(timeout=30)
+    tamper = f"A.{topics['tamper']}"
+    admin_b.delete_topics([tamper])[tamper].result(timeout=30)
+    wait_for(lambda: not {gone, tamper} & set(admin_b.list_topics(timeout=10).topics), "topic deletion")
+    ensure_topic(b, tamper, 1)
+    rewrite = Producer({"bootstrap.servers": b})
+    for r in read_partition(a, topics["tamper"], 0):
+        value = b"altered" if r.offset == 7 else r.value
+        rewrite.produce(tamper, value, r.key, 0, timestamp=r.timestamp, headers=list(r.headers))
+    rewrite.flush(30)
+
+    time.sleep(0.01)  # observations come strictly after the last sync
+    config = kafka_clusters.config(flows=[flow], lakehouse=lakehouse)
+    assert observe_once(config) == {"A->B": {}}
+    build_lakehouse(spark, config)
+    return World(config, orders, topics, groups, Lakehouse(config))
+
+
+def test_group_offsets_equal_ground_truth(world: World, kafka_clusters):
+    a, b = kafka_clusters.bootstrap("A"), kafka_clusters.bootstrap("B")
+    truth = {
+        p: GroundTruth(_copies(read_partition(a, world.orders, p), read_partition(b, f"A.{world.orders}", p)))
+        for p in (0, 1)
+    }
+    rows = world.lake.query(
+        f'SELECT "group", partition, committed_offset, translated_offset, exact_offset FROM group_offsets '
+        f"WHERE source_topic = '{world.orders}'"
+    )
+    got = {(r.group, r.partition): (r.committed_offset, r.translated_offset, r.exact_offset) for r in rows.itertuples()}
+    for group, offsets in world.groups.items():
+        for _topic, p, c in offsets:
+            assert got[(group, p)] == (c, truth[p].translate(c), truth[p].translate(c)), (group, p)
+
+
+def test_rpo_equals_what_the_stopped_replicator_left_behind(world: World, kafka_clusters):
+    a, b = kafka_clusters.bootstrap("A"), kafka_clusters.bootstrap("B")
+    rows = world.lake.query(
+        "SELECT partition, records_unreplicated, records_behind FROM rpo_now('A->B') "
+        f"WHERE source_topic = '{world.orders}' ORDER BY partition"
+    )
+    for r in rows.itertuples():
+        source = read_partition(a, world.orders, r.partition)
+        copied = {u for u, _d in _copies(source, read_partition(b, f"A.{world.orders}", r.partition))}
+        left_behind = [s for s in source if s.offset not in copied]
+        assert len(left_behind) == LEFT_BEHIND
+        assert r.records_unreplicated == r.records_behind == LEFT_BEHIND, r
+    failover = world.lake.query(
+        f"SELECT records_unreplicated, records_lost, records_reread FROM failover_now('A->B') "
+        f"WHERE source_topic = '{world.orders}'"
+    )
+    assert len(failover) == 2 * len(world.groups)
+    assert set(failover.records_unreplicated) == {LEFT_BEHIND}
+    assert set(failover.records_lost) == {0} and set(failover.records_reread) == {0}  # exact checkpoints
+
+
+def test_divergence_finds_each_damage_and_nothing_else(world: World):
+    rows = world.lake.query("SELECT source_topic, kind, item, window_start FROM divergence")
+    found = {(r.source_topic, r.kind) for r in rows.itertuples()}
+    t = world.topics
+    assert (t["gone"], "missing_target_topic") in found
+    assert (t["grow"], "partition_count") in found
+    config_items = {r.item for r in rows.itertuples() if r.source_topic == t["cfg"] and r.kind == "config"}
+    assert "retention.ms" in config_items
+    data = [r for r in rows.itertuples() if r.kind == "data"]
+    assert [(r.source_topic, r.window_start) for r in data] == [(t["tamper"], 0)]  # offset 7; 10..19 agree
+    assert not [r for r in rows.itertuples() if r.source_topic == world.orders]
