@@ -169,6 +169,7 @@ def main() -> None:
     parser.add_argument("--partitions", type=int, default=100)
     parser.add_argument("--touched-partitions", type=int, default=10, help="partitions the incremental events fall on")
     parser.add_argument("--master", default="local[*]")
+    parser.add_argument("--driver-memory", default="3g", help="Spark driver heap (local mode: all of Spark's)")
     parser.add_argument("--work-dir", type=Path, default=None)
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
@@ -181,9 +182,13 @@ def main() -> None:
     from replicator.config import SparkConfig, parse_config
 
     sizes = [int(float(s)) for s in args.sizes.split(",")]
-    spark = spark_session(SparkConfig(master=args.master), app_name="bench-lakehouse")
+    conf = {"spark.driver.memory": args.driver_memory}
+    spark = spark_session(SparkConfig(master=args.master, conf=conf), app_name="bench-lakehouse")
     work = args.work_dir or Path(tempfile.mkdtemp(prefix="lakehouse-scale-"))
-    print(f"# lakehouse_scale: sizes {sizes}, {args.partitions} partitions, master {args.master}, work dir {work}")
+    print(
+        f"# lakehouse_scale: sizes {sizes}, {args.partitions} partitions, master {args.master}, "
+        f"driver memory {args.driver_memory}, work dir {work}"
+    )
     per_second: dict[int, float] = {}
     last = None
     for n in sizes:
