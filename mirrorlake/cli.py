@@ -321,7 +321,7 @@ def demo(config_path: Path, records: int) -> None:
     click.echo("")
     click.echo("Next: .venv/bin/mirrorlake dashboard   (http://127.0.0.1:8501)")
     click.echo('      .venv/bin/mirrorlake sql "SELECT * FROM offset_mapping ORDER BY partition, downstream_start"')
-    click.echo(f"      .venv/bin/mirrorlake translate --flow {s.flow} --group demo-app")
+    click.echo(f"      .venv/bin/mirrorlake translate --flow '{s.flow}' --group demo-app")
     click.echo("      .venv/bin/mirrorlake clusters down   (the clusters keep running until then)")
 
 
