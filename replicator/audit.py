@@ -237,7 +237,6 @@ class AuditTask:
                 last_offset=w.last,
                 extra_copies=w.extra_copies,
             ),
-            f"{flow.name}|{topic}|{partition}",
         )
 
     def close(self) -> None:

@@ -75,7 +75,7 @@ class CheckpointTask:
             for c in checkpoints:
                 key = (group, c.source_topic, c.partition)
                 if self._last.get(key) != (c.upstream_offset, c.downstream_offset):
-                    self._ctx.emit(c, f"{self._ctx.flow.name}|{group}")
+                    self._ctx.emit(c)
                     self._last[key] = (c.upstream_offset, c.downstream_offset)
             if self.group_sync is not None:
                 self.group_sync.sync(group, checkpoints, self._unmapped(offsets, checkpoints))

@@ -106,7 +106,6 @@ class ConfigSnapshotTask:
                         digest=digest,
                         reason=reason,
                     ),
-                    f"{flow.name}|{source_topic}",
                 )
 
     def close(self) -> None:

@@ -35,7 +35,7 @@ from replicator.observability import LatencyHistogram
 from replicator.policy import ReplicationPolicy, policy_from_config
 from replicator.positions import PositionStore
 from replicator.provenance import Provenance
-from replicator.state_log import StateLog, event_key
+from replicator.state_log import StateLog
 from replicator.sync_ledger import SyncLedger
 from replicator.topic_config_sync import DefaultConfigPropertyFilter, TopicConfigSync
 from replicator.topics import RemoteTopic, TopicManager, TopicSelector
@@ -413,7 +413,7 @@ class FlowRunner:
         if not hasattr(self, "_lifecycle_producer"):
             return  # the clients were never made (the cluster was unreachable)
         event = Lifecycle(flow=self.flow.name, replicator_id=self.replicator_id, state=state, reason=reason)
-        StateLog(self._lifecycle_producer, self.config.state_topic).emit(event, event_key(self.flow.name))
+        StateLog(self._lifecycle_producer, self.config.state_topic).emit(event)
         self._lifecycle_producer.flush(10)
 
 

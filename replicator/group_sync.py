@@ -148,5 +148,4 @@ class GroupOffsetSync:
                 target_offset_after=after,
                 detail=detail,
             ),
-            f"{flow.name}|{group}",
         )

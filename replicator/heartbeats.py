@@ -157,7 +157,6 @@ class HeartbeatObserver:
                     received_at_ms=now_ms(),
                     topic=topic,
                 ),
-                f"{flow.name}|heartbeats",
             )
 
     def close(self) -> None:

@@ -44,10 +44,10 @@ from replicator.clients import RDKAFKA_LOG
 from replicator.config import FlowConfig, MirrorlakeConfig
 from replicator.connectivity import kafka_error_reason, wait_for_cluster
 from replicator.errors import ConfigError, EventDecodeError, ReplicationError
-from replicator.events import Checkpoint, Event, Heartbeat, OffsetSync
+from replicator.events import Checkpoint, Heartbeat, OffsetSync
 from replicator.mm2_events import REPLICATOR_ID, Mm2EventMapper, Mm2Kind, Mm2Record
 from replicator.policy import policy_from_config
-from replicator.state_log import StateLog, event_key
+from replicator.state_log import StateLog
 from replicator.topics import TopicManager
 
 __all__ = ["BadRecord", "ImportStats", "Mm2Importer", "import_mm2", "import_group_id"]
@@ -322,7 +322,7 @@ class Mm2Importer:
                 continue
             while True:
                 try:
-                    state.emit(event, _key(event))
+                    state.emit(event)
                     break
                 except BufferError:  # the producer's queue is full: let deliveries drain it
                     state.producer.poll(0.05)
@@ -351,15 +351,6 @@ class Mm2Importer:
         counts.bad_total += 1
         if len(counts.bad) < _KEEP_BAD:
             counts.bad.append(bad)
-
-
-def _key(event: Event) -> bytes:
-    """The state-topic key, as the replicator's own emitters use: per partition, per group, per flow."""
-    if isinstance(event, OffsetSync):
-        return event_key(event.flow, event.source_topic, event.partition)
-    if isinstance(event, Checkpoint):
-        return f"{event.flow}|{event.group}".encode()
-    return f"{event.flow}|heartbeats".encode()
 
 
 def import_mm2(

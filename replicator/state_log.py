@@ -12,9 +12,19 @@ from collections.abc import Callable
 
 from confluent_kafka import KafkaError, Message, Producer
 
-from replicator.events import Event, encode
+from replicator.events import (
+    AuditWindow,
+    Checkpoint,
+    ConfigSnapshot,
+    Event,
+    GroupSync,
+    Heartbeat,
+    OffsetSync,
+    Watermark,
+    encode,
+)
 
-__all__ = ["StateLog", "event_key"]
+__all__ = ["StateLog", "event_key", "key_of"]
 
 _log = logging.getLogger(__name__)
 
@@ -24,6 +34,22 @@ def event_key(flow: str, topic: str | None = None, partition: int | None = None)
     if topic is None:
         return flow.encode()
     return f"{flow}|{topic}|{partition}".encode()
+
+
+def key_of(event: Event) -> bytes:
+    """The state-topic key of an event: per source partition, per group, per topic, or per flow.
+
+    The one rule every emitter (and the MM2 importer) follows, so each unit keeps its order.
+    """
+    if isinstance(event, OffsetSync | Watermark | AuditWindow):
+        return event_key(event.flow, event.source_topic, event.partition)
+    if isinstance(event, Checkpoint | GroupSync):
+        return f"{event.flow}|{event.group}".encode()
+    if isinstance(event, ConfigSnapshot):
+        return f"{event.flow}|{event.source_topic}".encode()
+    if isinstance(event, Heartbeat):
+        return f"{event.flow}|heartbeats".encode()
+    return event_key(event.flow)
 
 
 class StateLog:
@@ -42,7 +68,9 @@ class StateLog:
     def producer(self) -> Producer:
         return self._producer
 
-    def emit(self, event: Event, key: bytes, on_durable: Callable[[], None] | None = None) -> None:
+    def emit(self, event: Event, on_durable: Callable[[], None] | None = None) -> None:
+        """Produce ``event`` keyed by ``key_of``; ``on_durable`` runs once the state topic acknowledged it."""
+
         def delivered(err: KafkaError | None, _msg: Message) -> None:
             if err is not None:
                 self.failed = err
@@ -50,4 +78,4 @@ class StateLog:
             elif on_durable is not None:
                 on_durable()
 
-        self._producer.produce(self._topic, value=encode(event), key=key, on_delivery=delivered)
+        self._producer.produce(self._topic, value=encode(event), key=key_of(event), on_delivery=delivered)

@@ -79,10 +79,10 @@ class TaskContext:
     remote_topics: Callable[[], dict[str, RemoteTopic]]  # the flow's current topic selection
     view: StateView
 
-    def emit(self, event: Event, key: str) -> None:
+    def emit(self, event: Event) -> None:
         while True:
             try:
-                self.state.emit(event, key.encode())
+                self.state.emit(event)
                 return
             except BufferError:
                 self.state.producer.poll(0.05)

@@ -15,7 +15,7 @@ from confluent_kafka import Producer
 from replicator.config import FlowConfig
 from replicator.events import OffsetSync
 from replicator.offset_sync import OffsetSyncTracker, SyncPoint
-from replicator.state_log import StateLog, event_key
+from replicator.state_log import StateLog
 
 __all__ = ["SyncLedger"]
 
@@ -70,10 +70,9 @@ class SyncLedger:
                 previous_downstream_offset=point.previous_downstream_offset,
             )
             tp = (point.topic, point.partition)
-            key = event_key(self._flow.name, *tp)
             while True:
                 try:
-                    self._state.emit(event, key, on_durable=self._durable_callback(tp, point.upstream_offset))
+                    self._state.emit(event, on_durable=self._durable_callback(tp, point.upstream_offset))
                     break
                 except BufferError:
                     producer.poll(0.05)

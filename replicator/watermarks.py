@@ -95,7 +95,6 @@ class WatermarkTask:
                         max_timestamp_offset=values[3],
                         observed_at_ms=observed,
                     ),
-                    f"{flow.name}|{names[topic].source_topic}|{partition}",
                 )
 
     def close(self) -> None:
