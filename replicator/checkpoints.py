@@ -84,10 +84,14 @@ class CheckpointTask:
         done = {(c.source_topic, c.partition) for c in checkpoints}
         return [o for o in offsets if (o.topic, o.partition) not in done and self._target_topic(o.topic)]
 
+    def _from_target(self, topic: str) -> bool:
+        """A replica on the source of a topic of the target (``B.orders`` on A for A->B)."""
+        return self._policy.topic_source(topic) == self._ctx.flow.target
+
     def _target_topic(self, topic: str) -> str | None:
         """The topic's name on the target, when this flow (or its reverse) relates the two."""
         flow = self._ctx.flow
-        if self._policy.can_track_source() and self._policy.topic_source(topic) == flow.target:
+        if self._from_target(topic):
             return self._policy.upstream_topic(topic)
         remote = self._ctx.remote_topics().get(topic)
         return remote.target_topic if remote is not None else self._ctx.view.index.target_topic(flow.name, topic)
@@ -99,7 +103,7 @@ class CheckpointTask:
             return None
         index = self._ctx.view.index
         translation: Translation | None
-        if self._policy.can_track_source() and self._policy.topic_source(offset.topic) == flow.target:
+        if self._from_target(offset.topic):
             reverse = f"{flow.target}->{flow.source}"
             back = index.reverse(reverse, target_topic, offset.partition, offset.offset)
             translation = (

@@ -43,14 +43,7 @@ def hop_path(
 
     None for a heartbeat written on ``here`` itself (not replicated).
     """
-    hops = Provenance.hops(headers)
-    if not hops and policy.can_track_source():
-        chain: list[str] = []
-        name: str | None = topic
-        while name is not None and (source := policy.topic_source(name)) is not None:
-            chain.append(source)
-            name = policy.upstream_topic(name)
-        hops = list(reversed(chain))
+    hops = Provenance.hops(headers) or policy.source_chain(topic)
     return (*hops, here) if hops else None
 
 

@@ -47,7 +47,6 @@ __all__ = ["Mm2Record", "Mm2EventMapper", "Mm2Kind", "REPLICATOR_ID", "mm2_event
 REPLICATOR_ID = "mm2-import"
 Mm2Kind = Literal["offset_sync", "checkpoint", "heartbeat"]
 _NAMESPACE = uuid.uuid5(uuid.NAMESPACE_URL, "https://mirrorlake.dev/events/mm2-import")
-_MAX_HOPS = 64
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,12 +78,7 @@ def mm2_hop_path(
     cannot track sources (identity) only the key and ``here`` are known.
     """
     path = [source_alias, target_alias]
-    chain: list[str] = []  # aliases in the topic name, outermost (last hop) first
-    name: str | None = topic
-    while name is not None and len(chain) < _MAX_HOPS and (alias := policy.topic_source(name)) is not None:
-        chain.append(alias)
-        name = policy.upstream_topic(name)
-    for alias in reversed(chain):
+    for alias in policy.source_chain(topic):
         if alias != path[-1]:
             path.append(alias)
     if path[-1] != here:

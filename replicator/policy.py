@@ -23,6 +23,9 @@ __all__ = [
 ]
 
 
+_MAX_HOPS = 64
+
+
 class ReplicationPolicy(ABC):
     """Names remote topics and recognises them; every method but two has a default."""
 
@@ -44,6 +47,19 @@ class ReplicationPolicy(ABC):
         if upstream is None or upstream == topic:
             return topic
         return self.original_topic(upstream)
+
+    def source_chain(self, topic: str) -> list[str]:
+        """The clusters ``topic`` was replicated through, origin first (``B.A.t`` -> ``[A, B]``).
+
+        Empty for a local topic, or under a policy that cannot track sources. Bounded, so a
+        custom policy whose ``upstream_topic`` never ends cannot loop.
+        """
+        chain: list[str] = []
+        name: str | None = topic
+        while name is not None and len(chain) < _MAX_HOPS and (alias := self.topic_source(name)) is not None:
+            chain.append(alias)
+            name = self.upstream_topic(name)
+        return chain[::-1]
 
     def configure(self, config: PolicyConfig) -> None:  # noqa: B027 (optional hook, no-op by default)
         """Called once after construction of a custom policy, like MM2's ``configure(props)``."""
