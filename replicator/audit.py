@@ -28,7 +28,7 @@ from confluent_kafka import Consumer, Message, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from replicator.clients import RDKAFKA_LOG
-from replicator.events import AuditWindow
+from replicator.events import AuditWindow, Event
 from replicator.mapping import Segment
 from replicator.provenance import PROVENANCE_HEADER
 from replicator.state_tasks import TaskContext
@@ -136,20 +136,16 @@ class AuditTask:
         self._source = _RangeReader(source_conf, f"{name}-source")
         self._target = _RangeReader(target_conf, f"{name}-target")
         self._next: dict[tuple[str, int], int] = {}  # next window start per source partition
-        self._resumed = False
+        ctx.view.subscribe("audit_window", self._audited)
 
-    def _resume(self) -> None:
-        """Continue after the last window this flow audited (from the state log)."""
-        for e in self._ctx.view.events:
-            if isinstance(e, AuditWindow) and e.flow == self._ctx.flow.name and e.side == "target":
-                key = (e.source_topic, e.partition)
-                self._next[key] = max(self._next.get(key, 0), e.window_end)
-        self._resumed = True
+    def _audited(self, event: Event) -> None:
+        """Continue after the last window this flow audited (read back from the state log)."""
+        if isinstance(event, AuditWindow) and event.flow == self._ctx.flow.name and event.side == "target":
+            key = (event.source_topic, event.partition)
+            self._next[key] = max(self._next.get(key, 0), event.window_end)
 
     def run(self) -> None:
         self._ctx.view.refresh()
-        if not self._resumed:
-            self._resume()
         remote = self._ctx.remote_topics()
         partitions = [(t, p) for t, r in remote.items() for p in range(r.partitions)]
         marks = partition_watermarks(self._source_admin, partitions)

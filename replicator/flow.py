@@ -36,6 +36,7 @@ from replicator.policy import ReplicationPolicy, policy_from_config
 from replicator.positions import PositionStore
 from replicator.provenance import Provenance
 from replicator.state_log import StateLog
+from replicator.state_tasks import StateTasks
 from replicator.sync_ledger import SyncLedger
 from replicator.topic_config_sync import DefaultConfigPropertyFilter, TopicConfigSync
 from replicator.topics import RemoteTopic, TopicManager, TopicSelector
@@ -96,12 +97,12 @@ class FlowRunner:
         self._delivery_error: KafkaError | None = None
         self._in_flight = 0
         self._fifos: dict[tuple[str, int], deque[tuple[str, int, int, int, int]]] = {}
+        self._tasks: StateTasks | None = None
 
     @property
     def leads_state_tasks(self) -> bool:
         """Whether this process runs the flow's state tasks now (one process per flow does)."""
-        tasks = getattr(self, "_tasks", None)
-        return bool(tasks is not None and tasks.leading)
+        return self._tasks is not None and self._tasks.leading
 
     # -- clients -----------------------------------------------------------------------------
     def _make_clients(self, source_conf: dict[str, Any], target_conf: dict[str, Any]) -> None:

@@ -32,7 +32,7 @@ def flow_state_tasks(
     source_conf = config.cluster(flow.source).client_config()
     target_conf = config.cluster(flow.target).client_config()
     producer = task_producer(target_conf, f"{replicator_id}-{flow.name}-state")
-    view = StateView(config, flow, extra_types=("audit_window",) if flow.audit else ())
+    view = StateView(config, flow)
     ctx = TaskContext(config, flow, replicator_id, StateLog(producer, config.state_topic), remote_topics, view)
     tasks: list[StateTask] = []
     if flow.emit_checkpoints or flow.sync_group_offsets:

@@ -38,33 +38,44 @@ class StateView:
 
     ``refresh`` reads only what arrived since the last call. The reverse flow (target->source)
     writes its syncs to the source cluster's state topic; they rename offsets of topics that came
-    from the target back to the target's names.
+    from the target back to the target's names. Tasks that need other event types ``subscribe``
+    to them (before the first refresh) and keep what they need; the view keeps no event list.
     """
 
-    def __init__(self, config: MirrorlakeConfig, flow: FlowConfig, extra_types: tuple[str, ...] = ()) -> None:
-        types = ("offset_sync", *extra_types)
+    def __init__(self, config: MirrorlakeConfig, flow: FlowConfig) -> None:
         self.index = MappingIndex()
-        self.events: list[Event] = []  # the extra types, in arrival order
-        self._extra = set(extra_types)
-        self._followers = [
-            StateLogFollower(
-                config.cluster(alias).client_config(), config.state_topic, event_types=types, name=f"state-{flow.name}"
-            )
-            for alias in (flow.target, flow.source)
-        ]
+        self._config = config
+        self._flow = flow
+        self._handlers: dict[str, list[Callable[[Event], None]]] = {}
+        self._followers: list[StateLogFollower] | None = None
 
-    def refresh(self) -> list[Event]:
-        """Take new events; returns the new ones of the extra types."""
-        new: list[Event] = []
+    def subscribe(self, event_type: str, handler: Callable[[Event], None]) -> None:
+        if self._followers is not None:
+            raise RuntimeError("subscribe before the first refresh")
+        self._handlers.setdefault(event_type, []).append(handler)
+
+    def refresh(self) -> None:
+        """Take new events: syncs into the mapping, subscribed types to their handlers."""
+        if self._followers is None:
+            types = ["offset_sync", *self._handlers]
+            self._followers = [
+                StateLogFollower(
+                    self._config.cluster(alias).client_config(),
+                    self._config.state_topic,
+                    event_types=types,
+                    name=f"state-{self._flow.name}",
+                )
+                for alias in (self._flow.target, self._flow.source)
+            ]
         for follower in self._followers:
             read = follower.poll()
             self.index.add(read.events)
-            new += [e for e in read.events if e.event_type in self._extra]
-        self.events += new
-        return new
+            for event in read.events:
+                for handler in self._handlers.get(event.event_type, ()):
+                    handler(event)
 
     def close(self) -> None:
-        for follower in self._followers:
+        for follower in self._followers or ():
             follower.close()
 
 
