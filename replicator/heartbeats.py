@@ -14,6 +14,7 @@ is A->B; ``B.A.heartbeats`` on C is A->B->C) and from the provenance header unde
 from __future__ import annotations
 
 import logging
+import time
 import uuid
 from typing import Any
 
@@ -109,6 +110,7 @@ class HeartbeatObserver:
             }
         )
         self._topics: set[str] = set()
+        self._next_refresh = 0.0
 
     def _ours(self, topic: str) -> bool:
         """A heartbeats topic on the target that this flow writes to."""
@@ -118,12 +120,19 @@ class HeartbeatObserver:
             return self._policy.topic_source(topic) == self._ctx.flow.source
         return True  # identity: one topic; the provenance header says which flow brought each record
 
-    def run(self) -> None:
+    def _refresh_topics(self) -> None:
+        """Follow new heartbeats topics on the flow's topic-refresh interval, not at every read."""
+        if time.monotonic() < self._next_refresh:
+            return
+        self._next_refresh = time.monotonic() + self._ctx.flow.refresh_topics_interval_seconds
         topics = {t for t in self._admin.list_topics(timeout=10).topics if self._ours(t)}
         if topics != self._topics:
             self._topics = topics
             if topics:
                 self._consumer.subscribe(sorted(topics))
+
+    def run(self) -> None:
+        self._refresh_topics()
         if not self._topics:
             return
         flow = self._ctx.flow
