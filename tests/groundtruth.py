@@ -9,7 +9,8 @@ from dataclasses import dataclass
 from confluent_kafka import Consumer, TopicPartition
 
 from replicator.events import Event, OffsetSync
-from replicator.mapping import Segment, build_segments, points_from_sync
+from replicator.mapping import Segment
+from replicator.mapping_index import MappingIndex
 from replicator.state_reader import read_state_log
 
 
@@ -106,14 +107,9 @@ def syncs_for(events: list[Event], topic: str) -> list[OffsetSync]:
 
 
 def mapping_from_events(syncs: list[OffsetSync], partition: int) -> list[Segment]:
-    points = []
-    for s in syncs:
-        if s.partition == partition:
-            points += points_from_sync(
-                s.upstream_offset,
-                s.downstream_offset,
-                s.reason,
-                s.previous_upstream_offset,
-                s.previous_downstream_offset,
-            )
-    return build_segments(points)
+    """The segments of one partition of the syncs' (single) flow and topic, as the replicator builds them."""
+    index = MappingIndex()
+    index.add(syncs)
+    keys = {(s.flow, s.source_topic) for s in syncs}
+    assert len(keys) <= 1, keys
+    return index.segments(*keys.pop(), partition) if keys else []
