@@ -74,7 +74,7 @@ class ConfigSnapshotTask:
         now = time.monotonic()
         for side, cluster in (("source", flow.source), ("target", flow.target)):
             admin = self._admins[side]
-            names = {(r.source_topic if side == "source" else r.target_topic): r.source_topic for r in remote.values()}
+            names = {r.name_on(side): r.source_topic for r in remote.values()}
             counts = TopicManager.partition_counts(admin)
             configs = describe_topic_configs(admin, [n for n in names if n in counts])
             acls = self._acls(side)

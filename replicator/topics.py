@@ -34,6 +34,10 @@ class RemoteTopic:
     target_topic: str
     partitions: int
 
+    def name_on(self, side: str) -> str:
+        """The topic's name on the flow's ``source`` or ``target`` side."""
+        return self.source_topic if side == "source" else self.target_topic
+
 
 class TopicSelector:
     """Decides which source topics a flow ``source->target`` replicates and their remote names."""

@@ -71,7 +71,7 @@ class WatermarkTask:
         flow = self._ctx.flow
         remote = self._ctx.remote_topics()
         for side, cluster in (("source", flow.source), ("target", flow.target)):
-            names = {(r.source_topic if side == "source" else r.target_topic): r for r in remote.values()}
+            names = {r.name_on(side): r for r in remote.values()}
             partitions = [(name, p) for name, r in names.items() for p in range(r.partitions)]
             observed = now_ms()
             now = time.monotonic()
