@@ -57,11 +57,18 @@ def _ensure_table(spark: SparkSession, path: str, schema: T.StructType, *, chang
     builder = DeltaTable.createIfNotExists(spark).location(path).addColumns(schema)
     if change_feed:
         builder = builder.property("delta.enableChangeDataFeed", "true")
-    table = builder.execute()
-    row = table.detail().select("properties").first() if change_feed else None
-    if row is not None and row[0].get("delta.enableChangeDataFeed") != "true":
-        spark.sql(f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES (delta.enableChangeDataFeed = true)")
-    return table
+    return builder.execute()
+
+
+def _enable_change_feed(spark: SparkSession, paths: LakehousePaths) -> None:
+    """Silver tables made before they kept a change feed get one (once per build, not per batch)."""
+    for event_type in registry().event_types():
+        path = str(paths.silver(event_type))
+        if not DeltaTable.isDeltaTable(spark, path):
+            continue
+        row = DeltaTable.forPath(spark, path).detail().select("properties").first()
+        if row is not None and row[0].get("delta.enableChangeDataFeed") != "true":
+            spark.sql(f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES (delta.enableChangeDataFeed = true)")
 
 
 def _merge_batch(spark: SparkSession, paths: LakehousePaths, batch: DataFrame, batch_id: int) -> None:
@@ -115,6 +122,7 @@ def update_silver(spark: SparkSession, paths: LakehousePaths) -> None:
     if not DeltaTable.isDeltaTable(spark, str(paths.bronze)):
         _log.info("no bronze table yet at %s: nothing to decode", paths.bronze)
         return
+    _enable_change_feed(spark, paths)
     query = (
         spark.readStream.format("delta")
         .option("maxBytesPerTrigger", _MAX_BATCH_BYTES)  # bounded memory: 1e7 events in one batch ran out of heap
