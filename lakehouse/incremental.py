@@ -124,8 +124,7 @@ def _update_table(
             return GoldUpdate(spec.name, "unchanged", 0)
         try:
             changes = {t: _inserted(spark, paths, t, state.get(t), v) for t, v in changed.items()}
-            frames = [spec.touched({t: df}) for t, df in changes.items()]
-            keys = reduce(DataFrame.unionByName, frames).distinct().localCheckpoint()
+            keys = spec.touched(changes).localCheckpoint()
             inputs = GoldInputs(spark, paths, versions, keys, config)
             computed = spec.compute(inputs)
             existing = spark.read.format("delta").load(target)

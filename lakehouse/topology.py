@@ -12,6 +12,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from lakehouse.gold import GoldInputs, GoldTable, latest, touched_keys
+from lakehouse.heartbeat_latency import observations
 
 __all__ = ["topology", "TABLE"]
 
@@ -41,10 +42,7 @@ TABLE = GoldTable(
     key=KEY,
     row_id=KEY,
     sources=("heartbeat",),
-    touched=lambda changes: touched_keys(
-        {t: df.where(F.col("received_at_ms").isNotNull() & (F.size("hop_path") >= 2)) for t, df in changes.items()},
-        {"heartbeat": ["origin_cluster", F.element_at("hop_path", -1).alias("cluster")]},
-    ),
+    touched=lambda changes: touched_keys({t: observations(df) for t, df in changes.items()}, {"heartbeat": KEY}),
     compute=_compute,
     depends_on=("heartbeat_latency",),
 )
