@@ -10,7 +10,7 @@ what makes an incremental build give exactly the table a full build gives.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
@@ -50,7 +50,6 @@ class GoldInputs:
     versions: Mapping[str, int | None]
     keys: DataFrame | None = None
     config: MirrorlakeConfig | None = None
-    _cache: dict[str, DataFrame] = field(default_factory=dict)
 
     def silver(self, event_type: str) -> DataFrame:
         """The silver table of ``event_type`` at the version this build pinned (empty if none yet)."""

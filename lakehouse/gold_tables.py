@@ -5,7 +5,7 @@ from __future__ import annotations
 from lakehouse import divergence, group_offsets, heartbeat_latency, offset_mapping, rpo, rpo_groups, topology
 from lakehouse.gold import GoldTable
 
-__all__ = ["GOLD_TABLES", "gold_table"]
+__all__ = ["GOLD_TABLES"]
 
 GOLD_TABLES: tuple[GoldTable, ...] = (
     offset_mapping.TABLE,
@@ -16,14 +16,6 @@ GOLD_TABLES: tuple[GoldTable, ...] = (
     heartbeat_latency.TABLE,
     topology.TABLE,
 )
-
-
-def gold_table(name: str) -> GoldTable:
-    """The gold table called ``name``; ``KeyError`` naming the known ones otherwise."""
-    for spec in GOLD_TABLES:
-        if spec.name == name:
-            return spec
-    raise KeyError(f"no gold table {name!r} (known: {', '.join(t.name for t in GOLD_TABLES)})")
 
 
 _built: set[str] = set()

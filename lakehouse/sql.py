@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -193,7 +194,6 @@ class LakehouseSQL:
         self.con = duckdb.connect()
         self.con.execute(f"LOAD '{_extension_path()}'")
         self.views: list[str] = []
-        self.versions: dict[str, int | None] = {}
         for view, path in table_paths(self.paths).items():
             if not is_delta_table(path):
                 continue
@@ -206,31 +206,35 @@ class LakehouseSQL:
             except duckdb.Error as exc:
                 raise TableNotFoundError(f"{path} is not a readable Delta table: {exc}") from None
             self.views.append(view)
-            self.versions[view] = version
         if as_of is not None and not self.views:
             raise AsOfError(f"no table of {self.paths.root} existed at --as-of {as_of}")
         for needs, macro in _MACROS:
             if all(v in self.views for v in needs):
                 self.con.execute(macro)
 
-    def query(self, sql: str, params: Sequence[object] | None = None) -> QueryResult:
-        """Run one statement; ``params`` fill its ``?`` placeholders."""
+    @contextmanager
+    def _sql_errors(self) -> Iterator[None]:
+        """DuckDB's errors as ``SQLError``; an unknown table names the ones there are."""
         try:
-            rel = self.con.execute(sql, params) if params else self.con.execute(sql)
-            columns = [d[0] for d in rel.description] if rel.description else []
-            return QueryResult(columns, rel.fetchall() if columns else [])
+            yield
         except duckdb.CatalogException as exc:
             raise SQLError(f"{exc} (tables available: {', '.join(self.views) or 'none'})") from None
         except duckdb.Error as exc:
             raise SQLError(str(exc)) from None
 
+    def _execute(self, sql: str, params: Sequence[object] | None) -> duckdb.DuckDBPyConnection:
+        return self.con.execute(sql, params) if params else self.con.execute(sql)
+
+    def query(self, sql: str, params: Sequence[object] | None = None) -> QueryResult:
+        """Run one statement; ``params`` fill its ``?`` placeholders."""
+        with self._sql_errors():
+            rel = self._execute(sql, params)
+            columns = [d[0] for d in rel.description] if rel.description else []
+            return QueryResult(columns, rel.fetchall() if columns else [])
+
     def arrow(self, sql: str, params: Sequence[object] | None = None):  # -> pyarrow.Table
-        try:
-            return (self.con.execute(sql, params) if params else self.con.execute(sql)).to_arrow_table()
-        except duckdb.CatalogException as exc:
-            raise SQLError(f"{exc} (tables available: {', '.join(self.views) or 'none'})") from None
-        except duckdb.Error as exc:
-            raise SQLError(str(exc)) from None
+        with self._sql_errors():
+            return self._execute(sql, params).to_arrow_table()
 
     def close(self) -> None:
         self.con.close()
@@ -239,7 +243,6 @@ class LakehouseSQL:
 def format_result(result: QueryResult, fmt: Literal["table", "json", "csv"]) -> str:
     import csv
     import io
-    import json
 
     if fmt == "json":
         return json.dumps(result.to_records(), default=str, indent=2)

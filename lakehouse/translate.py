@@ -12,9 +12,9 @@ from collections.abc import Sequence
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-__all__ = ["translate_offsets"]
+from lakehouse.offset_mapping import MAPPING_KEY
 
-_KEY = ("flow", "source_topic", "partition")
+__all__ = ["translate_offsets"]
 
 
 def translate_offsets(
@@ -27,14 +27,14 @@ def translate_offsets(
     """
     c = F.col(offset_col)
     seg = mapping.select(
-        *_KEY,
+        *MAPPING_KEY,
         F.col("upstream_start").alias("_us"),
         F.col("upstream_end").alias("_ue"),
         F.col("downstream_start").alias("_ds"),
         F.col("downstream_end").alias("_de"),
         F.col("delta").alias("_delta"),
     )
-    joined = queries.select(*id_cols, offset_col).join(seg, list(_KEY), "left")
+    joined = queries.select(*id_cols, offset_col).join(seg, list(MAPPING_KEY), "left")
     covers = (F.col("_us") <= c) & (c <= F.col("_ue"))
     before = F.col("_ue") < c
     after = F.col("_us") > c

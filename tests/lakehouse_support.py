@@ -140,10 +140,6 @@ def heartbeat(path: Sequence[str], origin_t: int, received_t: int | None) -> Hea
     )
 
 
-def rows(df) -> list[tuple]:  # noqa: ANN001 - a pyspark DataFrame
-    return sorted((tuple(r) for r in df.collect()), key=repr)
-
-
 def assert_same_rows(left, right, what: str) -> None:  # noqa: ANN001 - pyspark DataFrames
     """Equal as multisets of rows (column order by name), with a readable difference otherwise."""
     right = right.select(*left.columns)
