@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 from delta.tables import DeltaTable
 from pyspark.sql import SparkSession
+from pyspark.sql.streaming import StreamingQuery
 
 from ingest.bronze import start_bronze_ingest
 from ingest.paths import LakehousePaths
@@ -50,8 +51,13 @@ def run_bronze(spark: SparkSession, config: MirrorlakeConfig, paths: LakehousePa
     """Ingest everything the state topics hold now into bronze (availableNow) and wait for it."""
     for query in start_bronze_ingest(spark, config, paths, available_now=True):
         query.awaitTermination()
-        if query.exception() is not None:
-            raise LakehouseBuildError(f"bronze ingest {query.name} failed: {query.exception()}")
+        check_bronze(query)
+
+
+def check_bronze(query: StreamingQuery) -> None:
+    """Raise ``LakehouseBuildError`` if a bronze ingest stream failed."""
+    if query.exception() is not None:
+        raise LakehouseBuildError(f"bronze ingest {query.name} failed: {query.exception()}")
 
 
 def build_lakehouse(spark: SparkSession, config: MirrorlakeConfig, *, full: bool = False) -> BuildReport:

@@ -18,7 +18,7 @@ from pyspark.sql import SparkSession
 
 from ingest.bronze import start_bronze_ingest
 from ingest.paths import LakehousePaths
-from lakehouse.build import BuildReport, LakehouseBuildError, refresh
+from lakehouse.build import BuildReport, check_bronze, refresh
 from replicator.config import MirrorlakeConfig
 
 __all__ = ["LakehouseService", "ServeSettings"]
@@ -65,8 +65,7 @@ class LakehouseService:
         try:
             while not self._stop.is_set():
                 for query in queries:
-                    if query.exception() is not None:
-                        raise LakehouseBuildError(f"bronze ingest {query.name} failed: {query.exception()}")
+                    check_bronze(query)
                 report = refresh(self._spark, self._config, self._paths)
                 refreshes += 1
                 _log.info("refresh %d: %d bronze rows, gold %s", refreshes, report.bronze_rows, report.gold_rows)
