@@ -67,17 +67,19 @@ def _exclusions(config: MirrorlakeConfig | None) -> dict[str, dict[str, str]]:
     return out
 
 
+def _first_match(config_key: Column, patterns: Mapping[str, str]) -> Column:
+    """The reason of the pattern ``config_key`` matches (the last listed wins), else null."""
+    reason_of: Column = F.lit(None).cast("string")
+    for pattern, reason in patterns.items():
+        reason_of = F.when(config_key.rlike(f"^(?:{pattern})$"), F.lit(reason)).otherwise(reason_of)
+    return reason_of
+
+
 def _reason(config_key: Column, flow: Column, exclusions: Mapping[str, Mapping[str, str]]) -> Column:
-    by_flow: Column = F.lit(None).cast("string")
-    for pattern, reason in exclusions["*"].items():
-        by_flow = F.when(config_key.rlike(f"^(?:{pattern})$"), F.lit(reason)).otherwise(by_flow)
+    by_flow = _first_match(config_key, exclusions["*"])
     for name, patterns in exclusions.items():
-        if name == "*":
-            continue
-        own: Column = F.lit(None).cast("string")
-        for pattern, reason in patterns.items():
-            own = F.when(config_key.rlike(f"^(?:{pattern})$"), F.lit(reason)).otherwise(own)
-        by_flow = F.when(flow == F.lit(name), own).otherwise(by_flow)
+        if name != "*":
+            by_flow = F.when(flow == F.lit(name), _first_match(config_key, patterns)).otherwise(by_flow)
     return by_flow
 
 
