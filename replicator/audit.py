@@ -20,14 +20,13 @@ from __future__ import annotations
 import hashlib
 import logging
 import time
-import uuid
 from dataclasses import dataclass
 from typing import Any
 
 from confluent_kafka import Consumer, Message, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from replicator.clients import RDKAFKA_LOG
+from replicator.clients import reader_config
 from replicator.events import AuditWindow, Event
 from replicator.mapping import Segment
 from replicator.provenance import PROVENANCE_HEADER
@@ -87,16 +86,7 @@ class _RangeReader:
     """Reads ``[start, end)`` of one partition (read_committed), whatever markers or gaps lie inside."""
 
     def __init__(self, conf: dict[str, Any], client_id: str) -> None:
-        self._consumer = Consumer(
-            {
-                **conf,
-                "group.id": f"mirrorlake.audit.{uuid.uuid4()}",  # assign() only, never committed
-                "enable.auto.commit": False,
-                "isolation.level": "read_committed",
-                "client.id": client_id,
-                "logger": RDKAFKA_LOG,
-            }
-        )
+        self._consumer = Consumer(reader_config(conf, client_id))
 
     def read(self, topic: str, partition: int, start: int, end: int, timeout_s: float = 30.0) -> list[Message]:
         if end <= start:

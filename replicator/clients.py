@@ -8,11 +8,12 @@ linger) and for the flow's delivery mode; librdkafka's own log lines go to the
 from __future__ import annotations
 
 import logging
+import uuid
 from typing import Any
 
 from replicator.config import FlowConfig
 
-__all__ = ["consumer_config", "producer_config", "consumer_group_id", "transactional_id"]
+__all__ = ["consumer_config", "producer_config", "consumer_group_id", "transactional_id", "reader_config"]
 
 RDKAFKA_LOG = logging.getLogger("replicator.librdkafka")
 
@@ -66,3 +67,15 @@ def producer_config(flow: FlowConfig, target: dict[str, str], client_id: str, in
         conf["transactional.id"] = transactional_id(flow, instance)
         conf["transaction.timeout.ms"] = 60000
     return conf
+
+
+def reader_config(conf: dict[str, Any], client_id: str) -> dict[str, Any]:
+    """A read_committed consumer that only ``assign()``s and never commits (its group id is throwaway)."""
+    return {
+        **conf,
+        "group.id": f"mirrorlake.reader.{uuid.uuid4()}",
+        "enable.auto.commit": False,
+        "isolation.level": "read_committed",
+        "client.id": client_id,
+        "logger": RDKAFKA_LOG,
+    }

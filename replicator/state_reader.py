@@ -13,14 +13,13 @@ from __future__ import annotations
 
 import logging
 import time
-import uuid
 from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, TopicPartition
 
-from replicator.clients import RDKAFKA_LOG
+from replicator.clients import reader_config
 from replicator.errors import EventDecodeError, ReplicationError
 from replicator.events import EVENT_TYPES, Event, registry
 from replicator.events.codec import MAGIC, decode_record
@@ -70,16 +69,7 @@ class StateLogFollower:
             raise ValueError(f"unknown event types: {', '.join(sorted(unknown))}")
         self._wanted_fps = {v.fingerprint for t in wanted for v in reg.versions(t)}
         self._known_fps = {v.fingerprint for t in reg.event_types() for v in reg.versions(t)}
-        self._consumer = Consumer(
-            {
-                **client_conf,
-                "group.id": f"mirrorlake.{name}.{uuid.uuid4()}",  # never committed: assign() only
-                "enable.auto.commit": False,
-                "isolation.level": "read_committed",
-                "client.id": name,
-                "logger": RDKAFKA_LOG,
-            }
-        )
+        self._consumer = Consumer(reader_config(client_conf, name))
         self._assigned: set[int] = set()
         self._positions: dict[int, int] = {}
 
