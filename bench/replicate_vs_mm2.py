@@ -50,9 +50,9 @@ from bench.mm2 import MirrorMaker2, Mm2Settings
 from bench.report import NOISY_PCT, Row, format_table, ratio_lines
 from bench.workload import RecordSpec, create_topic, prefill, raw_consume, raw_produce
 from mirrorlake.localkafka import LocalBroker, default_cache_root, down, require_java, resolve_kafka_jars, up
+from replicator.client.policy import policy_from_config
 from replicator.config import MirrorlakeConfig, parse_config
-from replicator.policy import policy_from_config
-from replicator.runtime import Replicator
+from replicator.flow.runtime import Replicator
 
 _log = logging.getLogger("bench.replicate_vs_mm2")
 

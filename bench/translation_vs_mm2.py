@@ -11,7 +11,7 @@ For every group and partition with committed offset ``c``, a consumer failing ov
   checkpoints compute); the latest mirrorlake ``Checkpoint`` event of the group is shown beside it
   when the replicator's checkpoint task emitted one;
 * MM2: its latest checkpoint in C's ``A.checkpoints.internal`` (decoded with
-  ``replicator.mm2_records``), or the start of the partition when MM2 wrote none.
+  ``replicator.mm2.records``), or the start of the partition when MM2 wrote none.
 
 Ground truth is by content (``tests.groundtruth``): each target record is matched to the source
 record with its key. Re-read = copies at or after the resume offset of source records before ``c``;
@@ -43,12 +43,12 @@ from bench.failover import Comparison, FailoverCosts, GroupRow, copies_by_conten
 from bench.mm2 import MirrorMaker2, Mm2Settings, checkpoint_properties
 from mirrorlake.localkafka import default_cache_root, down, require_java, resolve_kafka_jars, up
 from mirrorlake.traffic import ensure_topic, produce_sample_traffic
+from replicator.client.mapping_index import MappingIndex
+from replicator.client.state_reader import read_state_log
 from replicator.config import MirrorlakeConfig, parse_config
 from replicator.events import Checkpoint
-from replicator.mapping_index import MappingIndex
-from replicator.mm2_records import Mm2Checkpoint, Mm2RecordError, decode_checkpoint
-from replicator.runtime import Replicator
-from replicator.state_reader import read_state_log
+from replicator.flow.runtime import Replicator
+from replicator.mm2.records import Mm2Checkpoint, Mm2RecordError, decode_checkpoint
 
 __all__ = ["commit_groups", "group_offsets", "mm2_latest_checkpoints", "run_comparison"]
 

@@ -22,8 +22,8 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaExcepti
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from bench.measure import CpuClock, Span, end_offset_total
-from replicator.clients import consumer_config, producer_config
 from replicator.config import FlowConfig
+from replicator.kafka.settings import consumer_config, producer_config
 
 __all__ = [
     "RecordSpec",
@@ -35,7 +35,7 @@ __all__ = [
 
 _log = logging.getLogger(__name__)
 
-# The replicator's own client settings (replicator.clients), for an at-least-once flow S->T.
+# The replicator's own client settings (replicator.kafka.settings), for an at-least-once flow S->T.
 _FLOW = FlowConfig(source="S", target="T")
 _PREFILL_PRODUCER: dict[str, str | int | bool] = {
     "acks": "all",

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from replicator.mapping import Segment
+from replicator.client.mapping import Segment
 
 __all__ = ["FailoverCost", "failover_cost"]
 

@@ -1,6 +1,6 @@
 """Gold ``offset_mapping``: one row per run of constant ``downstream - upstream`` per partition.
 
-The Spark twin of ``replicator.mapping.build_segments`` (the reference the tests hold it to):
+The Spark twin of ``replicator.client.mapping.build_segments`` (the reference the tests hold it to):
 each offset sync proves one or two copied records (its own, and ``previous_*``); ordered by
 downstream offset within (flow, source topic, partition), a point starts a new segment when its
 delta differs from the previous point's, when the sync says the step from its predecessor was
@@ -14,7 +14,7 @@ from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
 from lakehouse.gold import GoldInputs, GoldTable, touched_keys
-from replicator.mapping import BOUNDARY, CONTINUES, SESSION_START
+from replicator.client.mapping import BOUNDARY, CONTINUES, SESSION_START
 
 __all__ = ["offset_mapping", "MAPPING_KEY", "TABLE"]
 

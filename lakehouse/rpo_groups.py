@@ -28,7 +28,7 @@ from lakehouse.failover import failover_cost
 from lakehouse.gold import GoldInputs, GoldTable, latest, touched_keys
 from lakehouse.group_offsets import GROUP_KEY
 from lakehouse.offset_mapping import MAPPING_KEY
-from replicator.mapping import Segment
+from replicator.client.mapping import Segment
 
 __all__ = ["rpo_groups", "TABLE"]
 

@@ -37,7 +37,7 @@ __all__ = [
 _log = logging.getLogger(__name__)
 
 # Named macros. translate_offset: a committed source offset through the exact mapping (as
-# replicator.mapping.translate). translate_group: every partition of a group's latest checkpoint.
+# replicator.client.mapping.translate). translate_group: every partition of a group's latest checkpoint.
 # rpo_now: each partition's latest RPO observation of a flow. failover_now: per group and
 # partition, what a failover now loses and re-reads (gold rpo_groups).
 _TRANSLATE = """

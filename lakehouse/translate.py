@@ -1,6 +1,6 @@
 """Exact translation of committed source offsets through gold ``offset_mapping``, in Spark.
 
-The Spark twin of ``replicator.mapping.translate`` (and of the DuckDB ``translate_offset``
+The Spark twin of ``replicator.client.mapping.translate`` (and of the DuckDB ``translate_offset``
 macro): the latest copy covering the offset (largest ``downstream_start``); else right after the
 latest copy of the last replicated record before it; else the first copy after it; else null.
 """

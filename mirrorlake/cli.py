@@ -45,7 +45,7 @@ def cli(verbose: int) -> None:
     level = logging.WARNING - 10 * verbose if verbose else logging.INFO
     logging.basicConfig(level=max(level, logging.DEBUG), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if verbose < 2:
-        for noisy in ("py4j", "replicator.librdkafka", "replicator.connectivity.librdkafka"):
+        for noisy in ("py4j", "replicator.librdkafka", "replicator.kafka.connectivity.librdkafka"):
             logging.getLogger(noisy).setLevel(logging.WARNING)
 
 
@@ -102,7 +102,7 @@ def replicate(
     config_path: Path, flows: tuple[str, ...], targets: tuple[str, ...], until_caught_up: bool, status_port: int | None
 ) -> None:
     """Run the enabled flows of CONFIG until SIGTERM/SIGINT (then drain and commit)."""
-    from replicator.runtime import Replicator
+    from replicator.flow.runtime import Replicator
 
     replicator = Replicator(
         load_config(config_path),
@@ -128,7 +128,7 @@ def translate(config_path: Path, flow: str, group: str, fmt: str) -> None:
     """Where GROUP resumes on the flow's target: its latest checkpoints, read from the event log."""
     import json
 
-    from replicator.translation import translate_offsets
+    from replicator.client.translation import translate_offsets
 
     checkpoints = translate_offsets(load_config(config_path), flow, group)
     rows = [
@@ -157,7 +157,7 @@ def translate(config_path: Path, flow: str, group: str, fmt: str) -> None:
 @click.option("--flow", "flows", multiple=True, help="observe only this flow (A->B); repeatable")
 def observe(config_path: Path, flows: tuple[str, ...]) -> None:
     """Emit each flow's watermarks, config snapshots, audits and checkpoints once, copying nothing."""
-    from replicator.observe import observe_once
+    from replicator.tasks.observe import observe_once
 
     for flow, errors in observe_once(load_config(config_path), list(flows) or None).items():
         click.echo(f"{flow}: observed" + (f"; task errors: {errors}" if errors else ""))
@@ -173,7 +173,7 @@ def import_mm2(config_path: Path, flows: tuple[str, ...], follow: bool) -> None:
     """Republish MirrorMaker 2's offset syncs, checkpoints and heartbeats as mirrorlake events."""
     import threading
 
-    from replicator.mm2_import import import_mm2 as run_import
+    from replicator.mm2.importer import import_mm2 as run_import
 
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):

@@ -16,10 +16,10 @@ from lakehouse.build import BuildReport, build_lakehouse
 from lakehouse.sql import LakehouseSQL
 from mirrorlake.localkafka import up
 from mirrorlake.traffic import TrafficReport, ensure_topic, produce_sample_traffic
+from replicator.client.translation import translate_offsets
 from replicator.config import MirrorlakeConfig
 from replicator.errors import ConfigError
-from replicator.runtime import Replicator
-from replicator.translation import translate_offsets
+from replicator.flow.runtime import Replicator
 
 __all__ = ["DemoSummary", "run_demo", "DEMO_TOPIC", "DEMO_GROUP"]
 

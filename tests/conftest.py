@@ -21,7 +21,7 @@ import pytest
 
 from mirrorlake.localkafka import down, up
 from replicator.config import FlowConfig, MirrorlakeConfig, parse_config
-from replicator.connectivity import wait_for_cluster
+from replicator.kafka.connectivity import wait_for_cluster
 
 ALIASES = ("A", "B", "C")
 _PORT_RANGE = (20000, 32000)  # below Linux's ephemeral range, so client sockets do not grab them

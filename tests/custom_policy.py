@@ -1,7 +1,7 @@
 """A custom replication policy, loaded by name in tests (``tests.custom_policy:Upper``)."""
 
+from replicator.client.policy import ReplicationPolicy
 from replicator.config import PolicyConfig
-from replicator.policy import ReplicationPolicy
 
 
 class Upper(ReplicationPolicy):

@@ -8,10 +8,10 @@ from dataclasses import dataclass
 
 from confluent_kafka import Consumer, TopicPartition
 
+from replicator.client.mapping import Segment
+from replicator.client.mapping_index import MappingIndex
+from replicator.client.state_reader import read_state_log
 from replicator.events import Event, OffsetSync
-from replicator.mapping import Segment
-from replicator.mapping_index import MappingIndex
-from replicator.state_reader import read_state_log
 
 
 @dataclass(frozen=True)

@@ -19,10 +19,10 @@ import yaml
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from mirrorlake.traffic import ensure_topic
+from replicator.client.mapping import translate
 from replicator.config import load_config
 from replicator.events import Lifecycle
-from replicator.mapping import translate
-from replicator.runtime import Replicator
+from replicator.flow.runtime import Replicator
 from tests.groundtruth import (
     GroundTruth,
     copies_by_content,

@@ -16,9 +16,9 @@ import pytest
 from confluent_kafka import Producer
 
 from mirrorlake.traffic import ensure_topic
+from replicator.client.mapping import translate
 from replicator.config import MirrorlakeConfig
-from replicator.mapping import translate
-from replicator.runtime import Replicator
+from replicator.flow.runtime import Replicator
 from tests.groundtruth import (
     GroundTruth,
     Rec,

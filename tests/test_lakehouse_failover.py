@@ -6,7 +6,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from lakehouse.failover import failover_cost
-from replicator.mapping import Segment
+from replicator.client.mapping import Segment
 
 segment = st.builds(
     lambda us, n, delta: Segment(us + delta, us, us + n, us + n + delta),

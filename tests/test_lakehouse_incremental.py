@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import pytest
 
+from replicator.client.mapping import build_segments, points_from_sync, translate
 from replicator.config import MirrorlakeConfig
-from replicator.mapping import build_segments, points_from_sync, translate
 from tests import lakehouse_support as ev
 from tests.lakehouse_support import DAVE, Built
 

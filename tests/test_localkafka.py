@@ -1,4 +1,4 @@
-"""mirrorlake.localkafka and replicator.connectivity: jars, one broker's lifecycle, the fleet.
+"""mirrorlake.localkafka and replicator.kafka.connectivity: jars, one broker's lifecycle, the fleet.
 
 Tests marked ``kafka`` run real brokers; the shared session clusters (A, B, C) are used where a test
 only needs *a* cluster, extra brokers only where a test stops or breaks one.
@@ -27,7 +27,6 @@ from mirrorlake.localkafka import (
     up,
 )
 from replicator.config import LocalKafkaConfig, MirrorlakeConfig, parse_config
-from replicator.connectivity import wait_for_cluster
 from replicator.errors import (
     ClusterStartError,
     ClusterUnreachableError,
@@ -36,6 +35,7 @@ from replicator.errors import (
     PortInUseError,
     ToolMissingError,
 )
+from replicator.kafka.connectivity import wait_for_cluster
 
 if TYPE_CHECKING:
     from conftest import KafkaClusters

@@ -12,8 +12,8 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from replicator.mapping import Point, build_segments, points_from_sync, translate
-from replicator.offset_sync import OffsetSyncTracker
+from replicator.client.mapping import Point, build_segments, points_from_sync, translate
+from replicator.flow.offset_sync import OffsetSyncTracker
 from tests.groundtruth import expected_translation
 
 

@@ -26,11 +26,11 @@ from bench.mm2 import MirrorMaker2, Mm2Settings, checkpoint_properties
 from bench.translation_vs_mm2 import commit_groups
 from mirrorlake.localkafka import default_cache_root, require_java, resolve_kafka_jars
 from mirrorlake.traffic import ensure_topic, produce_sample_traffic
+from replicator.client.mapping_index import MappingIndex
+from replicator.client.state_reader import read_state_log
 from replicator.config import load_config
 from replicator.events import Checkpoint, Event, Heartbeat, OffsetSync
-from replicator.mapping_index import MappingIndex
-from replicator.mm2_import import Mm2Importer
-from replicator.state_reader import read_state_log
+from replicator.mm2.importer import Mm2Importer
 from tests.groundtruth import copies_by_content, read_partition
 from tests.test_mm2_records import enc_checkpoint, enc_offset_sync
 from tests.waiting import wait_for
@@ -41,7 +41,7 @@ SYNCS, CHECKPOINTS = "mm2-offset-syncs.B.internal", "A.checkpoints.internal"  # 
 PARTITIONS = 2
 
 
-# -- reading MM2's topics independently of replicator.mm2_records ---------------------------------
+# -- reading MM2's topics independently of replicator.mm2.records ---------------------------------
 
 
 def _string(buf: bytes, pos: int) -> tuple[str, int]:
@@ -286,7 +286,7 @@ def test_follow_imports_new_records_and_skips_bad_ones_without_stopping(
         wait_for(lambda: any(isinstance(e, Checkpoint) for e in _events(b, state_topic)), "the first import")
         # offset-syncs.topic.location=target: MM2 would write mm2-offset-syncs.A.internal on B
         ensure_topic(b, "mm2-offset-syncs.A.internal", 1)
-        from replicator.mm2_records import Mm2Checkpoint, Mm2OffsetSync
+        from replicator.mm2.records import Mm2Checkpoint, Mm2OffsetSync
 
         append(b, "mm2-offset-syncs.A.internal", *enc_offset_sync(Mm2OffsetSync("elsewhere", 0, 5, 3)))
         append(b, CHECKPOINTS, b"garbage", b"\xff")

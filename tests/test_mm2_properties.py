@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from replicator.config import DEFAULT_TOPICS_EXCLUDE, load_config, parse_config
+from replicator.config.mm2_properties import mm2_to_config_dict, parse_properties
 from replicator.errors import ConfigError
-from replicator.mm2_properties import mm2_to_config_dict, parse_properties
 
 ROOT = Path(__file__).resolve().parents[1]
 KAFKA_SAMPLE = ROOT / "tests" / "data" / "connect-mirror-maker.properties"
@@ -130,7 +130,7 @@ def test_parser_agrees_with_java_util_properties(tmp_path: Path):
 
 # -- the Kafka sample file, through load_config --------------------------------------------------
 def test_kafka_sample_file_loads_through_load_config(caplog: pytest.LogCaptureFixture):
-    with caplog.at_level(logging.WARNING, logger="replicator.mm2_properties"):
+    with caplog.at_level(logging.WARNING, logger="replicator.config.mm2_properties"):
         cfg = load_config(KAFKA_SAMPLE)
     assert cfg.cluster("A").bootstrap_servers == "A_host1:9092,A_host2:9092,A_host3:9092"
     assert cfg.cluster("B").bootstrap_servers == "B_host1:9092,B_host2:9092,B_host3:9092"

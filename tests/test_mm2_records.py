@@ -10,12 +10,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from replicator.client.mapping_index import MappingIndex
+from replicator.client.policy import DefaultReplicationPolicy, IdentityReplicationPolicy, policy_from_config
 from replicator.config import PolicyConfig
 from replicator.errors import EventDecodeError
 from replicator.events import Checkpoint, Heartbeat, OffsetSync, encode
-from replicator.mapping_index import MappingIndex
-from replicator.mm2_events import Mm2EventMapper, Mm2Record, mm2_event_id, mm2_hop_path
-from replicator.mm2_records import (
+from replicator.mm2.events import Mm2EventMapper, Mm2Record, mm2_event_id, mm2_hop_path
+from replicator.mm2.records import (
     Mm2Checkpoint,
     Mm2Heartbeat,
     Mm2OffsetSync,
@@ -24,7 +25,6 @@ from replicator.mm2_records import (
     decode_heartbeat,
     decode_offset_sync,
 )
-from replicator.policy import DefaultReplicationPolicy, IdentityReplicationPolicy, policy_from_config
 
 # -- an encoder, written from Kafka's OffsetSync/Checkpoint/Heartbeat schemas ---------------------
 

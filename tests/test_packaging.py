@@ -5,11 +5,13 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
 
 def test_replicator_imports_and_builds_a_flow_without_pyspark():
     code = (
         "import sys; sys.modules['pyspark'] = None; sys.modules['delta'] = None\n"
-        "import replicator, replicator.runtime, replicator.flow, replicator.events\n"
+        "import replicator, replicator.flow.runtime, replicator.flow.runner, replicator.events\n"
         "config = replicator.parse_config({'clusters': {'A': {'bootstrap_servers': 'x:1'}, "
         "'B': {'bootstrap_servers': 'y:1'}}, 'flows': [{'source': 'A', 'target': 'B'}]})\n"
         "print(replicator.Replicator(config).flows[0].name)\n"
@@ -24,3 +26,36 @@ def test_public_surface_is_explicit():
 
     assert "Replicator" in replicator.__all__ and "translate" in replicator.__all__
     assert all(hasattr(replicator, name) for name in replicator.__all__)
+
+
+# What a consumer application that fails over, or a Spark worker decoding events, may load.
+_RUNTIME_PREFIXES = ("replicator.flow", "replicator.tasks", "replicator.metadata", "replicator.mm2")
+_HEAVY = ("prometheus_client", "pyspark", "delta", "lakehouse", "ingest")
+
+
+def test_client_core_loads_no_runtime_no_metrics_no_spark():
+    code = (
+        "import sys\n"
+        "import replicator\n"
+        "from replicator import translate, MappingIndex, translate_offsets, ReplicationPolicy\n"
+        "import replicator.client.mapping, replicator.client.translation, replicator.client.state_reader\n"
+        "import replicator.events\n"
+        "print('\\n'.join(sorted(sys.modules)))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    loaded = result.stdout.split()
+    assert "replicator.client.translation" in loaded
+    offending = [m for m in loaded if m.startswith(_RUNTIME_PREFIXES) or m.split(".")[0] in _HEAVY]
+    assert offending == []
+
+
+def test_lazy_surface_resolves_each_name_to_its_home():
+    import replicator
+    from replicator.client.mapping import translate
+    from replicator.flow.runtime import Replicator
+
+    assert replicator.translate is translate
+    assert replicator.Replicator is Replicator
+    with pytest.raises(AttributeError, match="no attribute 'nope'"):
+        _ = replicator.nope

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
+from replicator.client.policy import DefaultReplicationPolicy, IdentityReplicationPolicy, policy_from_config
 from replicator.config import PolicyConfig, parse_config
 from replicator.errors import ConfigError
-from replicator.filters import RegexTopicFilter
-from replicator.offset_sync import OffsetSyncTracker
-from replicator.policy import DefaultReplicationPolicy, IdentityReplicationPolicy, policy_from_config
-from replicator.topics import TopicSelector
+from replicator.flow.offset_sync import OffsetSyncTracker
+from replicator.metadata.filters import RegexTopicFilter
+from replicator.metadata.topics import TopicSelector
 
 
 def test_default_policy_names_and_recognises_remote_topics():

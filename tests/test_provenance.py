@@ -1,8 +1,8 @@
 """Provenance header logic (pure)."""
 
+from replicator.client.provenance import PROVENANCE_HEADER, Provenance
 from replicator.config import parse_config
-from replicator.provenance import PROVENANCE_HEADER, Provenance
-from replicator.topology import find_cycle
+from replicator.config.topology import find_cycle
 
 
 def test_stamp_appends_the_source_and_keeps_other_headers():

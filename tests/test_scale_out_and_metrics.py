@@ -12,7 +12,7 @@ import pytest
 from confluent_kafka import Producer
 
 from mirrorlake.traffic import ensure_topic
-from replicator.runtime import Replicator
+from replicator.flow.runtime import Replicator
 from tests.groundtruth import read_partition
 from tests.waiting import wait_for
 

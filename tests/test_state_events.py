@@ -16,17 +16,17 @@ from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaExcepti
 from confluent_kafka.admin import AdminClient
 
 from mirrorlake.traffic import ensure_topic
-from replicator.events import AuditWindow, ConfigSnapshot, GroupSync, Heartbeat, Watermark
-from replicator.group_offsets import committed_offsets
-from replicator.runtime import Replicator
-from replicator.translation import (
+from replicator.client.group_offsets import committed_offsets
+from replicator.client.translation import (
     checkpoint_topics,
     heartbeat_topics,
     replication_hops,
     translate_offsets,
     upstream_clusters,
 )
-from replicator.watermarks import partition_watermarks
+from replicator.events import AuditWindow, ConfigSnapshot, GroupSync, Heartbeat, Watermark
+from replicator.flow.runtime import Replicator
+from replicator.tasks.watermarks import partition_watermarks
 from tests.groundtruth import GroundTruth, Rec, read_partition, state_events
 from tests.waiting import wait_for
 

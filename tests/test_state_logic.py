@@ -5,11 +5,11 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from replicator.audit import WindowSum, add_hash, record_hash
-from replicator.config_snapshots import snapshot_digest
-from replicator.heartbeats import hop_path
-from replicator.policy import DefaultReplicationPolicy, IdentityReplicationPolicy
-from replicator.provenance import PROVENANCE_HEADER
+from replicator.client.policy import DefaultReplicationPolicy, IdentityReplicationPolicy
+from replicator.client.provenance import PROVENANCE_HEADER
+from replicator.tasks.audit import WindowSum, add_hash, record_hash
+from replicator.tasks.config_snapshots import snapshot_digest
+from replicator.tasks.heartbeats import hop_path
 
 
 def test_hop_path_from_topic_names_under_the_default_policy():

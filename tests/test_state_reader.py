@@ -6,10 +6,10 @@ import pytest
 from confluent_kafka import Producer
 
 from mirrorlake.traffic import ensure_topic
+from replicator.client.mapping_index import MappingIndex
+from replicator.client.state_reader import StateLogFollower, read_state_log
 from replicator.events import Heartbeat, Lifecycle, OffsetSync, encode
 from replicator.events.codec import MAGIC
-from replicator.mapping_index import MappingIndex
-from replicator.state_reader import StateLogFollower, read_state_log
 
 pytestmark = pytest.mark.kafka
 

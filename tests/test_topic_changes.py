@@ -7,7 +7,7 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewPartitions
 
 from mirrorlake.traffic import ensure_topic
-from replicator.runtime import Replicator
+from replicator.flow.runtime import Replicator
 from tests.groundtruth import read_partition
 from tests.waiting import wait_for
 

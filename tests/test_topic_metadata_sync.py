@@ -19,9 +19,9 @@ from confluent_kafka.admin import (
 )
 
 from mirrorlake.traffic import ensure_topic
-from replicator.acl_sync import target_binding
-from replicator.runtime import Replicator
-from replicator.topic_config_sync import DefaultConfigPropertyFilter
+from replicator.flow.runtime import Replicator
+from replicator.metadata.acls import target_binding
+from replicator.metadata.topic_configs import DefaultConfigPropertyFilter
 from tests.waiting import wait_for
 
 

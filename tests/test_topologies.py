@@ -11,9 +11,9 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
 
 from mirrorlake.traffic import ensure_topic
+from replicator.client.provenance import PROVENANCE_HEADER, Provenance
 from replicator.errors import ConfigError
-from replicator.provenance import PROVENANCE_HEADER, Provenance
-from replicator.runtime import Replicator
+from replicator.flow.runtime import Replicator
 from tests.groundtruth import read_partition
 
 pytestmark = pytest.mark.kafka

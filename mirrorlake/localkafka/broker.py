@@ -35,8 +35,9 @@ from confluent_kafka import KafkaException
 from tenacity import Retrying, retry_if_exception_type, stop_after_delay, wait_none
 
 from mirrorlake.localkafka.jars import require_java
-from replicator.connectivity import MetadataProbe, kafka_error_reason
 from replicator.errors import ClusterStartError, ConfigError, MirrorlakeError, PortInUseError
+from replicator.kafka.connectivity import MetadataProbe
+from replicator.kafka.errors import kafka_error_reason
 
 __all__ = ["LocalBroker"]
 

@@ -18,8 +18,8 @@ from pathlib import Path
 from mirrorlake.localkafka.broker import LocalBroker
 from mirrorlake.localkafka.jars import default_cache_root, kafka_lib_dir, require_java, resolve_kafka_jars
 from replicator.config import MirrorlakeConfig
-from replicator.connectivity import answers_metadata
 from replicator.errors import ConfigError
+from replicator.kafka.connectivity import answers_metadata
 
 __all__ = ["BrokerStatus", "down", "local_brokers", "status", "up"]
 

@@ -113,7 +113,7 @@ class Lifecycle(Event):
 class Checkpoint(Event):
     """Group ``group`` committed ``upstream_offset`` on the source; it resumes at ``downstream_offset``.
 
-    ``method`` names how the offset was found (``replicator.mapping.Translation``); ``reverse_*``
+    ``method`` names how the offset was found (``replicator.client.mapping.Translation``); ``reverse_*``
     when the topic came from the target and the offset is renamed back through the reverse flow.
     ``error_bound``: the most records a consumer resuming there can re-read (0: exact).
     """

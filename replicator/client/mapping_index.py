@@ -1,0 +1,90 @@
+"""The exact offset mapping of every partition of every flow, kept from offset-sync events.
+
+Feed it ``OffsetSync`` events in any order (from the state log, a replay, an MM2 import); it keeps
+their points per (flow, source topic, partition) and rebuilds a partition's segments only when
+that partition got new points. ``translate`` is ``replicator.client.mapping.translate`` on them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from replicator.client.mapping import Point, Segment, Translation, build_segments, points_from_sync, translate
+from replicator.events import Event, OffsetSync
+
+__all__ = ["MappingIndex", "PartitionKey"]
+
+PartitionKey = tuple[str, str, int]  # flow, source topic, partition
+
+
+@dataclass
+class _Partition:
+    points: list[Point] = field(default_factory=list)
+    segments: list[Segment] | None = None  # None: stale, rebuild on demand
+    target_topic: str = ""
+
+
+class MappingIndex:
+    def __init__(self) -> None:
+        self._partitions: dict[PartitionKey, _Partition] = {}
+
+    def add(self, events: Iterable[Event]) -> int:
+        """Take the offset syncs among ``events``; returns how many there were."""
+        n = 0
+        for e in events:
+            if not isinstance(e, OffsetSync):
+                continue
+            part = self._partitions.setdefault((e.flow, e.source_topic, e.partition), _Partition())
+            part.points += points_from_sync(
+                e.upstream_offset,
+                e.downstream_offset,
+                e.reason,
+                e.previous_upstream_offset,
+                e.previous_downstream_offset,
+            )
+            part.segments = None
+            part.target_topic = e.target_topic
+            n += 1
+        return n
+
+    def segments(self, flow: str, source_topic: str, partition: int) -> list[Segment]:
+        part = self._partitions.get((flow, source_topic, partition))
+        if part is None:
+            return []
+        if part.segments is None:
+            part.segments = build_segments(part.points)
+        return part.segments
+
+    def target_topic(self, flow: str, source_topic: str) -> str | None:
+        for (f, t, _p), part in self._partitions.items():
+            if f == flow and t == source_topic:
+                return part.target_topic
+        return None
+
+    def partitions(self, flow: str | None = None) -> list[PartitionKey]:
+        return sorted(k for k in self._partitions if flow is None or k[0] == flow)
+
+    def translate(self, flow: str, source_topic: str, partition: int, upstream: int) -> Translation | None:
+        """Where a consumer that committed ``upstream`` resumes on the target (None: nothing copied)."""
+        return translate(self.segments(flow, source_topic, partition), upstream)
+
+    def reverse(self, flow: str, source_topic: str, partition: int, downstream: int) -> Translation | None:
+        """The source position of the target position ``downstream``: a consumer on the target at
+        ``downstream`` resumes at the returned ``Translation.upstream`` on the source (failback).
+
+        ``exact`` when ``downstream`` is a copy of the latest run that holds it; otherwise one past
+        the last upstream record copied before ``downstream``.
+        """
+        segs = self.segments(flow, source_topic, partition)
+        holding = [s for s in segs if s.downstream_start <= downstream <= s.downstream_end]
+        if holding:
+            seg = holding[0]
+            return Translation(downstream - seg.delta, downstream, "exact")
+        before = [s for s in segs if s.downstream_end < downstream]
+        if before:
+            seg = max(before, key=lambda s: s.downstream_end)
+            return Translation(seg.upstream_end + 1, downstream, "after_last_copy")
+        if segs:
+            return Translation(min(s.upstream_start for s in segs), downstream, "before_first_copy")
+        return None

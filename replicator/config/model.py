@@ -1,0 +1,274 @@
+"""The configuration file: one YAML document describing clusters, flows and where state goes.
+
+Every key is declared once here, with its type and default; unknown keys are an error that names
+them. ``load_config`` turns pydantic's validation errors into one ``ConfigError`` whose message
+names the file, the key path and what was expected, so a typo never becomes a silent default.
+
+Client settings under ``clusters.<alias>.client`` are passed to librdkafka unchanged (SASL, SSL,
+...). Their values are ``SecretStr`` so they never appear in reprs, logs or events.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+from pydantic_core import ErrorDetails
+
+from replicator.errors import ConfigError
+
+__all__ = [
+    "ClusterConfig",
+    "FlowConfig",
+    "PolicyConfig",
+    "LakehouseConfig",
+    "SparkConfig",
+    "LocalKafkaConfig",
+    "MirrorlakeConfig",
+    "parse_config",
+    "DEFAULT_TOPICS_EXCLUDE",
+    "DEFAULT_CONFIG_EXCLUDES",
+    "DEFAULT_GROUPS_EXCLUDE",
+]
+
+# MM2's DefaultTopicFilter.TOPICS_EXCLUDE_DEFAULT, plus our own state topic family.
+DEFAULT_TOPICS_EXCLUDE: tuple[str, ...] = (
+    r"mm2.*\.internal",
+    r".*\.internal",
+    r".*-internal",
+    r".*\.replica",
+    r"__.*",
+    r"_confluent.*",
+    r"mirrorlake\..*",
+)
+# MM2's DefaultConfigPropertyFilter exclusions, plus the newer timestamp bounds (see topic_config_sync).
+DEFAULT_CONFIG_EXCLUDES: tuple[str, ...] = (
+    r"follower\.replication\.throttled\.replicas",
+    r"leader\.replication\.throttled\.replicas",
+    r"message\.timestamp\.difference\.max\.ms",
+    r"message\.timestamp\.before\.max\.ms",
+    r"message\.timestamp\.after\.max\.ms",
+    r"message\.timestamp\.type",
+    r"unclean\.leader\.election\.enable",
+    r"min\.insync\.replicas",
+)
+# MM2's DefaultGroupFilter.GROUPS_EXCLUDE_DEFAULT, plus the replicator's own groups.
+DEFAULT_GROUPS_EXCLUDE: tuple[str, ...] = (r"console-consumer-.*", r"connect-.*", r"__.*", r"mirrorlake\..*")
+_ALIAS = re.compile(r"^[A-Za-z0-9_\-]+$")
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+
+class ClusterConfig(_Model):
+    """One Kafka cluster, known by its alias."""
+
+    bootstrap_servers: str = Field(min_length=1, description="host:port[,host:port...]")
+    client: dict[str, SecretStr] = Field(
+        default_factory=dict, description="librdkafka properties (security.protocol, sasl.*, ssl.*)"
+    )
+
+    def client_config(self) -> dict[str, Any]:
+        """The librdkafka settings for this cluster, secrets revealed (never log the result)."""
+        conf: dict[str, Any] = {k: v.get_secret_value() for k, v in self.client.items()}
+        conf["bootstrap.servers"] = self.bootstrap_servers
+        return conf
+
+
+class PolicyConfig(_Model):
+    """Which ``ReplicationPolicy`` names remote topics (MM2's ``replication.policy.class``)."""
+
+    class_: str = Field(default="default", alias="class", description="default | identity | module:Class")
+    separator: str = Field(default=".", min_length=1)
+
+
+class FlowConfig(_Model):
+    """One directed replication ``source->target`` with its topic selection."""
+
+    source: str
+    target: str
+    enabled: bool = True
+    topics: tuple[str, ...] = (".*",)
+    topics_exclude: tuple[str, ...] = DEFAULT_TOPICS_EXCLUDE
+    offset_lag_max: int = Field(default=100, ge=1, description="MM2's offset.lag.max")
+    sync_interval_seconds: float = Field(
+        default=1.0, gt=0, description="how often the last copied offset is published (flush sync)"
+    )
+    exactly_once: bool = Field(
+        default=False, description="transactional writes; source positions kept in the target transactionally"
+    )
+    sync_topic_configs: bool = Field(default=True, description="MM2's sync.topic.configs.enabled")
+    config_properties_exclude: tuple[str, ...] = DEFAULT_CONFIG_EXCLUDES
+    sync_topic_acls: bool = Field(default=True, description="MM2's sync.topic.acls.enabled")
+    refresh_topics_interval_seconds: float = Field(default=5.0, gt=0, description="new topics and partitions")
+    sync_topic_configs_interval_seconds: float = Field(default=10.0, gt=0, description="configs and ACLs")
+    transaction_interval_seconds: float = Field(
+        default=1.0, gt=0, description="exactly-once: how long a transaction collects records before it commits"
+    )
+
+    groups: tuple[str, ...] = Field(default=(".*",), description="consumer groups to checkpoint (MM2's groups)")
+    groups_exclude: tuple[str, ...] = DEFAULT_GROUPS_EXCLUDE
+    emit_checkpoints: bool = Field(default=True, description="MM2's emit.checkpoints.enabled")
+    emit_checkpoints_interval_seconds: float = Field(default=5.0, gt=0)
+    sync_group_offsets: bool = Field(
+        default=False, description="write translated offsets to the target for groups inactive there"
+    )
+    emit_heartbeats: bool = Field(default=True, description="MM2's emit.heartbeats.enabled")
+    emit_heartbeats_interval_seconds: float = Field(default=1.0, gt=0)
+    watermarks_interval_seconds: float = Field(default=5.0, gt=0, description="log-start/end of both sides")
+    config_snapshots_interval_seconds: float = Field(
+        default=30.0, gt=0, description="how often configs and ACLs are compared; a snapshot is emitted on change"
+    )
+    config_snapshots_refresh_seconds: float = Field(
+        default=3600.0, gt=0, description="an unchanged topic's snapshot is re-emitted this often"
+    )
+    audit: bool = Field(default=True, description="count and checksum windows of both sides")
+    audit_window_records: int = Field(default=1000, ge=1, description="upstream offsets per audit window")
+    audit_interval_seconds: float = Field(default=5.0, gt=0)
+
+    @field_validator("topics", "topics_exclude", "config_properties_exclude", "groups", "groups_exclude")
+    @classmethod
+    def _regexes_compile(cls, patterns: tuple[str, ...]) -> tuple[str, ...]:
+        for pattern in patterns:
+            try:
+                re.compile(pattern)
+            except re.error as exc:
+                raise ValueError(f"invalid regular expression {pattern!r}: {exc}") from exc
+        return patterns
+
+    @property
+    def name(self) -> str:
+        return f"{self.source}->{self.target}"
+
+
+class LakehouseConfig(_Model):
+    """Where the Delta tables and the streaming checkpoints live."""
+
+    path: Path = Path("lakehouse-data")
+
+    @property
+    def tables(self) -> Path:
+        return self.path / "tables"
+
+    @property
+    def checkpoints(self) -> Path:
+        return self.path / "checkpoints"
+
+
+class SparkConfig(_Model):
+    master: str = "local[*]"
+    conf: dict[str, str] = Field(default_factory=dict)
+
+
+class LocalKafkaConfig(_Model):
+    """How ``mirrorlake clusters up`` runs a broker for each cluster bound to 127.0.0.1."""
+
+    version: str = "4.3.1"
+    work_dir: Path = Path(".mirrorlake/clusters")
+    heap: str = "512m"
+
+
+class MirrorlakeConfig(_Model):
+    clusters: dict[str, ClusterConfig]
+    flows: tuple[FlowConfig, ...] = ()
+    replication_policy: PolicyConfig = PolicyConfig()
+    state_topic: str = "mirrorlake.events"
+    positions_topic: str = Field(
+        default="mirrorlake.positions", description="exactly-once flows: compacted topic of source positions"
+    )
+    heartbeats_topic: str = Field(default="heartbeats", description="where each cluster's heartbeats are written")
+    replicator_id: str | None = Field(default=None, description="defaults to host name and process id")
+    provenance_header: bool | None = Field(
+        default=None,
+        description="stamp copies with the clusters they came from; default: only under a policy "
+        "that cannot detect cycles by name (identity)",
+    )
+    status_port: int | None = Field(
+        default=None, ge=0, le=65535, description="serve /metrics and /health on 127.0.0.1 (0: any free port)"
+    )
+    status_host: str = "127.0.0.1"
+    connect_timeout_seconds: float = Field(
+        default=30.0, gt=0, description="how long to retry an unreachable cluster before giving up"
+    )
+    lakehouse: LakehouseConfig = LakehouseConfig()
+    spark: SparkConfig = SparkConfig()
+    local_kafka: LocalKafkaConfig = LocalKafkaConfig()
+
+    @field_validator("clusters")
+    @classmethod
+    def _aliases_valid(cls, clusters: dict[str, ClusterConfig]) -> dict[str, ClusterConfig]:
+        if not clusters:
+            raise ValueError("at least one cluster is required")
+        for alias in clusters:
+            if not _ALIAS.match(alias):
+                raise ValueError(f"cluster alias {alias!r} may only use letters, digits, '_' and '-'")
+        return clusters
+
+    @model_validator(mode="after")
+    def _flows_reference_known_clusters(self) -> MirrorlakeConfig:
+        known = ", ".join(sorted(self.clusters))
+        seen: set[str] = set()
+        for i, flow in enumerate(self.flows):
+            for side in ("source", "target"):
+                alias = getattr(flow, side)
+                if alias not in self.clusters:
+                    raise ValueError(f"flows[{i}].{side}: unknown cluster {alias!r} (known: {known})")
+            if flow.source == flow.target:
+                raise ValueError(f"flows[{i}]: source and target are both {flow.source!r}")
+            if flow.name in seen:
+                raise ValueError(f"flows[{i}]: flow {flow.name} is declared twice")
+            seen.add(flow.name)
+        return self
+
+    def cluster(self, alias: str) -> ClusterConfig:
+        try:
+            return self.clusters[alias]
+        except KeyError:
+            known = ", ".join(sorted(self.clusters))
+            raise ConfigError(f"unknown cluster {alias!r} (known: {known})") from None
+
+    def flow(self, name: str) -> FlowConfig:
+        for flow in self.flows:
+            if flow.name == name:
+                return flow
+        known = ", ".join(f.name for f in self.flows) or "none"
+        raise ConfigError(f"unknown flow {name!r} (configured flows: {known})")
+
+    def enabled_flows(self) -> tuple[FlowConfig, ...]:
+        return tuple(f for f in self.flows if f.enabled)
+
+
+def _describe(error: ErrorDetails) -> str:
+    loc = ".".join(str(part) for part in error["loc"]) or "<top level>"
+    kind = error["type"]
+    if kind == "extra_forbidden":
+        return f"{loc}: unknown key"
+    if kind == "missing":
+        return f"{loc}: required key is missing"
+    message = str(error["msg"]).removeprefix("Value error, ")
+    got = error.get("input")
+    if isinstance(got, (str, int, float, bool)) and kind != "value_error":
+        return f"{loc}: {message} (got {got!r})"
+    return f"{loc}: {message}"
+
+
+def parse_config(data: Any, *, source: str = "<config>") -> MirrorlakeConfig:
+    """Validate an already-parsed document; ``source`` names it in error messages."""
+    if not isinstance(data, dict):
+        raise ConfigError(f"{source}: expected a mapping at the top level, got {type(data).__name__}")
+    try:
+        return MirrorlakeConfig.model_validate(data)
+    except ValidationError as exc:
+        problems = "\n  ".join(_describe(e) for e in exc.errors(include_url=False))
+        raise ConfigError(f"{source}: invalid configuration:\n  {problems}") from None

@@ -1,0 +1,208 @@
+"""Where a flow's source positions are kept: the two delivery modes.
+
+``AtLeastOnceCommits``: positions are committed to the *source* group, and only up to what a
+durable offset sync covers (``SyncLedger.commit_positions``), so a crash replays, never skips,
+and every committed record has an exact mapping.
+
+``TransactionalCommits`` (``exactly_once: true``): records, their offset syncs and the source
+positions are written to the *target* in one transaction; the positions live in the target's
+positions topic (``replicator.flow.positions``) and are read from there when partitions are assigned. A process
+killed mid-transaction leaves an open transaction that its restarted successor (same
+``transactional.id``) aborts at once, so read_committed consumers on the target never see a
+duplicate or a record without its sync.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+
+from confluent_kafka import OFFSET_INVALID, Consumer, KafkaError, KafkaException, Producer, TopicPartition
+
+from replicator.errors import ReplicationError
+from replicator.flow.positions import PositionStore
+from replicator.flow.sync_ledger import TP, SyncLedger
+from replicator.kafka.errors import kafka_error
+
+__all__ = ["AtLeastOnceCommits", "TransactionalCommits", "Commits"]
+
+_log = logging.getLogger(__name__)
+
+
+class Commits:
+    """The hooks a flow calls; each mode implements them."""
+
+    def start(self) -> None: ...
+
+    def consumed(self, tp: TP, next_offset: int) -> None: ...
+
+    def after_batch(self, force: bool = False) -> None: ...
+
+    def on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None: ...
+
+    def before_revoke(self, partitions: list[TopicPartition]) -> None: ...
+
+    def close(self) -> None: ...
+
+    def positions(self) -> dict[TP, int]:
+        """Source positions this process has read up to (exactly-once) or is unsure of (empty)."""
+        return {}
+
+    def committed(self, partitions: list[TopicPartition]) -> list[TopicPartition]:
+        """The committed source positions of ``partitions``, wherever this mode keeps them."""
+        raise NotImplementedError
+
+    @property
+    def in_transaction(self) -> bool:
+        return False
+
+
+class AtLeastOnceCommits(Commits):
+    def __init__(self, consumer: Consumer, ledger: SyncLedger, drain: Callable[[], None], flow: str) -> None:
+        self._consumer = consumer
+        self._ledger = ledger
+        self._drain = drain
+        self._flow = flow
+
+    def after_batch(self, force: bool = False) -> None:
+        self._store({(tp.topic, tp.partition) for tp in self._consumer.assignment()})
+
+    def committed(self, partitions: list[TopicPartition]) -> list[TopicPartition]:
+        return self._consumer.committed(partitions, timeout=10) if partitions else []
+
+    def _store(self, assigned: set[TP]) -> None:
+        offsets = [TopicPartition(t, p, o) for (t, p), o in self._ledger.commit_positions(assigned).items()]
+        if offsets:
+            try:
+                self._consumer.store_offsets(offsets=offsets)
+            except KafkaException as exc:  # revoked meanwhile: the new owner replays from its commit
+                _log.debug("flow %s: store_offsets: %s", self._flow, exc)
+
+    def before_revoke(self, partitions: list[TopicPartition]) -> None:
+        self._drain()
+        self._store({(tp.topic, tp.partition) for tp in partitions})
+        commit_sync(self._consumer, self._flow)
+
+    def close(self) -> None:
+        self._drain()
+        self.after_batch()
+        commit_sync(self._consumer, self._flow)
+
+
+class TransactionalCommits(Commits):
+    def __init__(
+        self,
+        consumer: Consumer,
+        producer: Producer,
+        store: PositionStore,
+        ledger: SyncLedger,
+        drain: Callable[[], None],
+        flow: str,
+        interval_s: float,
+    ) -> None:
+        self._consumer = consumer
+        self._producer = producer
+        self._store = store
+        self._ledger = ledger
+        self._drain = drain
+        self._flow = flow
+        self._interval_s = interval_s
+        self._positions: dict[TP, int] = {}  # next source offset per partition, as of this transaction
+        self._written: dict[TP, int] = {}  # positions already in a committed transaction
+        self._dirty = False  # something was produced in the open transaction
+        self._next_commit = 0.0
+        self.commits = 0
+
+    def start(self) -> None:
+        try:
+            self._producer.init_transactions(60)
+        except KafkaException as exc:
+            raise ReplicationError(f"flow {self._flow}: cannot start transactions on the target: {exc}") from exc
+        self._begin()
+
+    def _begin(self) -> None:
+        self._producer.begin_transaction()
+        self._dirty = False
+        self._next_commit = time.monotonic() + self._interval_s
+
+    @property
+    def in_transaction(self) -> bool:
+        return self._dirty
+
+    def consumed(self, tp: TP, next_offset: int) -> None:
+        self._positions[tp] = next_offset
+        self._dirty = True
+
+    def positions(self) -> dict[TP, int]:
+        return dict(self._positions)
+
+    def after_batch(self, force: bool = False) -> None:
+        if self._dirty and (force or time.monotonic() >= self._next_commit):
+            self._commit()
+
+    def _commit(self) -> None:
+        """Records acknowledged -> their syncs in the transaction -> positions -> commit."""
+        try:
+            self._drain()
+            changed = {tp: o for tp, o in self._positions.items() if self._written.get(tp) != o}
+            self._store.write(self._producer, changed)
+            self._producer.commit_transaction(60)
+            self._written.update(changed)
+            self.commits += 1
+        except KafkaException as exc:
+            err = kafka_error(exc)
+            if isinstance(err, KafkaError) and err.txn_requires_abort():
+                self._abort(str(err))
+            else:
+                raise ReplicationError(f"flow {self._flow}: transaction failed: {exc}") from exc
+        self._begin()
+
+    def _abort(self, why: str) -> None:
+        """Abort, forget what the transaction copied, and rewind to the target's committed positions."""
+        _log.warning("flow %s: aborting transaction: %s", self._flow, why)
+        self._producer.abort_transaction(60)
+        self._ledger.forget_all()
+        assigned = self._consumer.assignment()
+        for tp in self.committed(assigned):
+            if tp.offset >= 0:
+                self._consumer.seek(tp)
+            self._positions.pop((tp.topic, tp.partition), None)
+            self._written.pop((tp.topic, tp.partition), None)
+
+    def committed(self, partitions: list[TopicPartition]) -> list[TopicPartition]:
+        found = self._store.read([(tp.topic, tp.partition) for tp in partitions])
+        return [TopicPartition(tp.topic, tp.partition, found.get((tp.topic, tp.partition), -1)) for tp in partitions]
+
+    def on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        """Start each new partition where the target's last committed transaction left it."""
+        starts = []
+        for tp in self.committed(partitions):
+            offset = tp.offset if tp.offset >= 0 else OFFSET_INVALID  # none yet: auto.offset.reset
+            starts.append(TopicPartition(tp.topic, tp.partition, offset))
+            if tp.offset >= 0:  # known, so caught-up checks need not read the store again
+                self._positions[(tp.topic, tp.partition)] = self._written[(tp.topic, tp.partition)] = tp.offset
+        consumer.incremental_assign(starts)
+
+    def before_revoke(self, partitions: list[TopicPartition]) -> None:
+        if self._dirty:
+            self._commit()
+        for tp in partitions:
+            self._positions.pop((tp.topic, tp.partition), None)
+            self._written.pop((tp.topic, tp.partition), None)
+
+    def close(self) -> None:
+        """Commit what is open. The empty transaction begun after it is left for the producer's close
+        to discard: aborting a transaction the broker never saw is refused under transaction.version 2."""
+        if self._dirty:
+            self._commit()
+
+
+def commit_sync(consumer: Consumer, flow: str) -> None:
+    """Synchronously commit the stored offsets; nothing stored is not an error."""
+    try:
+        consumer.commit(asynchronous=False)
+    except KafkaException as exc:
+        err = kafka_error(exc)
+        if not (isinstance(err, KafkaError) and err.code() == KafkaError._NO_OFFSET):
+            _log.warning("flow %s: commit failed: %s", flow, exc)

@@ -1,0 +1,151 @@
+"""Running the enabled flows of a config, from Python or from the CLI.
+
+``Replicator`` owns one thread per flow (each flow has its own clients, so flows never block
+each other) and one stop signal. ``run_until_caught_up`` is for batch use (demos, tests, planned
+failover): it returns once every flow has copied everything its source had.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+from dataclasses import dataclass
+from typing import Literal
+
+from prometheus_client import CollectorRegistry
+
+from replicator.client.policy import policy_from_config
+from replicator.config import FlowConfig, MirrorlakeConfig
+from replicator.config.topology import check_loop_free
+from replicator.errors import ConfigError, MirrorlakeError, PortInUseError, ReplicationError
+from replicator.flow.observability import FlowCollector, StatusServer
+from replicator.flow.runner import FlowRunner, FlowStats
+
+__all__ = ["Replicator", "default_replicator_id"]
+
+_log = logging.getLogger(__name__)
+
+
+def default_replicator_id() -> str:
+    return f"{socket.gethostname()}-{os.getpid()}"
+
+
+@dataclass
+class _Running:
+    runner: FlowRunner
+    thread: threading.Thread
+    error: BaseException | None = None
+
+
+class Replicator:
+    """Start and stop the flows of one config; ``flows`` narrows them (``A->B`` names).
+
+    ``status_port``: where /metrics and /health are served (0: any free port, None: nowhere);
+    by default the config's ``status_port``.
+    """
+
+    def __init__(
+        self,
+        config: MirrorlakeConfig,
+        *,
+        flows: list[str] | None = None,
+        target_clusters: list[str] | None = None,
+        status_port: int | None | Literal["config"] = "config",
+    ) -> None:
+        self.config = config
+        self.replicator_id = config.replicator_id or default_replicator_id()
+        selected: list[FlowConfig] = list(config.enabled_flows())
+        if flows:
+            selected = [config.flow(name) for name in flows]
+        if target_clusters:
+            for alias in target_clusters:
+                config.cluster(alias)
+            selected = [f for f in selected if f.target in target_clusters]
+        if not selected:
+            raise ConfigError("no enabled flow to run (check 'flows' in the config and --flow/--clusters)")
+        self.flows = selected
+        self.policy = policy_from_config(config.replication_policy)
+        check_loop_free(config, self.policy)
+        self._stop = threading.Event()
+        self._running: list[_Running] = []
+        self._status_port = config.status_port if status_port == "config" else status_port
+        self._status: StatusServer | None = None
+        self.registry = CollectorRegistry()
+        self.registry.register(FlowCollector(lambda: [(r.runner.flow.name, r.runner.stats) for r in self._running]))
+
+    def start(self, *, until_caught_up: bool = False) -> None:
+        if self._running:
+            raise ReplicationError("replicator already started")
+        if self._status_port is not None:
+            try:
+                self._status = StatusServer(
+                    self.registry, self.health, host=self.config.status_host, port=self._status_port
+                )
+            except OSError as exc:
+                raise PortInUseError(
+                    f"status endpoint: cannot listen on {self.config.status_host}:{self._status_port}: {exc.strerror}"
+                ) from None
+        for flow in self.flows:
+            runner = FlowRunner(self.config, flow, replicator_id=self.replicator_id, policy=self.policy)
+            running = _Running(runner, threading.Thread())
+            running.thread = threading.Thread(
+                target=self._run_one, args=(running, until_caught_up), name=f"flow-{flow.name}", daemon=True
+            )
+            self._running.append(running)
+            running.thread.start()
+
+    def _run_one(self, running: _Running, until_caught_up: bool) -> None:
+        try:
+            running.runner.run(self._stop, until_caught_up=until_caught_up)
+        except BaseException as exc:  # reported by wait(); other flows are stopped too
+            running.error = exc
+            if not isinstance(exc, MirrorlakeError):
+                _log.exception("flow %s failed", running.runner.flow.name)
+            self._stop.set()
+
+    def stop(self) -> None:
+        """Ask every flow to finish: each drains, publishes its syncs and commits."""
+        self._stop.set()
+
+    def wait(self, timeout: float | None = None) -> dict[str, FlowStats]:
+        """Join the flow threads; re-raise the first flow error. Closes the status endpoint at the end."""
+        for running in self._running:
+            running.thread.join(timeout)
+        if not self.alive and self._status is not None:
+            self._status.close()
+            self._status = None
+        for running in self._running:
+            if running.error is not None:
+                raise running.error
+        return {r.runner.flow.name: r.runner.stats for r in self._running}
+
+    @property
+    def status_port(self) -> int | None:
+        return self._status.port if self._status else None
+
+    def health(self) -> dict[str, object]:
+        """Every flow's state, records, assigned partitions and error; status ok while all run."""
+        flows = {
+            r.runner.flow.name: {
+                "state": r.runner.stats.state,
+                "records": r.runner.stats.records,
+                "assigned": [f"{t}[{p}]" for t, p in r.runner.stats.assigned],
+                "lag": sum(r.runner.stats.lag.values()),
+                "error": r.runner.stats.error,
+                "state_tasks": "leading" if r.runner.leads_state_tasks else "standby",
+                "state_task_errors": dict(r.runner.stats.task_errors),
+            }
+            for r in self._running
+        }
+        ok = bool(flows) and all(f["state"] in ("starting", "running") for f in flows.values())
+        return {"status": "ok" if ok else "degraded", "replicator_id": self.replicator_id, "flows": flows}
+
+    def run_until_caught_up(self) -> dict[str, FlowStats]:
+        self.start(until_caught_up=True)
+        return self.wait()
+
+    @property
+    def alive(self) -> bool:
+        return any(r.thread.is_alive() for r in self._running)

@@ -1,0 +1,113 @@
+"""Is a Kafka cluster there? One metadata request, or a bounded retry of it.
+
+A cluster counts as reachable when it answers a metadata request (``AdminClient.list_topics``):
+that needs a working connection, working authentication and a broker that has joined its quorum.
+
+Client configurations hold secrets (SASL passwords, SSL keys). Nothing here logs a configuration,
+and error messages are scrubbed of every configuration value except ``bootstrap.servers``.
+librdkafka's own log lines (one per refused connection while a broker starts) go to the
+``replicator.kafka.connectivity.librdkafka`` logger at DEBUG instead of stderr.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import AdminClient
+from tenacity import Retrying, retry_if_exception_type, stop_after_delay, wait_exponential
+
+from replicator.errors import ClusterUnreachableError, ConfigError
+from replicator.kafka.errors import kafka_error_reason
+
+__all__ = ["MetadataProbe", "answers_metadata", "kafka_error_reason", "wait_for_cluster"]
+
+_log = logging.getLogger(__name__)
+_rdkafka_log = logging.getLogger(f"{__name__}.librdkafka")
+
+# A probe reconnects quickly so a broker that just came up is seen within a second, not after
+# librdkafka's default 10 s reconnect backoff. A caller's own setting wins.
+_PROBE_DEFAULTS = {"reconnect.backoff.max.ms": "1000"}
+
+
+class _DebugLogger:
+    """Receives librdkafka's log lines (``logger`` config) and demotes them to DEBUG."""
+
+    def log(self, level: int, msg: str, *args: Any) -> None:
+        _rdkafka_log.debug(msg, *args)
+
+
+class MetadataProbe:
+    """One AdminClient reused for repeated metadata requests against one cluster.
+
+    Raises ``ConfigError`` at construction if librdkafka rejects the configuration (the message is
+    scrubbed of secret values).
+    """
+
+    def __init__(self, client_config: Mapping[str, str]) -> None:
+        self._config = dict(client_config)
+        conf: dict[str, Any] = {**_PROBE_DEFAULTS, **self._config, "logger": _DebugLogger()}
+        try:
+            self._admin = AdminClient(conf)
+        except KafkaException as exc:
+            raise ConfigError(f"invalid Kafka client configuration: {self.redact(kafka_error_reason(exc))}") from None
+
+    @property
+    def bootstrap(self) -> str:
+        return self._config.get("bootstrap.servers", "<no bootstrap.servers>")
+
+    def request(self, timeout_s: float) -> None:
+        """Send one metadata request; raises ``KafkaException`` if no answer within ``timeout_s``."""
+        try:
+            self._admin.list_topics(timeout=max(timeout_s, 0.05))
+        finally:
+            self._admin.poll(0)  # serve the queued librdkafka log lines to _DebugLogger
+
+    def redact(self, text: str) -> str:
+        """``text`` with every configuration value other than the bootstrap list replaced by ***."""
+        for key, value in self._config.items():
+            if key != "bootstrap.servers" and len(value) >= 3:
+                text = text.replace(value, "***")
+        return text
+
+
+def answers_metadata(client_config: Mapping[str, str], *, timeout_s: float = 2.0) -> bool:
+    """True if the cluster answers one metadata request within ``timeout_s`` (no retry)."""
+    try:
+        MetadataProbe(client_config).request(timeout_s)
+    except KafkaException as exc:
+        _log.debug("no metadata from %s: %s", client_config.get("bootstrap.servers"), kafka_error_reason(exc))
+        return False
+    return True
+
+
+def wait_for_cluster(alias: str, client_config: dict[str, str], *, timeout_s: float = 30.0) -> None:
+    """Return once cluster ``alias`` answers a metadata request; give up after about ``timeout_s``.
+
+    Each attempt waits at most the time left (and at most 5 s), so the call returns within
+    ``timeout_s`` plus a fraction of a second. Raises ``ClusterUnreachableError`` naming the alias,
+    the bootstrap servers and librdkafka's last error; ``ConfigError`` if the configuration is invalid.
+    """
+    if "bootstrap.servers" not in client_config:
+        raise ConfigError(f"cluster {alias}: client configuration has no bootstrap.servers")
+    probe = MetadataProbe(client_config)
+    deadline = time.monotonic() + timeout_s
+    retrying = Retrying(
+        stop=stop_after_delay(timeout_s),
+        wait=wait_exponential(multiplier=0.1, max=1.0),
+        retry=retry_if_exception_type(KafkaException),
+        reraise=True,
+    )
+    try:
+        for attempt in retrying:
+            with attempt:
+                probe.request(min(5.0, deadline - time.monotonic()))
+    except KafkaException as exc:
+        reason = probe.redact(kafka_error_reason(exc))
+        raise ClusterUnreachableError(
+            f"cluster {alias} at {probe.bootstrap} did not answer a metadata request within {timeout_s:g} s: {reason}"
+        ) from exc
+    _log.debug("cluster %s at %s answers metadata requests", alias, probe.bootstrap)

@@ -1,0 +1,173 @@
+"""The periodic side of a flow: checkpoints, heartbeats, watermarks, config snapshots, audits.
+
+They run on their own thread with their own clients, beside the copy loop, so none of them ever
+slows the hot path down; each emits events to the flow's state topic. A task that fails is
+logged and retried at its next interval: replication state is best effort next to the data, and
+the copy loop's health never depends on it.
+
+``StateTasks.final_round`` runs the tasks once more after the copy loop stopped (a batch run's
+checkpoints and audits then reflect everything it copied).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from confluent_kafka import Producer
+
+from replicator.client.mapping_index import MappingIndex
+from replicator.client.state_reader import StateLogFollower
+from replicator.config import FlowConfig, MirrorlakeConfig
+from replicator.events import Event
+from replicator.kafka.settings import RDKAFKA_LOG
+from replicator.kafka.state_log import StateLog
+from replicator.metadata.topics import RemoteTopic
+
+__all__ = ["StateTask", "StateTasks", "TaskContext", "StateView"]
+
+_log = logging.getLogger(__name__)
+
+
+class StateView:
+    """What the flow's state topics say so far: the offset mapping of this flow and its reverse.
+
+    ``refresh`` reads only what arrived since the last call. The reverse flow (target->source)
+    writes its syncs to the source cluster's state topic; they rename offsets of topics that came
+    from the target back to the target's names. Tasks that need other event types ``subscribe``
+    to them (before the first refresh) and keep what they need; the view keeps no event list.
+    """
+
+    def __init__(self, config: MirrorlakeConfig, flow: FlowConfig) -> None:
+        self.index = MappingIndex()
+        self._config = config
+        self._flow = flow
+        self._handlers: dict[str, list[Callable[[Event], None]]] = {}
+        self._followers: list[StateLogFollower] | None = None
+
+    def subscribe(self, event_type: str, handler: Callable[[Event], None]) -> None:
+        if self._followers is not None:
+            raise RuntimeError("subscribe before the first refresh")
+        self._handlers.setdefault(event_type, []).append(handler)
+
+    def refresh(self) -> None:
+        """Take new events: syncs into the mapping, subscribed types to their handlers."""
+        if self._followers is None:
+            types = ["offset_sync", *self._handlers]
+            self._followers = [
+                StateLogFollower(
+                    self._config.cluster(alias).client_config(),
+                    self._config.state_topic,
+                    event_types=types,
+                    name=f"state-{self._flow.name}",
+                )
+                for alias in (self._flow.target, self._flow.source)
+            ]
+        for follower in self._followers:
+            read = follower.poll()
+            self.index.add(read.events)
+            for event in read.events:
+                for handler in self._handlers.get(event.event_type, ()):
+                    handler(event)
+
+    def close(self) -> None:
+        for follower in self._followers or ():
+            follower.close()
+
+
+@dataclass
+class TaskContext:
+    """What every task of one flow shares."""
+
+    config: MirrorlakeConfig
+    flow: FlowConfig
+    replicator_id: str
+    state: StateLog  # the flow's state topic, written through the tasks' own producer
+    remote_topics: Callable[[], dict[str, RemoteTopic]]  # the flow's current topic selection
+    view: StateView
+
+    def emit(self, event: Event) -> None:
+        while True:
+            try:
+                self.state.emit(event)
+                return
+            except BufferError:
+                self.state.producer.poll(0.05)
+
+
+class StateTask(Protocol):
+    name: str
+    interval_s: float
+    in_final_round: bool
+
+    def run(self) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class StateTasks:
+    """Runs tasks on their intervals on one thread until ``stop``; ``final_round`` runs each once.
+
+    With several processes per flow only one runs the tasks: ``is_leader`` says whether this
+    process leads now (the flow decides: the owner of the first selected partition). A process
+    that led last keeps the final round.
+    """
+
+    def __init__(self, ctx: TaskContext, tasks: list[StateTask], is_leader: Callable[[], bool] = lambda: True) -> None:
+        self.ctx = ctx
+        self.tasks = tasks
+        self._is_leader = is_leader
+        self.leading = False
+        self.errors: dict[str, str] = {}
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        if self.tasks:
+            self._thread = threading.Thread(target=self._loop, name=f"state-{self.ctx.flow.name}", daemon=True)
+            self._thread.start()
+
+    def _loop(self) -> None:
+        due = {task.name: 0.0 for task in self.tasks}
+        while not self._stop.is_set():
+            now = time.monotonic()
+            self.leading = self._is_leader()
+            if not self.leading:
+                self._stop.wait(0.5)
+                continue
+            for task in self.tasks:
+                if now >= due[task.name]:
+                    self._run(task)
+                    due[task.name] = time.monotonic() + task.interval_s
+            self.ctx.state.producer.poll(0)
+            self._stop.wait(max(0.01, min(due.values()) - time.monotonic()))
+
+    def _run(self, task: StateTask) -> None:
+        try:
+            task.run()
+            self.errors.pop(task.name, None)
+        except Exception as exc:  # noqa: BLE001 (logged and retried: the copy loop must go on)
+            self.errors[task.name] = f"{type(exc).__name__}: {exc}"
+            _log.warning("flow %s: %s failed, retrying later: %s", self.ctx.flow.name, task.name, exc)
+
+    def stop(self, *, final_round: bool = False, force: bool = False) -> None:
+        """Stop the thread; ``final_round`` runs each task once more if this process leads (or ``force``)."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        if final_round and (force or self.leading or self._is_leader()):
+            for task in self.tasks:
+                if task.in_final_round:
+                    self._run(task)
+        self.ctx.state.producer.flush(30)
+        for task in self.tasks:
+            task.close()
+        self.ctx.view.close()
+
+
+def task_producer(target_conf: dict[str, Any], client_id: str) -> Producer:
+    return Producer({**target_conf, "enable.idempotence": True, "client.id": client_id, "logger": RDKAFKA_LOG})

@@ -1,0 +1,165 @@
+"""Heartbeats: emitted at a flow's source every second, observed wherever they arrive.
+
+A flow ``S->T`` writes a ``Heartbeat`` (origin S) to S's heartbeats topic; every flow replicates
+heartbeats topics whatever its topic filter says (as MM2 does), so the heartbeat travels every
+path out of S. Each flow also reads the heartbeats that arrived on its target *through it*, and
+emits a ``Heartbeat`` event with the full hop path (origin first, the target last) and the time it
+was read: latency per path, and by subtraction per hop; ``replication_hops`` and
+``upstream_clusters`` come from these events.
+
+The hop path comes from the topic name under a policy that tracks sources (``A.heartbeats`` on B
+is A->B; ``B.A.heartbeats`` on C is A->B->C) and from the provenance header under identity.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from typing import Any
+
+from confluent_kafka import Consumer, Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from replicator.client.policy import ReplicationPolicy
+from replicator.client.provenance import Provenance
+from replicator.errors import EventDecodeError
+from replicator.events import Heartbeat, decode, encode
+from replicator.events.model import now_ms
+from replicator.kafka.settings import RDKAFKA_LOG
+from replicator.tasks.base import TaskContext
+
+__all__ = ["HeartbeatEmitter", "HeartbeatObserver", "hop_path"]
+
+_log = logging.getLogger(__name__)
+
+
+def hop_path(
+    policy: ReplicationPolicy,
+    topic: str,
+    headers: list[tuple[str, bytes | None]] | None,
+    here: str,
+) -> tuple[str, ...] | None:
+    """The clusters a heartbeat read from ``topic`` on cluster ``here`` went through, origin first.
+
+    None for a heartbeat written on ``here`` itself (not replicated).
+    """
+    hops = Provenance.hops(headers) or policy.source_chain(topic)
+    return (*hops, here) if hops else None
+
+
+class HeartbeatEmitter:
+    """Writes one heartbeat per interval to the source cluster's heartbeats topic (created if missing)."""
+
+    name = "heartbeat-emitter"
+    in_final_round = False  # a heartbeat after the copy loop stopped would only look like lag
+
+    def __init__(self, ctx: TaskContext, source_conf: dict[str, Any]) -> None:
+        self._ctx = ctx
+        self.interval_s = ctx.flow.emit_heartbeats_interval_seconds
+        self._topic = ctx.config.heartbeats_topic
+        self._producer = Producer(
+            {**source_conf, "client.id": f"{ctx.replicator_id}-{ctx.flow.name}-heartbeats", "logger": RDKAFKA_LOG}
+        )
+        self._admin = AdminClient(source_conf)
+        self._created = False
+
+    def run(self) -> None:
+        if not self._created:
+            futures = self._admin.create_topics([NewTopic(self._topic, num_partitions=1, replication_factor=-1)])
+            for future in futures.values():
+                try:
+                    future.result(timeout=30)
+                except Exception as exc:  # noqa: BLE001 (already exists is fine; anything else shows on produce)
+                    _log.debug("heartbeats topic: %s", exc)
+            self._created = True
+        flow = self._ctx.flow
+        beat = Heartbeat(
+            flow=flow.name,
+            replicator_id=self._ctx.replicator_id,
+            origin_cluster=flow.source,
+            hop_path=(flow.source,),
+            origin_timestamp_ms=now_ms(),
+        )
+        self._producer.produce(self._topic, encode(beat), flow.name.encode(), timestamp=beat.origin_timestamp_ms)
+        self._producer.poll(0)
+
+    def close(self) -> None:
+        self._producer.flush(10)
+
+
+class HeartbeatObserver:
+    """Reads the heartbeats that reached the target through this flow and emits them with their path."""
+
+    name = "heartbeat-observer"
+    in_final_round = False
+
+    def __init__(self, ctx: TaskContext, target_conf: dict[str, Any], policy: ReplicationPolicy) -> None:
+        self._ctx = ctx
+        self._policy = policy
+        self.interval_s = 0.1  # read promptly: the time read is the arrival time of the latency
+        self._admin = AdminClient(target_conf)
+        self._consumer = Consumer(
+            {
+                **target_conf,
+                "group.id": f"mirrorlake.heartbeats.{ctx.flow.name}.{uuid.uuid4()}",
+                "auto.offset.reset": "latest",  # heartbeats from before this process started are history
+                "enable.auto.commit": False,
+                "client.id": f"{ctx.replicator_id}-{ctx.flow.name}-heartbeat-observer",
+                "logger": RDKAFKA_LOG,
+            }
+        )
+        self._topics: set[str] = set()
+        self._next_refresh = 0.0
+
+    def _ours(self, topic: str) -> bool:
+        """A heartbeats topic on the target that this flow writes to."""
+        if self._policy.original_topic(topic) != self._ctx.config.heartbeats_topic:
+            return False
+        if self._policy.can_track_source():
+            return self._policy.topic_source(topic) == self._ctx.flow.source
+        return True  # identity: one topic; the provenance header says which flow brought each record
+
+    def _refresh_topics(self) -> None:
+        """Follow new heartbeats topics on the flow's topic-refresh interval, not at every read."""
+        if time.monotonic() < self._next_refresh:
+            return
+        self._next_refresh = time.monotonic() + self._ctx.flow.refresh_topics_interval_seconds
+        topics = {t for t in self._admin.list_topics(timeout=10).topics if self._ours(t)}
+        if topics != self._topics:
+            self._topics = topics
+            if topics:
+                self._consumer.subscribe(sorted(topics))
+
+    def run(self) -> None:
+        self._refresh_topics()
+        if not self._topics:
+            return
+        flow = self._ctx.flow
+        for msg in self._consumer.consume(1000, timeout=0):  # librdkafka prefetches meanwhile
+            if msg.error() is not None:
+                continue
+            topic: str = msg.topic()  # type: ignore[assignment]
+            path = hop_path(self._policy, topic, msg.headers(), flow.target)  # type: ignore[arg-type]
+            if path is None or len(path) < 2 or path[-2] != flow.source:
+                continue  # written here, or it arrived through another flow
+            try:
+                beat = decode(msg.value())  # type: ignore[arg-type]
+            except EventDecodeError:
+                continue  # an MM2 heartbeat (struct-encoded) or someone else's record: not ours to judge
+            if not isinstance(beat, Heartbeat):
+                continue
+            self._ctx.emit(
+                Heartbeat(
+                    flow=flow.name,
+                    replicator_id=self._ctx.replicator_id,
+                    origin_cluster=beat.origin_cluster,
+                    hop_path=path,
+                    origin_timestamp_ms=beat.origin_timestamp_ms,
+                    received_at_ms=now_ms(),
+                    topic=topic,
+                ),
+            )
+
+    def close(self) -> None:
+        self._consumer.close()

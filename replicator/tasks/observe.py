@@ -1,0 +1,65 @@
+"""Observing a flow without copying: its state tasks run once, on whatever is on both clusters.
+
+Useful when the replicator is stopped (what did it leave behind?), after an incident (has the
+target diverged?), or for a pair replicated by someone else (MirrorMaker 2): watermarks, config
+snapshots, audit windows and checkpoints are emitted to the target's state topic exactly as a
+running flow would emit them, from the flow's topic selection and the mapping already in the log.
+Remote topics are named by the replication policy; nothing is created, nothing is written to the
+data topics, no group offsets are changed (group sync is left to a running flow).
+"""
+
+from __future__ import annotations
+
+import logging
+from functools import partial
+
+from confluent_kafka.admin import AdminClient
+
+from replicator.client.policy import policy_from_config
+from replicator.config import MirrorlakeConfig
+from replicator.flow.runtime import default_replicator_id
+from replicator.kafka.admin import partition_counts
+from replicator.kafka.connectivity import wait_for_cluster
+from replicator.metadata.filters import RegexTopicFilter
+from replicator.metadata.topics import TopicSelector
+from replicator.tasks.flow_tasks import flow_state_tasks
+
+__all__ = ["observe_once"]
+
+_log = logging.getLogger(__name__)
+
+
+def observe_once(config: MirrorlakeConfig, flows: list[str] | None = None) -> dict[str, dict[str, str]]:
+    """Run every state task of each flow once; returns each flow's task errors (empty: all ran)."""
+    policy = policy_from_config(config.replication_policy)
+    selected = [config.flow(name) for name in flows] if flows else list(config.enabled_flows())
+    replicator_id = config.replicator_id or default_replicator_id()
+    errors: dict[str, dict[str, str]] = {}
+    for flow in selected:
+        for alias in (flow.source, flow.target):
+            wait_for_cluster(alias, config.cluster(alias).client_config(), timeout_s=config.connect_timeout_seconds)
+        flow = flow.model_copy(update={"sync_group_offsets": False})
+        selector = TopicSelector(
+            policy,
+            RegexTopicFilter.for_flow(flow),
+            source=flow.source,
+            target=flow.target,
+            own_topics=(config.state_topic, config.positions_topic),
+        )
+        source_admin = AdminClient(config.cluster(flow.source).client_config())
+        remote = selector.select(partition_counts(source_admin))
+        tasks = flow_state_tasks(
+            config,
+            flow,
+            replicator_id=replicator_id,
+            policy=policy,
+            remote_topics=partial(dict, remote),
+            assigned=lambda: [],
+            continuous=False,
+        )
+        tasks.stop(final_round=True, force=True)
+        errors[flow.name] = dict(tasks.errors)
+        _log.info(
+            "flow %s observed: %d topics%s", flow.name, len(remote), f", errors: {tasks.errors}" if tasks.errors else ""
+        )
+    return errors
