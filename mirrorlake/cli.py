@@ -38,6 +38,28 @@ def _config_option(func: F) -> F:
     )(func)
 
 
+def _config_argument_or_option(func: F) -> F:
+    """``--config PATH`` like every command, and the positional CONFIG these commands always took."""
+
+    func = click.argument(
+        "positional_config", metavar="[CONFIG]", required=False, type=click.Path(dir_okay=False, path_type=Path)
+    )(func)
+    return click.option(
+        "--config",
+        "-c",
+        "option_config",
+        default=None,
+        type=click.Path(dir_okay=False, path_type=Path),
+        help=f"configuration file (YAML or MM2 .properties)  [default: {DEFAULT_CONFIG}]",
+    )(func)
+
+
+def _pick_config(positional: Path | None, option: Path | None) -> Path:
+    if positional is not None and option is not None and positional != option:
+        raise click.UsageError(f"two configuration files given: {positional} and --config {option}; give one")
+    return positional or option or Path(DEFAULT_CONFIG)
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("-v", "--verbose", count=True, help="more logging (-vv for debug)")
 def cli(verbose: int) -> None:
@@ -93,15 +115,21 @@ def clusters_status(config_path: Path) -> None:
 
 # -- replication ------------------------------------------------------------------------------
 @cli.command()
-@click.argument("config_path", type=click.Path(dir_okay=False, path_type=Path))
+@_config_argument_or_option
 @click.option("--flow", "flows", multiple=True, help="run only this flow (A->B); repeatable")
 @click.option("--clusters", "targets", multiple=True, help="run only the flows that target this cluster")
 @click.option("--until-caught-up", is_flag=True, help="stop once every flow has copied all it can see")
 @click.option("--status-port", type=int, default=None, help="serve /metrics and /health here (default: config)")
 def replicate(
-    config_path: Path, flows: tuple[str, ...], targets: tuple[str, ...], until_caught_up: bool, status_port: int | None
+    positional_config: Path | None,
+    option_config: Path | None,
+    flows: tuple[str, ...],
+    targets: tuple[str, ...],
+    until_caught_up: bool,
+    status_port: int | None,
 ) -> None:
     """Run the enabled flows of CONFIG until SIGTERM/SIGINT (then drain and commit)."""
+    config_path = _pick_config(positional_config, option_config)
     from replicator.flow.runtime import Replicator
 
     replicator = Replicator(
@@ -153,10 +181,11 @@ def translate(config_path: Path, flow: str, group: str, fmt: str) -> None:
 
 
 @cli.command()
-@click.argument("config_path", type=click.Path(dir_okay=False, path_type=Path))
+@_config_argument_or_option
 @click.option("--flow", "flows", multiple=True, help="observe only this flow (A->B); repeatable")
-def observe(config_path: Path, flows: tuple[str, ...]) -> None:
+def observe(positional_config: Path | None, option_config: Path | None, flows: tuple[str, ...]) -> None:
     """Emit each flow's watermarks, config snapshots, audits and checkpoints once, copying nothing."""
+    config_path = _pick_config(positional_config, option_config)
     from replicator.tasks.observe import observe_once
 
     for flow, errors in observe_once(load_config(config_path), list(flows) or None).items():
@@ -166,11 +195,14 @@ def observe(config_path: Path, flows: tuple[str, ...]) -> None:
 
 
 @cli.command("import-mm2")
-@click.argument("config_path", type=click.Path(dir_okay=False, path_type=Path))
+@_config_argument_or_option
 @click.option("--flow", "flows", multiple=True, help="import only this flow (A->B); repeatable")
 @click.option("--follow", is_flag=True, help="keep importing until SIGTERM/SIGINT (default: stop when caught up)")
-def import_mm2(config_path: Path, flows: tuple[str, ...], follow: bool) -> None:
+def import_mm2(
+    positional_config: Path | None, option_config: Path | None, flows: tuple[str, ...], follow: bool
+) -> None:
     """Republish MirrorMaker 2's offset syncs, checkpoints and heartbeats as mirrorlake events."""
+    config_path = _pick_config(positional_config, option_config)
     import threading
 
     from replicator.mm2.importer import import_mm2 as run_import
@@ -295,34 +327,10 @@ def dashboard(config_path: Path, port: int) -> None:
 @click.option("--records", default=20_000, show_default=True, help="plain records to produce to A.orders")
 def demo(config_path: Path, records: int) -> None:
     """Local clusters, sample traffic, replication A->B, lakehouse build, and a summary."""
-    from mirrorlake.demo import run_demo
+    from mirrorlake.demo import render_summary, run_demo
 
     config = load_config(config_path)
-    s = run_demo(config, records=records)
-    click.echo("")
-    click.echo(f"mirrorlake demo: flow {s.flow}, topic orders -> {s.flow.split('->')[1]}")
-    click.echo(
-        f"  produced      {s.traffic.plain_records} records + {s.traffic.committed_records} in committed and "
-        f"{s.traffic.aborted_records} in aborted transactions"
-    )
-    click.echo(f"  replicated    {s.replicated_records} records this run")
-    click.echo(
-        f"  lakehouse     {s.build.bronze_rows} state events in bronze, {s.build.offset_syncs} offset syncs, "
-        f"{s.build.mapping_segments} mapping segments ({s.build.quarantined} quarantined)"
-    )
-    click.echo("  segments/partition " + ", ".join(f"p{p}: {n}" for p, n in s.segments_per_partition))
-    click.echo(
-        f"  translation   {s.flow} orders[{s.sample_partition}] offset {s.sample_upstream} -> "
-        f"{s.sample_downstream} on the target"
-    )
-    resumes = ", ".join(f"{t}[{p}] {src} -> {dst}" for t, p, src, dst in s.group_offsets)
-    click.echo(f"  group demo-app (committed on the source) resumes on the target at: {resumes}")
-    click.echo(f"  lakehouse at  {config.lakehouse.path.resolve()}")
-    click.echo("")
-    click.echo("Next: .venv/bin/mirrorlake dashboard   (http://127.0.0.1:8501)")
-    click.echo('      .venv/bin/mirrorlake sql "SELECT * FROM offset_mapping ORDER BY partition, downstream_start"')
-    click.echo(f"      .venv/bin/mirrorlake translate --flow '{s.flow}' --group demo-app")
-    click.echo("      .venv/bin/mirrorlake clusters down   (the clusters keep running until then)")
+    click.echo(render_summary(run_demo(config, records=records), config))
 
 
 def main() -> None:

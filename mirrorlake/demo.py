@@ -21,7 +21,7 @@ from replicator.config import MirrorlakeConfig
 from replicator.errors import ConfigError
 from replicator.flow.runtime import Replicator
 
-__all__ = ["DemoSummary", "run_demo", "DEMO_TOPIC", "DEMO_GROUP"]
+__all__ = ["DemoSummary", "run_demo", "render_summary", "DEMO_TOPIC", "DEMO_GROUP"]
 
 _log = logging.getLogger(__name__)
 
@@ -103,3 +103,28 @@ def run_demo(config: MirrorlakeConfig, *, records: int = 20_000, partitions: int
         segments_per_partition=[(int(p), int(n)) for p, n in per_partition],
         group_offsets=[(t, p, c.upstream_offset, c.downstream_offset) for (t, p), c in sorted(checkpoints.items())],
     )
+
+
+def render_summary(s: DemoSummary, config: MirrorlakeConfig) -> str:
+    """What the demo prints at the end: what happened, and the commands to try next."""
+    resumes = ", ".join(f"{t}[{p}] {src} -> {dst}" for t, p, src, dst in s.group_offsets)
+    lines = [
+        "",
+        f"mirrorlake demo: flow {s.flow}, topic {DEMO_TOPIC} -> {s.flow.split('->')[1]}",
+        f"  produced      {s.traffic.plain_records} records + {s.traffic.committed_records} in committed and "
+        f"{s.traffic.aborted_records} in aborted transactions",
+        f"  replicated    {s.replicated_records} records this run",
+        f"  lakehouse     {s.build.bronze_rows} state events in bronze, {s.build.offset_syncs} offset syncs, "
+        f"{s.build.mapping_segments} mapping segments ({s.build.quarantined} quarantined)",
+        "  segments/partition " + ", ".join(f"p{p}: {n}" for p, n in s.segments_per_partition),
+        f"  translation   {s.flow} {DEMO_TOPIC}[{s.sample_partition}] offset {s.sample_upstream} -> "
+        f"{s.sample_downstream} on the target",
+        f"  group {DEMO_GROUP} (committed on the source) resumes on the target at: {resumes}",
+        f"  lakehouse at  {config.lakehouse.path.resolve()}",
+        "",
+        "Next: .venv/bin/mirrorlake dashboard   (http://127.0.0.1:8501)",
+        '      .venv/bin/mirrorlake sql "SELECT * FROM offset_mapping ORDER BY partition, downstream_start"',
+        f"      .venv/bin/mirrorlake translate --flow '{s.flow}' --group {DEMO_GROUP}",
+        "      .venv/bin/mirrorlake clusters down   (the clusters keep running until then)",
+    ]
+    return "\n".join(lines)

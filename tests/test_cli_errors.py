@@ -123,3 +123,12 @@ def test_help_lists_every_subcommand():
     assert result.returncode == 0
     for command in ("clusters", "replicate", "lakehouse", "sql", "dashboard", "demo"):
         assert command in result.stdout
+
+
+@pytest.mark.parametrize("command", ["replicate", "observe", "import-mm2"])
+def test_config_by_option_or_position_and_never_two(tmp_path: Path, command: str):
+    path = write(tmp_path, GOOD_CLUSTERS + "flowz: []\n")
+    assert_user_error(run_cli(command, "--config", str(path)), ConfigError.exit_code, str(path), "flowz")
+    assert_user_error(run_cli(command, str(path)), ConfigError.exit_code, str(path), "flowz")
+    other = write(tmp_path, GOOD_CLUSTERS, name="other.yaml")
+    assert_user_error(run_cli(command, str(path), "--config", str(other)), 2, "two configuration files given")
