@@ -18,6 +18,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from replicator.events import SchemaRegistry, registry
+from replicator.events.codec import HEADER_LEN, MAGIC
 
 __all__ = [
     "avro_to_spark",
@@ -85,9 +86,12 @@ def event_spark_schema(event_type: str, reg: SchemaRegistry | None = None) -> T.
 def classify(raw: DataFrame, reg: SchemaRegistry | None = None) -> DataFrame:
     """Add ``event_type``: the type whose schema fingerprint the record's header carries."""
     reg = reg or registry()
-    header_fp = F.hex(F.substring(F.col("value"), 3, 8))
+    marker = len(MAGIC)
+    header_fp = F.hex(F.substring(F.col("value"), marker + 1, HEADER_LEN - marker))
     expr: Column = F.lit(UNKNOWN_TYPE)
-    is_event = (F.length("value") >= 10) & (F.hex(F.substring(F.col("value"), 1, 2)) == F.lit("C301"))
+    is_event = (F.length("value") >= HEADER_LEN) & (
+        F.hex(F.substring(F.col("value"), 1, marker)) == F.lit(MAGIC.hex().upper())
+    )
     for event_type in reg.event_types():
         fps = [v.fingerprint.hex().upper() for v in reg.versions(event_type)]
         expr = F.when(is_event & header_fp.isin(fps), F.lit(event_type)).otherwise(expr)

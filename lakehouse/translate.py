@@ -13,6 +13,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from lakehouse.offset_mapping import MAPPING_KEY
+from replicator.client.mapping import TranslationMethod
 
 __all__ = ["translate_offsets"]
 
@@ -44,9 +45,9 @@ def translate_offsets(
         F.min_by(F.when(after, F.col("_ds")), F.when(after, F.struct("_us", -F.col("_ds")))).alias("_after"),
     )
     method = (
-        F.when(F.col("_covering").isNotNull(), F.lit("exact"))
-        .when(F.col("_before").isNotNull(), F.lit("after_last_copy"))
-        .when(F.col("_after").isNotNull(), F.lit("before_first_copy"))
+        F.when(F.col("_covering").isNotNull(), F.lit(TranslationMethod.EXACT.value))
+        .when(F.col("_before").isNotNull(), F.lit(TranslationMethod.AFTER_LAST_COPY.value))
+        .when(F.col("_after").isNotNull(), F.lit(TranslationMethod.BEFORE_FIRST_COPY.value))
     )
     result = found.select(
         *id_cols,

@@ -19,8 +19,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from enum import StrEnum
 
-__all__ = ["Segment", "Point", "points_from_sync", "build_segments", "translate", "Translation"]
+__all__ = ["Segment", "Point", "points_from_sync", "build_segments", "translate", "Translation", "TranslationMethod"]
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -91,6 +92,22 @@ def build_segments(points: Iterable[Point]) -> list[Segment]:
     return segments
 
 
+class TranslationMethod(StrEnum):
+    """How a translated offset was found; the same words in events, Spark and DuckDB.
+
+    A checkpoint translated backwards (a topic that came *from* the target) carries ``reverse_``
+    before the method; one imported from MirrorMaker 2 carries ``mm2`` (its lossy translation).
+    """
+
+    EXACT = "exact"
+    AFTER_LAST_COPY = "after_last_copy"
+    BEFORE_FIRST_COPY = "before_first_copy"
+    MM2 = "mm2"
+
+    def reversed(self) -> str:
+        return f"reverse_{self.value}"
+
+
 @dataclass(frozen=True, slots=True)
 class Translation:
     """Where a consumer that committed ``upstream`` on the source resumes on the target.
@@ -102,7 +119,7 @@ class Translation:
 
     upstream: int
     downstream: int
-    method: str
+    method: str  # a TranslationMethod, or its reversed() form
 
 
 def translate(segments: list[Segment], upstream: int) -> Translation | None:
@@ -110,13 +127,13 @@ def translate(segments: list[Segment], upstream: int) -> Translation | None:
     covering = [s for s in segments if s.covers(upstream)]
     if covering:
         seg = max(covering, key=lambda s: s.downstream_start)
-        return Translation(upstream, upstream + seg.delta, "exact")
+        return Translation(upstream, upstream + seg.delta, TranslationMethod.EXACT)
     before = [s for s in segments if s.upstream_end < upstream]
     if before:
         seg = max(before, key=lambda s: (s.upstream_end, s.downstream_end))
-        return Translation(upstream, seg.downstream_end + 1, "after_last_copy")
+        return Translation(upstream, seg.downstream_end + 1, TranslationMethod.AFTER_LAST_COPY)
     after = [s for s in segments if s.upstream_start > upstream]
     if after:
         seg = min(after, key=lambda s: (s.upstream_start, -s.downstream_start))
-        return Translation(upstream, seg.downstream_start, "before_first_copy")
+        return Translation(upstream, seg.downstream_start, TranslationMethod.BEFORE_FIRST_COPY)
     return None

@@ -10,7 +10,15 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from replicator.client.mapping import Point, Segment, Translation, build_segments, points_from_sync, translate
+from replicator.client.mapping import (
+    Point,
+    Segment,
+    Translation,
+    TranslationMethod,
+    build_segments,
+    points_from_sync,
+    translate,
+)
 from replicator.events import Event, OffsetSync
 
 __all__ = ["MappingIndex", "PartitionKey"]
@@ -80,11 +88,11 @@ class MappingIndex:
         holding = [s for s in segs if s.downstream_start <= downstream <= s.downstream_end]
         if holding:
             seg = holding[0]
-            return Translation(downstream - seg.delta, downstream, "exact")
+            return Translation(downstream - seg.delta, downstream, TranslationMethod.EXACT)
         before = [s for s in segs if s.downstream_end < downstream]
         if before:
             seg = max(before, key=lambda s: s.downstream_end)
-            return Translation(seg.upstream_end + 1, downstream, "after_last_copy")
+            return Translation(seg.upstream_end + 1, downstream, TranslationMethod.AFTER_LAST_COPY)
         if segs:
-            return Translation(min(s.upstream_start for s in segs), downstream, "before_first_copy")
+            return Translation(min(s.upstream_start for s in segs), downstream, TranslationMethod.BEFORE_FIRST_COPY)
         return None

@@ -21,13 +21,12 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, TopicPar
 
 from replicator.errors import EventDecodeError, ReplicationError
 from replicator.events import EVENT_TYPES, Event, registry
-from replicator.events.codec import MAGIC, decode_record
+from replicator.events.codec import decode_record, header_fingerprint
 from replicator.kafka.settings import reader_config
 
 __all__ = ["BadEvent", "StateRead", "StateLogFollower", "read_state_log"]
 
 _log = logging.getLogger(__name__)
-_FP = slice(len(MAGIC), len(MAGIC) + 8)
 
 
 @dataclass(frozen=True)
@@ -122,7 +121,7 @@ class StateLogFollower:
                 self._positions[tp.partition] = max(self._positions.get(tp.partition, 0), tp.offset)
 
     def _take(self, value: bytes | None, partition: int, offset: int, out: StateRead) -> None:
-        fp = bytes(value[_FP]) if value is not None and value[:2] == MAGIC else b""
+        fp = header_fingerprint(value) or b""
         if fp in self._known_fps and fp not in self._wanted_fps:
             return
         try:

@@ -26,7 +26,16 @@ from fastavro.schema import fingerprint, parse_schema, to_parsing_canonical_form
 from replicator.errors import EventDecodeError
 from replicator.events.model import EVENT_TYPES, Event
 
-__all__ = ["SchemaVersion", "SchemaRegistry", "registry", "encode", "decode", "MAGIC"]
+__all__ = [
+    "SchemaVersion",
+    "SchemaRegistry",
+    "registry",
+    "encode",
+    "decode",
+    "header_fingerprint",
+    "MAGIC",
+    "HEADER_LEN",
+]
 
 MAGIC = b"\xc3\x01"
 # What fastavro raises for a truncated or corrupt body.
@@ -39,7 +48,18 @@ _CORRUPT_BODY = (
     UnicodeDecodeError,
     SchemaResolutionError,
 )
-_HEADER_LEN = len(MAGIC) + 8
+HEADER_LEN = len(MAGIC) + 8  # marker + 8-byte fingerprint; the Avro body follows
+
+
+def header_fingerprint(data: bytes | None) -> bytes | None:
+    """The schema fingerprint of a single-object encoded record, or None if it is not one.
+
+    The one place that knows the header's layout (Spark's ``ingest.decode.classify`` takes
+    ``MAGIC`` and ``HEADER_LEN`` from here).
+    """
+    if data is None or len(data) < HEADER_LEN or data[:2] != MAGIC:
+        return None
+    return bytes(data[len(MAGIC) : HEADER_LEN])
 
 
 @dataclass(frozen=True)
@@ -121,21 +141,22 @@ def decode_record(data: bytes, reg: SchemaRegistry | None = None) -> tuple[Schem
     fingerprint (an event from a newer mirrorlake, or not ours), or a body that does not parse.
     """
     reg = reg or registry()
-    if data is None or len(data) < _HEADER_LEN or data[:2] != MAGIC:
+    fp = header_fingerprint(data)
+    if fp is None:
         head = (data or b"")[:2].hex() or "empty"
         raise EventDecodeError(f"not an Avro single-object encoded event (starts with {head})")
-    writer = reg.by_fingerprint(bytes(data[2:_HEADER_LEN]))
+    writer = reg.by_fingerprint(fp)
     if writer is None:
-        raise EventDecodeError(f"unknown schema fingerprint {bytes(data[2:_HEADER_LEN]).hex()}")
+        raise EventDecodeError(f"unknown schema fingerprint {fp.hex()}")
     reader = reg.latest(writer.event_type)
-    body = io.BytesIO(data[_HEADER_LEN:])
+    body = io.BytesIO(data[HEADER_LEN:])
     try:
         record = fastavro.schemaless_reader(body, writer.parsed, reader.parsed if reader is not writer else None)
     except _CORRUPT_BODY as exc:
         raise EventDecodeError(
             f"{writer.event_type} v{writer.version}: body does not decode: {type(exc).__name__}: {exc}"
         ) from exc
-    if body.tell() != len(data) - _HEADER_LEN:
+    if body.tell() != len(data) - HEADER_LEN:
         raise EventDecodeError(f"{writer.event_type} v{writer.version}: trailing bytes after the body")
     if not isinstance(record, dict):
         raise EventDecodeError(f"{writer.event_type} v{writer.version}: body is not a record")

@@ -37,9 +37,10 @@ import uuid
 from dataclasses import dataclass
 from typing import Literal
 
+from replicator.client.mapping import TranslationMethod
 from replicator.client.policy import ReplicationPolicy
 from replicator.events import Checkpoint, Event, Heartbeat, OffsetSync
-from replicator.events.codec import MAGIC
+from replicator.events.codec import header_fingerprint
 from replicator.mm2.records import decode_checkpoint, decode_heartbeat, decode_offset_sync
 
 __all__ = ["Mm2Record", "Mm2EventMapper", "Mm2Kind", "REPLICATOR_ID", "mm2_event_id", "mm2_hop_path"]
@@ -155,11 +156,11 @@ class Mm2EventMapper:
                 partition=cp.partition,
                 upstream_offset=cp.upstream_offset,
                 downstream_offset=cp.downstream_offset,
-                method="mm2",
+                method=TranslationMethod.MM2,
                 error_bound=None,
                 metadata=cp.metadata,
             )
-        if record.value is not None and record.value[:2] == MAGIC:
+        if header_fingerprint(record.value) is not None:
             return None  # a mirrorlake heartbeat in the same topic: the replicator reports those itself
         beat = decode_heartbeat(record.key, record.value)
         path = mm2_hop_path(self._policy, record.topic, beat.source_alias, beat.target_alias, self.target)

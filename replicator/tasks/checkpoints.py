@@ -24,7 +24,7 @@ from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
 from replicator.client.group_offsets import GroupOffset, committed_offsets
-from replicator.client.mapping import Translation
+from replicator.client.mapping import Translation, TranslationMethod
 from replicator.client.policy import ReplicationPolicy
 from replicator.events import Checkpoint
 from replicator.kafka.settings import consumer_group_id
@@ -107,7 +107,9 @@ class CheckpointTask:
             reverse = f"{flow.target}->{flow.source}"
             back = index.reverse(reverse, target_topic, offset.partition, offset.offset)
             translation = (
-                None if back is None else Translation(back.downstream, back.upstream, f"reverse_{back.method}")
+                None
+                if back is None
+                else Translation(back.downstream, back.upstream, TranslationMethod(back.method).reversed())
             )
         else:
             translation = index.translate(flow.name, offset.topic, offset.partition, offset.offset)
