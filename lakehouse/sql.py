@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -32,6 +32,7 @@ __all__ = [
     "is_delta_table",
     "parse_as_of",
     "format_result",
+    "install_macros",
 ]
 
 _log = logging.getLogger(__name__)
@@ -78,6 +79,14 @@ _MACROS = (
     (("rpo",), _RPO_MACROS),
     (("rpo_groups",), _FAILOVER_MACROS),
 )
+
+
+def install_macros(con: duckdb.DuckDBPyConnection, views: Collection[str]) -> None:
+    """Create every named macro whose tables exist among ``views`` (also on a bare connection, as
+    the engine-equality tests do with an in-memory ``offset_mapping``)."""
+    for needs, macro in _MACROS:
+        if all(v in views for v in needs):
+            con.execute(macro)
 
 
 class SQLError(MirrorlakeError):
@@ -208,9 +217,7 @@ class LakehouseSQL:
             self.views.append(view)
         if as_of is not None and not self.views:
             raise AsOfError(f"no table of {self.paths.root} existed at --as-of {as_of}")
-        for needs, macro in _MACROS:
-            if all(v in self.views for v in needs):
-                self.con.execute(macro)
+        install_macros(self.con, self.views)
 
     @contextmanager
     def _sql_errors(self) -> Iterator[None]:

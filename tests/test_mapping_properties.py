@@ -17,14 +17,19 @@ from replicator.flow.offset_sync import OffsetSyncTracker
 from tests.groundtruth import expected_translation
 
 
-def _points(sp):
-    return points_from_sync(
-        sp.upstream_offset,
-        sp.downstream_offset,
-        sp.reason,
-        sp.previous_upstream_offset,
-        sp.previous_downstream_offset,
-    )
+def points_of(syncs) -> list[Point]:
+    """The copied-record points of offset syncs (``SyncPoint`` or ``OffsetSync``: same fields)."""
+    return [
+        pt
+        for sp in syncs
+        for pt in points_from_sync(
+            sp.upstream_offset,
+            sp.downstream_offset,
+            sp.reason,
+            sp.previous_upstream_offset,
+            sp.previous_downstream_offset,
+        )
+    ]
 
 
 @st.composite
@@ -37,13 +42,13 @@ def replication_runs(draw):
         u += 1
     lag_max = draw(st.integers(1, 20))
     copies: list[tuple[int, int]] = []
-    points: list[Point] = []
+    syncs: list = []  # the durable offset syncs, as published
     d, pos = draw(st.integers(0, 5)), 0
     while pos < len(records):
         crash = draw(st.booleans())
         stop = draw(st.integers(pos + 1, len(records))) if crash else len(records)
         tracker = OffsetSyncTracker(lag_max)
-        pending: list[Point] = []
+        pending: list = []
         commit = pos
         for i in range(pos, stop):
             d += draw(st.integers(0, 2)) if draw(st.integers(0, 9)) == 0 else 0  # foreign records
@@ -51,26 +56,26 @@ def replication_runs(draw):
             sp = tracker.record("t", 0, records[i], d, 0)
             d += 1
             if sp is not None:
-                pending += _points(sp)
+                pending.append(sp)
             if draw(st.integers(0, 4)) == 0:  # a flush: everything pending becomes durable
-                pending += [pt for sp in tracker.flush() for pt in _points(sp)]
-                points += pending
+                pending += tracker.flush()
+                syncs += pending
                 pending = []
                 commit = i + 1
         if crash:
             pos = commit  # the pending syncs are lost with the process
         else:
-            pending += [pt for sp in tracker.flush() for pt in _points(sp)]
-            points += pending
+            pending += tracker.flush()
+            syncs += pending
             pos = stop
-    return records, copies, points
+    return records, copies, syncs
 
 
 @settings(max_examples=400, deadline=None)
 @given(replication_runs())
 def test_translation_is_exact_for_every_offset(run):
-    records, copies, points = run
-    segments = build_segments(points)
+    records, copies, syncs = run
+    segments = build_segments(points_of(syncs))
     for c in range(0, records[-1] + 3):
         got = translate(segments, c)
         assert (got.downstream if got else None) == expected_translation(copies, c), c
@@ -79,8 +84,8 @@ def test_translation_is_exact_for_every_offset(run):
 @settings(max_examples=200, deadline=None)
 @given(replication_runs())
 def test_one_row_per_change_of_delta_not_per_record(run):
-    records, copies, points = run
-    segments = build_segments(points)
+    records, copies, syncs = run
+    segments = build_segments(points_of(syncs))
     # A segment is a contiguous run of one delta: never more rows than runs in the real copies.
     runs = 1 + sum(1 for (u0, d0), (u1, d1) in zip(copies, copies[1:], strict=False) if (u1 - u0, d1 - d0) != (1, 1))
     assert len(segments) <= runs
