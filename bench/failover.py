@@ -1,7 +1,7 @@
 """What a consumer that fails over re-reads and loses, from the records on both sides (ground truth).
 
 ``FailoverCosts`` holds every copy ``(upstream u, downstream d)`` of one partition, matched by
-content (``tests.groundtruth.copies_by_content``). Resuming at target offset ``t`` after committing
+content (``mirrorlake.groundtruth.copies_by_content``). Resuming at target offset ``t`` after committing
 ``c`` on the source re-reads the copies at or after ``t`` of source records before ``c``, and loses
 the replicated source records at or after ``c`` with no copy at or after ``t`` (the brief's
 definitions). ``format_report`` prints one row per group and partition and the summary lines.
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tests.groundtruth import GroundTruth, copies_by_content, read_partition
+from mirrorlake.groundtruth import GroundTruth, copies_by_content, read_partition
 
 __all__ = ["Cost", "FailoverCosts", "GroupRow", "Comparison", "format_report", "read_partition", "copies_by_content"]
 
@@ -35,7 +35,7 @@ class FailoverCosts:
         return Cost(lost, reread)
 
     def exact(self, c: int) -> int | None:
-        """The brief's exact translation (``tests.groundtruth.GroundTruth.translate``)."""
+        """The brief's exact translation (``mirrorlake.groundtruth.GroundTruth.translate``)."""
         return self.truth.translate(c)
 
 

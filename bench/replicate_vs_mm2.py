@@ -49,9 +49,10 @@ from bench.measure import (
 from bench.mm2 import MirrorMaker2, Mm2Settings
 from bench.report import NOISY_PCT, Row, format_table, ratio_lines
 from bench.workload import RecordSpec, create_topic, prefill, raw_consume, raw_produce
-from mirrorlake.localkafka import LocalBroker, default_cache_root, down, require_java, resolve_kafka_jars, up
+from mirrorlake.localkafka import LocalBroker, down, require_java, resolve_kafka_jars, up
 from replicator.client.policy import policy_from_config
 from replicator.config import MirrorlakeConfig, parse_config
+from replicator.config.cache import cache_root
 from replicator.flow.runtime import Replicator
 
 _log = logging.getLogger("bench.replicate_vs_mm2")
@@ -331,7 +332,7 @@ def main(argv: list[str] | None = None) -> int:
     work_dir = args.work_dir or Path(tempfile.mkdtemp(prefix="bench-replicate-vs-mm2-"))
     work_dir.mkdir(parents=True, exist_ok=True)
     clusters = cluster_config(work_dir)
-    lib_dir = resolve_kafka_jars(clusters.local_kafka.version, default_cache_root())
+    lib_dir = resolve_kafka_jars(clusters.local_kafka.version, cache_root())
     rows: list[Row] = []
     load_before = _load()
     try:

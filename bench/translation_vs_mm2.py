@@ -13,7 +13,7 @@ For every group and partition with committed offset ``c``, a consumer failing ov
 * MM2: its latest checkpoint in C's ``A.checkpoints.internal`` (decoded with
   ``replicator.mm2.records``), or the start of the partition when MM2 wrote none.
 
-Ground truth is by content (``tests.groundtruth``): each target record is matched to the source
+Ground truth is by content (``mirrorlake.groundtruth``): each target record is matched to the source
 record with its key. Re-read = copies at or after the resume offset of source records before ``c``;
 lost = replicated source records at or after ``c`` with no copy at or after the resume offset.
 
@@ -41,11 +41,12 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from bench.failover import Comparison, FailoverCosts, GroupRow, copies_by_content, format_report, read_partition
 from bench.mm2 import MirrorMaker2, Mm2Settings, checkpoint_properties
-from mirrorlake.localkafka import default_cache_root, down, require_java, resolve_kafka_jars, up
+from mirrorlake.localkafka import down, require_java, resolve_kafka_jars, up
 from mirrorlake.traffic import ensure_topic, produce_sample_traffic
 from replicator.client.mapping_index import MappingIndex
 from replicator.client.state_reader import read_state_log
 from replicator.config import MirrorlakeConfig, parse_config
+from replicator.config.cache import cache_root
 from replicator.events import Checkpoint
 from replicator.flow.runtime import Replicator
 from replicator.mm2.records import Mm2Checkpoint, Mm2RecordError, decode_checkpoint
@@ -135,7 +136,7 @@ def run_comparison(
 
     mm2 = MirrorMaker2(
         java=require_java(),
-        lib_dir=resolve_kafka_jars(config.local_kafka.version, default_cache_root()),
+        lib_dir=resolve_kafka_jars(config.local_kafka.version, cache_root()),
         work_dir=work_dir / "mm2-translation",
         source=a,
         target=c,

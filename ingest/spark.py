@@ -5,7 +5,7 @@ JVM packages come from Maven Central through Spark's ivy (``spark.jars.packages`
 and delta-spark. The resolved jar list is recorded there, so later sessions pass the jars directly
 (``spark.jars``) and skip ivy: quieter and faster.
 
-Avro decoding is done by fastavro in Arrow batches (``ingest.decode``), which also resolves each
+Avro decoding is done by fastavro in Arrow batches (``lakehouse.decode``), which also resolves each
 writer schema to the newest reader schema by fingerprint; spark-avro is not needed (and its jar
 for this Spark version is not on the reachable Maven Central).
 """
@@ -21,9 +21,10 @@ from importlib.metadata import version
 from pathlib import Path
 
 from replicator.config import SparkConfig
+from replicator.config.cache import cache_root
 from replicator.errors import DependencyResolutionError, ToolMissingError
 
-__all__ = ["spark_session", "spark_packages", "LOCAL_TUNING", "cache_root"]
+__all__ = ["spark_session", "spark_packages", "LOCAL_TUNING"]
 
 _log = logging.getLogger(__name__)
 
@@ -39,10 +40,6 @@ LOCAL_TUNING: dict[str, str] = {
     "spark.sql.execution.arrow.pyspark.enabled": "true",
     "spark.databricks.delta.retentionDurationCheck.enabled": "true",
 }
-
-
-def cache_root() -> Path:
-    return Path(os.environ.get("MIRRORLAKE_CACHE", Path.home() / ".cache" / "mirrorlake"))
 
 
 def spark_packages() -> list[str]:

@@ -22,7 +22,7 @@ from lakehouse.gold_tables import GOLD_TABLES
 from lakehouse.incremental import GoldUpdate, update_gold
 from lakehouse.silver import update_silver
 from replicator.config import MirrorlakeConfig
-from replicator.errors import MirrorlakeError
+from replicator.errors import ExitCode, MirrorlakeError
 
 __all__ = ["BuildReport", "build_lakehouse", "LakehouseBuildError", "run_bronze"]
 
@@ -32,7 +32,7 @@ _log = logging.getLogger(__name__)
 class LakehouseBuildError(MirrorlakeError):
     """A stage of the lakehouse build failed; rerunning resumes from the last checkpoint."""
 
-    exit_code = 10
+    exit_code = ExitCode.LAKEHOUSE_BUILD
 
 
 @dataclass(frozen=True)

@@ -36,7 +36,7 @@ from lakehouse.gold_tables import GOLD_TABLES
 from replicator.config import MirrorlakeConfig
 from replicator.events import registry
 
-__all__ = ["GoldUpdate", "update_gold", "compute_full", "silver_versions", "merge_keys"]
+__all__ = ["GoldUpdate", "update_gold", "silver_versions", "merge_keys"]
 
 _log = logging.getLogger(__name__)
 
@@ -62,13 +62,6 @@ def silver_versions(spark: SparkSession, paths: LakehousePaths) -> dict[str, int
         else:
             out[event_type] = None
     return out
-
-
-def compute_full(
-    spark: SparkSession, paths: LakehousePaths, spec: GoldTable, *, config: MirrorlakeConfig | None = None
-) -> DataFrame:
-    """The table ``spec`` as a full rebuild would write it now (used by the build and by tests)."""
-    return spec.compute(GoldInputs(spark, paths, silver_versions(spark, paths), None, config))
 
 
 def update_gold(

@@ -19,7 +19,7 @@ from pyspark.sql import SparkSession
 
 from ingest.paths import LakehousePaths
 from lakehouse.sql import table_paths
-from replicator.errors import MirrorlakeError
+from replicator.errors import ExitCode, MirrorlakeError
 
 __all__ = ["MaintenanceReport", "maintain", "UnsafeRetentionError", "SAFE_RETENTION_HOURS"]
 
@@ -30,7 +30,7 @@ SAFE_RETENTION_HOURS = 168
 class UnsafeRetentionError(MirrorlakeError):
     """A VACUUM retention below Delta's safe 168 hours was asked for without the explicit override."""
 
-    exit_code = 14
+    exit_code = ExitCode.UNSAFE_RETENTION
 
 
 @dataclass(frozen=True)

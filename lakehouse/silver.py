@@ -17,8 +17,8 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from ingest.decode import LINEAGE_COLUMNS, UNKNOWN_TYPE, classify, decode_events, event_spark_schema
 from ingest.paths import LakehousePaths
+from lakehouse.decode import LINEAGE_COLUMNS, UNKNOWN_TYPE, classify, decode_events, event_spark_schema
 from replicator.events import registry
 
 __all__ = ["update_silver", "QUARANTINE_SCHEMA", "silver_schema"]

@@ -19,8 +19,8 @@ from typing import Literal
 import duckdb
 
 from ingest.paths import LakehousePaths
-from replicator.errors import MirrorlakeError
-from replicator.events import registry
+from lakehouse.catalog import table_paths
+from replicator.errors import ExitCode, MirrorlakeError
 
 __all__ = [
     "LakehouseSQL",
@@ -92,19 +92,19 @@ def install_macros(con: duckdb.DuckDBPyConnection, views: Collection[str]) -> No
 class SQLError(MirrorlakeError):
     """The query did not parse or failed; the message is DuckDB's."""
 
-    exit_code = 11
+    exit_code = ExitCode.SQL
 
 
 class TableNotFoundError(MirrorlakeError):
     """The lakehouse path, or a table in it, is not a Delta table."""
 
-    exit_code = 12
+    exit_code = ExitCode.TABLE_NOT_FOUND
 
 
 class AsOfError(MirrorlakeError):
     """An ``--as-of`` value is neither a table version nor a timestamp, or predates the tables."""
 
-    exit_code = 13
+    exit_code = ExitCode.AS_OF
 
 
 @dataclass(frozen=True)
@@ -114,16 +114,6 @@ class QueryResult:
 
     def to_records(self) -> list[dict]:
         return [dict(zip(self.columns, row, strict=True)) for row in self.rows]
-
-
-def table_paths(paths: LakehousePaths) -> dict[str, Path]:
-    """View name -> Delta table path: bronze, quarantine, every silver event type, every gold table."""
-    from lakehouse.gold_tables import GOLD_TABLES
-
-    out = {"bronze_events": paths.bronze, "quarantine": paths.quarantine}
-    out.update({t: paths.silver(t) for t in registry().event_types()})
-    out.update({spec.name: paths.gold(spec.name) for spec in GOLD_TABLES})
-    return out
 
 
 def parse_as_of(value: str) -> int | datetime:

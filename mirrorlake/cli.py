@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 import click
 
 from replicator.config import load_config
-from replicator.errors import MirrorlakeError
+from replicator.errors import ExitCode, MirrorlakeError
 
 __all__ = ["main", "cli"]
 
@@ -110,7 +110,7 @@ def clusters_status(config_path: Path) -> None:
             state = "answered by another process"
         click.echo(f"{s.alias}: {s.bootstrap} {state}" + (f" (pid {s.pid})" if s.pid else ""))
     if not all(s.running and s.ready for s in rows):
-        sys.exit(1)
+        sys.exit(ExitCode.FAILED)
 
 
 # -- replication ------------------------------------------------------------------------------
@@ -191,7 +191,7 @@ def observe(positional_config: Path | None, option_config: Path | None, flows: t
     for flow, errors in observe_once(load_config(config_path), list(flows) or None).items():
         click.echo(f"{flow}: observed" + (f"; task errors: {errors}" if errors else ""))
         if errors:
-            raise SystemExit(1)
+            raise SystemExit(ExitCode.FAILED)
 
 
 @cli.command("import-mm2")
@@ -338,7 +338,7 @@ def main() -> None:
         cli.main(standalone_mode=False)
     except click.exceptions.Abort:
         click.echo("aborted", err=True)
-        sys.exit(130)
+        sys.exit(ExitCode.INTERRUPTED)
     except click.ClickException as exc:
         exc.show()
         sys.exit(exc.exit_code)
@@ -346,7 +346,7 @@ def main() -> None:
         click.echo(f"error: {exc}", err=True)
         sys.exit(exc.exit_code)
     except KeyboardInterrupt:
-        sys.exit(130)
+        sys.exit(ExitCode.INTERRUPTED)
 
 
 if __name__ == "__main__":

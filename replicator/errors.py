@@ -10,7 +10,10 @@ roots, so one ``except MirrorlakeError`` at the top catches every user mistake.
 
 from __future__ import annotations
 
+from enum import IntEnum
+
 __all__ = [
+    "ExitCode",
     "MirrorlakeError",
     "ConfigError",
     "ClusterUnreachableError",
@@ -20,64 +23,91 @@ __all__ = [
     "ClusterStartError",
     "EventDecodeError",
     "ReplicationError",
+    "TranslationError",
 ]
+
+
+class ExitCode(IntEnum):
+    """Every exit code of the ``mirrorlake`` command, in one place (errors of every package use these).
+
+    0 is success; 1 a failed check (``clusters status``, a state task of ``observe``) or an
+    unclassified user error; 2 also covers command-line usage errors (click); 130 an interrupt.
+    """
+
+    OK = 0
+    FAILED = 1
+    CONFIG = 2
+    CLUSTER_UNREACHABLE = 3
+    TOOL_MISSING = 4
+    DEPENDENCY_RESOLUTION = 5
+    PORT_IN_USE = 6
+    CLUSTER_START = 7
+    EVENT_DECODE = 8
+    REPLICATION = 9
+    LAKEHOUSE_BUILD = 10
+    SQL = 11
+    TABLE_NOT_FOUND = 12
+    AS_OF = 13
+    UNSAFE_RETENTION = 14
+    TRANSLATION = 20
+    INTERRUPTED = 130
 
 
 class MirrorlakeError(Exception):
     """Base of every error a user can cause or fix; the CLI prints ``str(err)`` and exits."""
 
-    exit_code: int = 1
+    exit_code: int = ExitCode.FAILED
 
 
 class ConfigError(MirrorlakeError):
     """A configuration file (or option) is missing, malformed, or names something unknown."""
 
-    exit_code = 2
+    exit_code = ExitCode.CONFIG
 
 
 class ClusterUnreachableError(MirrorlakeError):
     """A Kafka cluster did not answer a metadata request within the bounded retry."""
 
-    exit_code = 3
+    exit_code = ExitCode.CLUSTER_UNREACHABLE
 
 
 class ToolMissingError(MirrorlakeError):
     """An external program mirrorlake needs (java, mvn) is not installed or not on PATH."""
 
-    exit_code = 4
+    exit_code = ExitCode.TOOL_MISSING
 
 
 class DependencyResolutionError(MirrorlakeError):
     """Maven (or Spark's ivy) could not resolve the jars a component needs."""
 
-    exit_code = 5
+    exit_code = ExitCode.DEPENDENCY_RESOLUTION
 
 
 class PortInUseError(MirrorlakeError):
     """A local cluster cannot start because its port is taken by another process."""
 
-    exit_code = 6
+    exit_code = ExitCode.PORT_IN_USE
 
 
 class ClusterStartError(MirrorlakeError):
     """A local broker process exited or never became ready; the message quotes its log."""
 
-    exit_code = 7
+    exit_code = ExitCode.CLUSTER_START
 
 
 class EventDecodeError(MirrorlakeError):
     """A state-topic record is not a mirrorlake event (bad marker, unknown fingerprint, bad body)."""
 
-    exit_code = 8
+    exit_code = ExitCode.EVENT_DECODE
 
 
 class ReplicationError(MirrorlakeError):
     """A flow cannot run: a missing source topic, a refused write, a fatal client error."""
 
-    exit_code = 9
+    exit_code = ExitCode.REPLICATION
 
 
 class TranslationError(MirrorlakeError):
     """An offset cannot be translated: no checkpoint of the group, or a malformed flow name."""
 
-    exit_code = 20
+    exit_code = ExitCode.TRANSLATION

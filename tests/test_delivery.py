@@ -18,12 +18,7 @@ import pytest
 import yaml
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from mirrorlake.traffic import ensure_topic
-from replicator.client.mapping import translate
-from replicator.config import load_config
-from replicator.events import Lifecycle
-from replicator.flow.runtime import Replicator
-from tests.groundtruth import (
+from mirrorlake.groundtruth import (
     GroundTruth,
     copies_by_content,
     mapping_from_events,
@@ -31,6 +26,11 @@ from tests.groundtruth import (
     state_events,
     syncs_for,
 )
+from mirrorlake.traffic import ensure_topic
+from replicator.client.mapping import translate
+from replicator.config import load_config
+from replicator.events import Lifecycle
+from replicator.flow.runtime import Replicator
 
 pytestmark = pytest.mark.kafka
 PARTITIONS = 3

@@ -15,11 +15,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Producer
 
-from mirrorlake.traffic import ensure_topic
-from replicator.client.mapping import translate
-from replicator.config import MirrorlakeConfig
-from replicator.flow.runtime import Replicator
-from tests.groundtruth import (
+from mirrorlake.groundtruth import (
     GroundTruth,
     Rec,
     copies_by_content,
@@ -28,6 +24,10 @@ from tests.groundtruth import (
     state_events,
     syncs_for,
 )
+from mirrorlake.traffic import ensure_topic
+from replicator.client.mapping import translate
+from replicator.config import MirrorlakeConfig
+from replicator.flow.runtime import Replicator
 
 PARTITIONS = 4
 RECORDS = 10_000

@@ -18,11 +18,11 @@ from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, C
 
 from lakehouse.api import Lakehouse
 from lakehouse.build import build_lakehouse
+from mirrorlake.groundtruth import GroundTruth, read_partition
 from mirrorlake.traffic import ensure_topic
 from replicator.config import MirrorlakeConfig
 from replicator.flow.runtime import Replicator
 from replicator.tasks.observe import observe_once
-from tests.groundtruth import GroundTruth, read_partition
 from tests.test_state_events import _commit, _copies, _produce, _transactions
 from tests.waiting import wait_for
 

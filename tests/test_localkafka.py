@@ -19,7 +19,6 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from mirrorlake.localkafka import (
     LocalBroker,
-    default_cache_root,
     local_brokers,
     require_java,
     resolve_kafka_jars,
@@ -27,6 +26,7 @@ from mirrorlake.localkafka import (
     up,
 )
 from replicator.config import LocalKafkaConfig, MirrorlakeConfig, parse_config
+from replicator.config.cache import cache_root
 from replicator.errors import (
     ClusterStartError,
     ClusterUnreachableError,
@@ -128,11 +128,11 @@ def test_missing_mvn_is_reported(tmp_path: Path) -> None:
 
 
 def test_resolved_jars_are_reused_without_mvn(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    lib_dir = resolve_kafka_jars(VERSION, default_cache_root())
+    lib_dir = resolve_kafka_jars(VERSION, cache_root())
     assert any(lib_dir.glob("kafka_2.13-*.jar"))
     assert any(lib_dir.glob("connect-mirror-*.jar"))
     monkeypatch.setenv("PATH", str(tmp_path))  # no mvn: a second call must not need it
-    assert resolve_kafka_jars(VERSION, default_cache_root()) == lib_dir
+    assert resolve_kafka_jars(VERSION, cache_root()) == lib_dir
 
 
 def test_unknown_kafka_version_is_a_dependency_error(tmp_path: Path) -> None:
@@ -193,7 +193,7 @@ def test_status_reports_session_clusters_running_and_ready(kafka_clusters: Kafka
 def test_broker_start_is_idempotent_and_stop_restart_keep_the_cluster(
     tmp_path: Path, free_port_pair: Callable[[], int], unique_topic: Callable[..., str]
 ) -> None:
-    lib_dir = resolve_kafka_jars(VERSION, default_cache_root())
+    lib_dir = resolve_kafka_jars(VERSION, cache_root())
     broker = LocalBroker("X", free_port_pair(), tmp_path / "X", lib_dir)
     try:
         broker.start()

@@ -18,8 +18,8 @@ from hypothesis import strategies as st
 from lakehouse.offset_mapping import offset_mapping
 from lakehouse.sql import install_macros
 from lakehouse.translate import translate_offsets
+from mirrorlake.groundtruth import expected_translation
 from replicator.client.mapping import Segment, build_segments, translate
-from tests.groundtruth import expected_translation
 from tests.test_mapping_properties import points_of, replication_runs
 
 pytestmark = pytest.mark.spark

@@ -12,9 +12,9 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from mirrorlake.groundtruth import expected_translation
 from replicator.client.mapping import Point, build_segments, points_from_sync, translate
 from replicator.flow.offset_sync import OffsetSyncTracker
-from tests.groundtruth import expected_translation
 
 
 def points_of(syncs) -> list[Point]:

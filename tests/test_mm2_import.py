@@ -24,14 +24,15 @@ from confluent_kafka.admin import AdminClient
 from bench.failover import FailoverCosts
 from bench.mm2 import MirrorMaker2, Mm2Settings, checkpoint_properties
 from bench.translation_vs_mm2 import commit_groups
-from mirrorlake.localkafka import default_cache_root, require_java, resolve_kafka_jars
+from mirrorlake.groundtruth import copies_by_content, read_partition
+from mirrorlake.localkafka import require_java, resolve_kafka_jars
 from mirrorlake.traffic import ensure_topic, produce_sample_traffic
 from replicator.client.mapping_index import MappingIndex
 from replicator.client.state_reader import read_state_log
 from replicator.config import load_config
+from replicator.config.cache import cache_root
 from replicator.events import Checkpoint, Event, Heartbeat, OffsetSync
 from replicator.mm2.importer import Mm2Importer
-from tests.groundtruth import copies_by_content, read_partition
 from tests.test_mm2_records import enc_checkpoint, enc_offset_sync
 from tests.waiting import wait_for
 
@@ -126,7 +127,7 @@ def mm2_run(kafka_clusters, unique_topic, tmp_path_factory) -> Mm2Run:
 
     mm2 = MirrorMaker2(
         java=require_java(),
-        lib_dir=resolve_kafka_jars(kafka_clusters.config().local_kafka.version, default_cache_root()),
+        lib_dir=resolve_kafka_jars(kafka_clusters.config().local_kafka.version, cache_root()),
         work_dir=tmp_path_factory.mktemp("mm2-import"),
         source=a,
         target=b,

@@ -59,3 +59,37 @@ def test_lazy_surface_resolves_each_name_to_its_home():
     assert replicator.Replicator is Replicator
     with pytest.raises(AttributeError, match="no attribute 'nope'"):
         _ = replicator.nope
+
+
+def test_sql_readers_load_no_spark():
+    """DuckDB readers (sql, api, dashboard) name tables from the pyspark-free catalogue."""
+    code = "import sys\nimport lakehouse.sql, lakehouse.catalog\nprint('\\n'.join(sorted(sys.modules)))\n"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert [m for m in result.stdout.split() if m.split(".")[0] in ("pyspark", "delta")] == []
+
+
+def test_catalogue_names_every_gold_table_in_build_order():
+    from lakehouse.catalog import GOLD_TABLE_NAMES
+    from lakehouse.gold_tables import GOLD_TABLES
+
+    assert tuple(spec.name for spec in GOLD_TABLES) == GOLD_TABLE_NAMES
+
+
+def test_every_error_exit_code_is_declared_once():
+    import inspect
+
+    import lakehouse.build
+    import lakehouse.maintain
+    import lakehouse.sql
+    import replicator.errors
+    from replicator.errors import ExitCode, MirrorlakeError
+
+    errors = {
+        cls
+        for module in (replicator.errors, lakehouse.build, lakehouse.maintain, lakehouse.sql)
+        for _, cls in inspect.getmembers(module, inspect.isclass)
+        if issubclass(cls, MirrorlakeError)
+    }
+    codes = [ExitCode(cls.exit_code) for cls in errors]  # ValueError if a code is not declared
+    assert len(set(codes)) == len(codes), sorted(codes)

@@ -15,6 +15,7 @@ import yaml
 from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
+from mirrorlake.groundtruth import GroundTruth, Rec, read_partition, state_events
 from mirrorlake.traffic import ensure_topic
 from replicator.client.group_offsets import committed_offsets
 from replicator.client.translation import (
@@ -27,7 +28,6 @@ from replicator.client.translation import (
 from replicator.events import AuditWindow, ConfigSnapshot, GroupSync, Heartbeat, Watermark
 from replicator.flow.runtime import Replicator
 from replicator.tasks.watermarks import partition_watermarks
-from tests.groundtruth import GroundTruth, Rec, read_partition, state_events
 from tests.waiting import wait_for
 
 pytestmark = pytest.mark.kafka

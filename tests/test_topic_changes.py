@@ -6,9 +6,9 @@ import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewPartitions
 
+from mirrorlake.groundtruth import read_partition
 from mirrorlake.traffic import ensure_topic
 from replicator.flow.runtime import Replicator
-from tests.groundtruth import read_partition
 from tests.waiting import wait_for
 
 pytestmark = pytest.mark.kafka

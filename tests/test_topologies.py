@@ -10,11 +10,11 @@ import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
 
+from mirrorlake.groundtruth import read_partition
 from mirrorlake.traffic import ensure_topic
 from replicator.client.provenance import PROVENANCE_HEADER, Provenance
 from replicator.errors import ConfigError
 from replicator.flow.runtime import Replicator
-from tests.groundtruth import read_partition
 
 pytestmark = pytest.mark.kafka
 

@@ -8,7 +8,6 @@ fetches Kafka's jars with Maven once per version.
 from mirrorlake.localkafka.broker import LocalBroker
 from mirrorlake.localkafka.fleet import BrokerStatus, down, local_brokers, status, up
 from mirrorlake.localkafka.jars import (
-    default_cache_root,
     kafka_lib_dir,
     require_java,
     require_mvn,
@@ -18,7 +17,6 @@ from mirrorlake.localkafka.jars import (
 __all__ = [
     "BrokerStatus",
     "LocalBroker",
-    "default_cache_root",
     "down",
     "kafka_lib_dir",
     "local_brokers",

@@ -16,8 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mirrorlake.localkafka.broker import LocalBroker
-from mirrorlake.localkafka.jars import default_cache_root, kafka_lib_dir, require_java, resolve_kafka_jars
+from mirrorlake.localkafka.jars import kafka_lib_dir, require_java, resolve_kafka_jars
 from replicator.config import MirrorlakeConfig
+from replicator.config.cache import cache_root as default_cache_root
 from replicator.errors import ConfigError
 from replicator.kafka.connectivity import answers_metadata
 

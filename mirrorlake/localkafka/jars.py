@@ -21,7 +21,7 @@ from pathlib import Path
 
 from replicator.errors import ConfigError, DependencyResolutionError, ToolMissingError
 
-__all__ = ["default_cache_root", "kafka_lib_dir", "require_java", "require_mvn", "resolve_kafka_jars"]
+__all__ = ["kafka_lib_dir", "require_java", "require_mvn", "resolve_kafka_jars"]
 
 _log = logging.getLogger(__name__)
 
@@ -31,12 +31,6 @@ _MARKER = ".resolved"
 _VERSION = re.compile(r"^[0-9A-Za-z][0-9A-Za-z._\-]*$")
 _MVN_TIMEOUT_S = 1800
 _OUTPUT_TAIL_LINES = 15
-
-
-def default_cache_root() -> Path:
-    """``$MIRRORLAKE_CACHE`` if set, else ``~/.cache/mirrorlake``."""
-    env = os.environ.get("MIRRORLAKE_CACHE")
-    return Path(env).expanduser() if env else Path.home() / ".cache" / "mirrorlake"
 
 
 def kafka_lib_dir(version: str, cache_root: Path) -> Path:

@@ -157,14 +157,6 @@ class LakehouseConfig(_Model):
 
     path: Path = Path("lakehouse-data")
 
-    @property
-    def tables(self) -> Path:
-        return self.path / "tables"
-
-    @property
-    def checkpoints(self) -> Path:
-        return self.path / "checkpoints"
-
 
 class SparkConfig(_Model):
     master: str = "local[*]"

@@ -54,7 +54,7 @@ HEADER_LEN = len(MAGIC) + 8  # marker + 8-byte fingerprint; the Avro body follow
 def header_fingerprint(data: bytes | None) -> bytes | None:
     """The schema fingerprint of a single-object encoded record, or None if it is not one.
 
-    The one place that knows the header's layout (Spark's ``ingest.decode.classify`` takes
+    The one place that knows the header's layout (Spark's ``lakehouse.decode.classify`` takes
     ``MAGIC`` and ``HEADER_LEN`` from here).
     """
     if data is None or len(data) < HEADER_LEN or data[:2] != MAGIC:

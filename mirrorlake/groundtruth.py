@@ -1,4 +1,9 @@
-"""Ground truth for offset translation, from the records actually on the source and target."""
+"""Ground truth for offset translation and failover, from the records actually on the source and target.
+
+Records are matched by content (key, value, headers, timestamp), never through mirrorlake's own
+state, so tests and benches can hold the replicator, the mapping and every failover figure to it.
+It reads whole partitions: a verification tool for tests, benches and drills, not a hot path.
+"""
 
 from __future__ import annotations
 
