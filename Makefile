@@ -22,7 +22,7 @@ test-fast: setup
 lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/mypy replicator ingest lakehouse dashboards mirrorlake
+	$(BIN)/mypy replicator ingest lakehouse dashboards mirrorlake examples
 
 down: setup
 	$(BIN)/mirrorlake clusters down

@@ -23,6 +23,9 @@ from mirrorlake.localkafka import down, up
 from replicator.config import FlowConfig, MirrorlakeConfig, parse_config
 from replicator.kafka.connectivity import wait_for_cluster
 
+# The session fixture ``built`` (a lakehouse built once from real clusters, shared by its readers).
+pytest_plugins = ["tests.lakehouse_support"]
+
 ALIASES = ("A", "B", "C")
 _PORT_RANGE = (20000, 32000)  # below Linux's ephemeral range, so client sockets do not grab them
 

@@ -18,8 +18,6 @@ from tests.lakehouse_support import DAVE, Built
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark]
 
-pytest_plugins = ["tests.lakehouse_support"]  # the session fixture ``built`` (shared with test_lakehouse_sql)
-
 
 def _table(spark, config: MirrorlakeConfig, name: str):
     return spark.read.format("delta").load(str(config.lakehouse.path.resolve() / "tables" / "gold" / name))

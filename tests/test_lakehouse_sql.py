@@ -16,7 +16,6 @@ from tests import lakehouse_support as ev
 from tests.lakehouse_support import Built
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark]
-pytest_plugins = ["tests.lakehouse_support"]
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess:
