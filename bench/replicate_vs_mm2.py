@@ -21,9 +21,7 @@ import gc
 import logging
 import os
 import platform
-import random
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -50,6 +48,7 @@ from bench.mm2 import MirrorMaker2, Mm2Settings
 from bench.report import NOISY_PCT, Row, format_table, ratio_lines
 from bench.workload import RecordSpec, create_topic, prefill, raw_consume, raw_produce
 from mirrorlake.localkafka import LocalBroker, down, require_java, resolve_kafka_jars, up
+from mirrorlake.localkafka.ports import find_free_port_pair
 from replicator.client.policy import policy_from_config
 from replicator.config import MirrorlakeConfig, parse_config
 from replicator.config.cache import cache_root
@@ -58,7 +57,6 @@ from replicator.flow.runtime import Replicator
 _log = logging.getLogger("bench.replicate_vs_mm2")
 
 _SIZES = (100, 1024)
-_PORT_RANGE = (20000, 32000)  # below Linux's ephemeral range
 
 
 @dataclass(frozen=True)
@@ -233,26 +231,9 @@ def run_size(bench: Bench, value_size: int) -> list[Row]:
 # -- set-up -----------------------------------------------------------------------------------
 
 
-def _free_port_pair(taken: set[int]) -> int:
-    """A port p with p and p+1 free on 127.0.0.1 (a local broker's client and controller ports)."""
-    rng = random.Random()
-    for _ in range(200):
-        port = rng.randrange(*_PORT_RANGE)
-        if {port, port + 1} & taken:
-            continue
-        try:
-            for candidate in (port, port + 1):
-                with socket.socket() as sock:
-                    sock.bind(("127.0.0.1", candidate))
-        except OSError:
-            continue
-        return port
-    raise RuntimeError(f"no free port pair in {_PORT_RANGE}")
-
-
 def cluster_config(work_dir: Path) -> MirrorlakeConfig:
-    source_port = _free_port_pair(set())
-    target_port = _free_port_pair({source_port, source_port + 1})
+    source_port = find_free_port_pair(set())
+    target_port = find_free_port_pair({source_port, source_port + 1})
     return parse_config(
         {
             "clusters": {

@@ -9,8 +9,6 @@ uses an existing cluster for that alias instead; such clusters are only checked,
 from __future__ import annotations
 
 import os
-import random
-import socket
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -20,6 +18,7 @@ from typing import Any
 import pytest
 
 from mirrorlake.localkafka import down, up
+from mirrorlake.localkafka.ports import find_free_port_pair
 from replicator.config import FlowConfig, MirrorlakeConfig, parse_config
 from replicator.kafka.connectivity import wait_for_cluster
 
@@ -27,7 +26,6 @@ from replicator.kafka.connectivity import wait_for_cluster
 pytest_plugins = ["tests.lakehouse_support"]
 
 ALIASES = ("A", "B", "C")
-_PORT_RANGE = (20000, 32000)  # below Linux's ephemeral range, so client sockets do not grab them
 
 
 @dataclass(frozen=True)
@@ -55,28 +53,6 @@ class KafkaClusters:
             **top_level,
         }
         return parse_config(data, source="tests/conftest.py")
-
-
-def _port_pair_free(port: int) -> bool:
-    for candidate in (port, port + 1):
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            try:
-                sock.bind(("127.0.0.1", candidate))
-            except OSError:
-                return False
-    return True
-
-
-def find_free_port_pair(exclude: set[int] | None = None) -> int:
-    """A port p such that p and p+1 are free on 127.0.0.1 (and neither is in ``exclude``)."""
-    taken = exclude or set()
-    rng = random.Random()
-    for _ in range(200):
-        port = rng.randrange(*_PORT_RANGE)
-        if not {port, port + 1} & taken and _port_pair_free(port):
-            return port
-    raise RuntimeError(f"no free port pair found in {_PORT_RANGE} after 200 tries")
 
 
 @pytest.fixture

@@ -11,6 +11,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from replicator.client.mapping import (
+    BOUNDARY,
+    CONTINUES,
     Point,
     Segment,
     Translation,
@@ -55,6 +57,29 @@ class MappingIndex:
             part.target_topic = e.target_topic
             n += 1
         return n
+
+    def seed(self, flow: str, source_topic: str, partition: int, target_topic: str, segments: list[Segment]) -> None:
+        """Start a partition from segments (a snapshot) instead of the syncs that made them.
+
+        Each segment becomes its two end points, the first a boundary: ``build_segments`` gives
+        the same segments back, and syncs added later extend or split them as they would have
+        extended or split the original points.
+        """
+        part = self._partitions.setdefault((flow, source_topic, partition), _Partition())
+        for seg in segments:
+            part.points.append(Point(seg.upstream_start, seg.downstream_start, BOUNDARY))
+            if (seg.upstream_end, seg.downstream_end) != (seg.upstream_start, seg.downstream_start):
+                part.points.append(Point(seg.upstream_end, seg.downstream_end, CONTINUES))
+        part.segments = None
+        part.target_topic = target_topic
+
+    def compact(self) -> None:
+        """Keep only each segment's end points: memory bounded by segments, not by syncs read."""
+        for key, part in self._partitions.items():
+            segments = self.segments(*key)
+            part.points = []
+            self.seed(*key, part.target_topic, segments)
+            part.segments = segments
 
     def segments(self, flow: str, source_topic: str, partition: int) -> list[Segment]:
         part = self._partitions.get((flow, source_topic, partition))

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -46,7 +46,7 @@ class StateRead:
 
 
 class StateLogFollower:
-    """Reads one cluster's state topic from the beginning, a batch of new events per ``poll``.
+    """Reads one cluster's state topic from the beginning (or ``start_offsets``), new events per ``poll``.
 
     ``event_types`` limits decoding to those types (others are skipped by fingerprint, cheaply).
     Reads ``read_committed``: events of an aborted exactly-once transaction never count.
@@ -59,8 +59,10 @@ class StateLogFollower:
         *,
         event_types: Collection[str] | None = None,
         name: str = "state-reader",
+        start_offsets: Mapping[int, int] | None = None,
     ) -> None:
         self._topic = topic
+        self._start = dict(start_offsets or {})
         reg = registry()
         wanted = set(event_types) if event_types is not None else set(reg.event_types())
         unknown = wanted - set(EVENT_TYPES)
@@ -78,8 +80,11 @@ class StateLogFollower:
             return  # no state topic yet: nothing was emitted
         new = [p for p in meta.partitions if p not in self._assigned]
         if new:
-            self._consumer.incremental_assign([TopicPartition(self._topic, p, OFFSET_BEGINNING) for p in new])
+            self._consumer.incremental_assign(
+                [TopicPartition(self._topic, p, self._start.get(p, OFFSET_BEGINNING)) for p in new]
+            )
             self._assigned.update(new)
+            self._positions.update({p: self._start[p] for p in new if p in self._start})
 
     def poll(self, timeout_s: float = 30.0) -> StateRead:
         """Everything appended since the last call, up to the end offsets seen at the start of this one.
@@ -114,6 +119,11 @@ class StateLogFollower:
                 self._take(msg.value(), partition, offset, out)
         return out
 
+    @property
+    def positions(self) -> dict[int, int]:
+        """The next offset to read per state-topic partition: everything before it has been returned."""
+        return dict(self._positions)
+
     def _advance_past_markers(self, ends: dict[int, int]) -> None:
         """A partition ending in transaction markers has no record to read at its end: use the position."""
         for tp in self._consumer.position([TopicPartition(self._topic, p) for p in ends]):
@@ -142,9 +152,10 @@ def read_state_log(
     *,
     event_types: Collection[str] | None = None,
     timeout_s: float = 30.0,
+    start_offsets: Mapping[int, int] | None = None,
 ) -> StateRead:
-    """Every event in ``topic`` up to its current end (bad records in ``StateRead.bad``)."""
-    follower = StateLogFollower(client_conf, topic, event_types=event_types)
+    """Every event in ``topic`` (from ``start_offsets``, else the beginning) up to its current end."""
+    follower = StateLogFollower(client_conf, topic, event_types=event_types, start_offsets=start_offsets)
     try:
         return follower.poll(timeout_s)
     finally:

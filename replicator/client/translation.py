@@ -19,6 +19,7 @@ from confluent_kafka.admin import AdminClient
 
 from replicator.client.policy import policy_from_config
 from replicator.client.state_reader import read_state_log
+from replicator.client.state_snapshot import load_snapshot
 from replicator.config import MirrorlakeConfig
 from replicator.errors import TranslationError
 from replicator.events import Checkpoint, Event, Heartbeat
@@ -57,13 +58,20 @@ def _flow_target(config: MirrorlakeConfig, flow: str) -> str:
 def translate_offsets(config: MirrorlakeConfig, flow: str, group: str) -> dict[tuple[str, int], Checkpoint]:
     """Where ``group`` resumes on the flow's target: the latest checkpoint of each partition.
 
+    Reads the flow's state snapshot and the log after it (``replicator.client.state_snapshot``),
+    so its cost does not grow with the age of the log; without a snapshot, the whole log.
+
     Raises ``TranslationError`` when the target's state topic holds no checkpoint of the group.
     """
     target = _flow_target(config, flow)
-    read = read_state_log(config.cluster(target).client_config(), config.state_topic, event_types=["checkpoint"])
-    latest = latest_checkpoints(read.events, flow, group)
+    conf = config.cluster(target).client_config()
+    snap = load_snapshot(conf, config.state_topic, flow)
+    start = snap.positions if snap else None
+    read = read_state_log(conf, config.state_topic, event_types=["checkpoint"], start_offsets=start)
+    events = [*(snap.latest.values() if snap else ()), *read.events]
+    latest = latest_checkpoints(events, flow, group)
     if not latest:
-        groups = sorted({e.group for e in read.events if isinstance(e, Checkpoint) and e.flow == flow})
+        groups = sorted({e.group for e in events if isinstance(e, Checkpoint) and e.flow == flow})
         known = ", ".join(groups[:20]) or "none"
         raise TranslationError(f"no checkpoint of group {group!r} on flow {flow} (groups with checkpoints: {known})")
     return latest

@@ -127,6 +127,9 @@ class FlowConfig(_Model):
     emit_heartbeats: bool = Field(default=True, description="MM2's emit.heartbeats.enabled")
     emit_heartbeats_interval_seconds: float = Field(default=1.0, gt=0)
     watermarks_interval_seconds: float = Field(default=5.0, gt=0, description="log-start/end of both sides")
+    state_snapshot_interval_seconds: float = Field(
+        default=60.0, gt=0, description="how often the flow's compacted state snapshot is written"
+    )
     config_snapshots_interval_seconds: float = Field(
         default=30.0, gt=0, description="how often configs and ACLs are compared; a snapshot is emitted on change"
     )

@@ -24,6 +24,7 @@ from confluent_kafka.admin import AdminClient
 
 from replicator.client.policy import ReplicationPolicy, policy_from_config
 from replicator.client.provenance import Provenance
+from replicator.client.state_snapshot import snapshot_topic
 from replicator.config import FlowConfig, MirrorlakeConfig
 from replicator.config.topology import provenance_enabled
 from replicator.errors import ReplicationError
@@ -90,7 +91,7 @@ class FlowRunner:
             RegexTopicFilter.for_flow(flow),
             source=flow.source,
             target=flow.target,
-            own_topics=(config.state_topic, config.positions_topic),
+            own_topics=(config.state_topic, snapshot_topic(config.state_topic), config.positions_topic),
             heartbeats_topic=config.heartbeats_topic if flow.emit_heartbeats else None,
         )
         self._provenance = Provenance(flow.source, flow.target, enabled=provenance_enabled(config, self.policy))

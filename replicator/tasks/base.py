@@ -22,6 +22,7 @@ from confluent_kafka import Producer
 
 from replicator.client.mapping_index import MappingIndex
 from replicator.client.state_reader import StateLogFollower
+from replicator.client.state_snapshot import FlowSnapshot, load_snapshot
 from replicator.config import FlowConfig, MirrorlakeConfig
 from replicator.events import Event
 from replicator.kafka.settings import RDKAFKA_LOG
@@ -40,6 +41,10 @@ class StateView:
     writes its syncs to the source cluster's state topic; they rename offsets of topics that came
     from the target back to the target's names. Tasks that need other event types ``subscribe``
     to them (before the first refresh) and keep what they need; the view keeps no event list.
+
+    The first refresh starts from each flow's state snapshot where there is one
+    (``replicator.client.state_snapshot``): the mapping from its segments, subscribers from its
+    latest events, the log from its position. ``snapshot()`` is what the snapshot task writes.
     """
 
     def __init__(self, config: MirrorlakeConfig, flow: FlowConfig) -> None:
@@ -48,6 +53,7 @@ class StateView:
         self._flow = flow
         self._handlers: dict[str, list[Callable[[Event], None]]] = {}
         self._followers: list[StateLogFollower] | None = None
+        self._latest = FlowSnapshot(flow.name)  # this flow's latest checkpoints and audit windows
 
     def subscribe(self, event_type: str, handler: Callable[[Event], None]) -> None:
         if self._followers is not None:
@@ -57,22 +63,54 @@ class StateView:
     def refresh(self) -> None:
         """Take new events: syncs into the mapping, subscribed types to their handlers."""
         if self._followers is None:
-            types = ["offset_sync", *self._handlers]
-            self._followers = [
-                StateLogFollower(
-                    self._config.cluster(alias).client_config(),
-                    self._config.state_topic,
-                    event_types=types,
-                    name=f"state-{self._flow.name}",
-                )
-                for alias in (self._flow.target, self._flow.source)
-            ]
+            self._followers = [self._start(alias, name) for alias, name in self._logs()]
         for follower in self._followers:
             read = follower.poll()
             self.index.add(read.events)
             for event in read.events:
-                for handler in self._handlers.get(event.event_type, ()):
-                    handler(event)
+                self._take(event)
+
+    def _logs(self) -> list[tuple[str, str]]:
+        """(cluster, flow) of each state log the view follows: this flow's, then its reverse's."""
+        return [(self._flow.target, self._flow.name), (self._flow.source, f"{self._flow.target}->{self._flow.source}")]
+
+    def _start(self, alias: str, flow_name: str) -> StateLogFollower:
+        conf = self._config.cluster(alias).client_config()
+        snap = load_snapshot(conf, self._config.state_topic, flow_name)
+        if snap is not None:
+            for (topic, partition), (target_topic, segments) in snap.segments.items():
+                self.index.seed(flow_name, topic, partition, target_topic, segments)
+            for event in snap.latest.values():
+                self._take(event)
+        types = ["offset_sync", "checkpoint", "audit_window", *self._handlers]
+        return StateLogFollower(
+            conf,
+            self._config.state_topic,
+            event_types=types,
+            name=f"state-{self._flow.name}",
+            start_offsets=snap.positions if snap else None,
+        )
+
+    def _take(self, event: Event) -> None:
+        if event.flow == self._flow.name:
+            self._latest.keep(event)
+        for handler in self._handlers.get(event.event_type, ()):
+            handler(event)
+
+    def snapshot(self) -> FlowSnapshot:
+        """This flow's mapping and latest events as of what the view has read of the target's log."""
+        if self._followers is None:
+            self.refresh()
+        assert self._followers is not None
+        flow = self._flow.name
+        segments = {
+            (topic, partition): (
+                self.index.target_topic(flow, topic) or "",
+                self.index.segments(flow, topic, partition),
+            )
+            for _f, topic, partition in self.index.partitions(flow)
+        }
+        return FlowSnapshot(flow, self._followers[0].positions, segments, dict(self._latest.latest))
 
     def close(self) -> None:
         for follower in self._followers or ():

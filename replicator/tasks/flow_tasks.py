@@ -13,6 +13,7 @@ from replicator.tasks.base import StateTask, StateTasks, StateView, TaskContext,
 from replicator.tasks.checkpoints import CheckpointTask
 from replicator.tasks.config_snapshots import ConfigSnapshotTask
 from replicator.tasks.heartbeats import HeartbeatEmitter, HeartbeatObserver
+from replicator.tasks.state_snapshots import StateSnapshotTask
 from replicator.tasks.watermarks import WatermarkTask
 
 __all__ = ["flow_state_tasks"]
@@ -42,6 +43,7 @@ def flow_state_tasks(
     tasks += [WatermarkTask(ctx, source_conf, target_conf), ConfigSnapshotTask(ctx, source_conf, target_conf)]
     if flow.audit:
         tasks.append(AuditTask(ctx, source_conf, target_conf))
+    tasks.append(StateSnapshotTask(ctx, target_conf))  # last: it covers what the others emitted
 
     def is_leader() -> bool:
         """The process that owns partition 0 of the first selected topic (alone: always)."""

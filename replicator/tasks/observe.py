@@ -16,6 +16,7 @@ from functools import partial
 from confluent_kafka.admin import AdminClient
 
 from replicator.client.policy import policy_from_config
+from replicator.client.state_snapshot import snapshot_topic
 from replicator.config import MirrorlakeConfig
 from replicator.flow.runtime import default_replicator_id
 from replicator.kafka.admin import partition_counts
@@ -44,7 +45,7 @@ def observe_once(config: MirrorlakeConfig, flows: list[str] | None = None) -> di
             RegexTopicFilter.for_flow(flow),
             source=flow.source,
             target=flow.target,
-            own_topics=(config.state_topic, config.positions_topic),
+            own_topics=(config.state_topic, snapshot_topic(config.state_topic), config.positions_topic),
         )
         source_admin = AdminClient(config.cluster(flow.source).client_config())
         remote = selector.select(partition_counts(source_admin))

@@ -1,0 +1,32 @@
+"""Free port pairs on 127.0.0.1 for local brokers (client port p, controller port p+1)."""
+
+from __future__ import annotations
+
+import random
+import socket
+
+__all__ = ["find_free_port_pair", "PORT_RANGE"]
+
+PORT_RANGE = (20000, 32000)  # below Linux's ephemeral range, so client sockets do not grab them
+
+
+def _port_pair_free(port: int) -> bool:
+    for candidate in (port, port + 1):
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                sock.bind(("127.0.0.1", candidate))
+            except OSError:
+                return False
+    return True
+
+
+def find_free_port_pair(exclude: set[int] | None = None) -> int:
+    """A port p such that p and p+1 are free on 127.0.0.1 (and neither is in ``exclude``)."""
+    taken = exclude or set()
+    rng = random.Random()
+    for _ in range(200):
+        port = rng.randrange(*PORT_RANGE)
+        if not {port, port + 1} & taken and _port_pair_free(port):
+            return port
+    raise RuntimeError(f"no free port pair found in {PORT_RANGE} after 200 tries")

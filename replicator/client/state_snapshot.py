@@ -1,0 +1,204 @@
+"""A compacted snapshot of what one flow's state log says, so readers need not replay its history.
+
+The state topic is append-only and stays the source of truth; replaying it costs time and memory
+linear in the age of the deployment. Beside it, ``<state topic>.snapshot`` (compacted, one
+partition, on the same cluster) holds per flow:
+
+- ``mapping``: the offset-mapping segments of each source partition (a few rows per partition,
+  however many syncs made them);
+- ``latest``: the latest event per identity of the types readers resume from (a group's
+  checkpoint per partition, the furthest audit window per side and partition);
+- ``position``: the state-topic offsets up to which the records above are complete.
+
+Contract: every ``mapping``/``latest`` record written before a flow's ``position`` record reflects
+the log up to that position; records written after it reflect a later one. Merging is idempotent
+(mapping points merge by offset, ``latest`` keeps the newest), so a reader loads the whole snapshot,
+then reads the log from the last ``position`` on and gets exactly what a full replay would give.
+No snapshot, or a snapshot of another version, means a full replay: the snapshot is a cache that
+any reader may ignore and the next writer rebuilds.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
+
+from replicator.client.mapping import Segment
+from replicator.errors import EventDecodeError, ReplicationError
+from replicator.events import AuditWindow, Checkpoint, Event, decode, encode
+from replicator.kafka.errors import kafka_error_reason
+from replicator.kafka.settings import reader_config
+
+__all__ = [
+    "FlowSnapshot",
+    "snapshot_topic",
+    "load_snapshot",
+    "write_snapshot",
+    "latest_key",
+    "newer",
+    "SNAPSHOT_CONFIG",
+]
+
+_log = logging.getLogger(__name__)
+
+_VERSION = "v1"
+SNAPSHOT_CONFIG = {"cleanup.policy": "compact", "min.compaction.lag.ms": "0", "segment.ms": "3600000"}
+
+LatestKey = tuple[str, ...]
+
+
+def snapshot_topic(state_topic: str) -> str:
+    return f"{state_topic}.snapshot"
+
+
+def latest_key(event: Event) -> LatestKey | None:
+    """The identity under which a reader keeps only the newest event of this kind (None: not kept)."""
+    if isinstance(event, Checkpoint):
+        return ("checkpoint", event.group, event.target_topic, str(event.partition))
+    if isinstance(event, AuditWindow):
+        return ("audit_window", event.side, event.source_topic, str(event.partition))
+    return None
+
+
+def newer(candidate: Event, kept: Event | None) -> bool:
+    """Whether ``candidate`` replaces ``kept`` under the same ``latest_key``."""
+    if kept is None:
+        return True
+    if isinstance(candidate, AuditWindow) and isinstance(kept, AuditWindow):
+        return candidate.window_start >= kept.window_start
+    return candidate.emitted_at_ms >= kept.emitted_at_ms
+
+
+@dataclass
+class FlowSnapshot:
+    """One flow's compacted state: mapping segments, latest events, and the log position they cover."""
+
+    flow: str
+    positions: dict[int, int] = field(default_factory=dict)
+    segments: dict[tuple[str, int], tuple[str, list[Segment]]] = field(default_factory=dict)
+    latest: dict[LatestKey, Event] = field(default_factory=dict)
+
+    def keep(self, event: Event) -> None:
+        key = latest_key(event)
+        if key is not None and newer(event, self.latest.get(key)):
+            self.latest[key] = event
+
+
+def _key(kind: str, flow: str, *parts: object) -> bytes:
+    return "|".join([_VERSION, kind, flow, *(str(p) for p in parts)]).encode()
+
+
+def _mapping_value(target_topic: str, segments: list[Segment]) -> bytes:
+    rows = [[s.downstream_start, s.upstream_start, s.upstream_end, s.downstream_end] for s in segments]
+    return json.dumps({"target_topic": target_topic, "segments": rows}).encode()
+
+
+def write_snapshot(producer: Producer, state_topic: str, snap: FlowSnapshot, previous: FlowSnapshot | None) -> int:
+    """Write what changed since ``previous``, then the position marker; returns records written.
+
+    The caller owns ``producer`` (idempotent); this flushes it, so a returned call is durable.
+    """
+    topic = snapshot_topic(state_topic)
+    written = 0
+    failed: list[KafkaError] = []
+
+    def delivered(err: KafkaError | None, _msg: object) -> None:
+        if err is not None:
+            failed.append(err)
+
+    def send(key: bytes, value: bytes) -> None:
+        nonlocal written
+        producer.produce(topic, value=value, key=key, partition=0, on_delivery=delivered)
+        producer.poll(0)
+        written += 1
+
+    old_segments = previous.segments if previous else {}
+    for (source_topic, partition), (target_topic, segs) in sorted(snap.segments.items()):
+        if old_segments.get((source_topic, partition)) != (target_topic, segs):
+            send(_key("mapping", snap.flow, source_topic, partition), _mapping_value(target_topic, segs))
+    old_latest = previous.latest if previous else {}
+    for key, event in sorted(snap.latest.items()):
+        if old_latest.get(key) != event:
+            send(_key("latest", snap.flow, *key), encode(event))
+    positions = {str(p): o for p, o in sorted(snap.positions.items())}
+    send(_key("position", snap.flow), json.dumps({"positions": positions}).encode())
+    if producer.flush(30) > 0 or failed:
+        reason = failed[0].str() if failed else "not acknowledged within 30 s"
+        raise ReplicationError(f"state snapshot {topic}: write failed: {reason}")
+    return written
+
+
+def load_snapshot(
+    client_conf: Mapping[str, Any], state_topic: str, flow: str, *, timeout_s: float = 30.0
+) -> FlowSnapshot | None:
+    """The flow's snapshot, or None when there is none (no topic, or no position marker of the flow).
+
+    Records that do not decode are logged and ignored: the log replay from the marker (or from the
+    beginning, without one) supplies the truth.
+    """
+    topic = snapshot_topic(state_topic)
+    consumer = Consumer(reader_config(dict(client_conf), f"snapshot-{flow}"))
+    try:
+        meta = consumer.list_topics(topic, timeout=timeout_s).topics.get(topic)
+        if meta is None or meta.error is not None or 0 not in meta.partitions:
+            return None
+        tp = TopicPartition(topic, 0)
+        _low, end = consumer.get_watermark_offsets(tp, timeout=timeout_s, cached=False)
+        consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
+        records = _read_until(consumer, end, timeout_s)
+    except KafkaException as exc:
+        raise ReplicationError(f"cannot read state snapshot {topic}: {kafka_error_reason(exc)}") from exc
+    finally:
+        consumer.close()
+    return _fold(records, flow)
+
+
+def _read_until(consumer: Consumer, end: int, timeout_s: float) -> list[tuple[bytes, bytes | None]]:
+    import time
+
+    out: list[tuple[bytes, bytes | None]] = []
+    position, deadline = 0, time.monotonic() + timeout_s
+    while position < end and time.monotonic() < deadline:
+        for msg in consumer.consume(10_000, timeout=0.5):
+            if msg.error() is None and msg.key() is not None:
+                out.append((msg.key(), msg.value()))  # type: ignore[arg-type]
+            position = max(position, (msg.offset() or 0) + 1)
+        if position < end:
+            position = max(position, next((tp.offset for tp in consumer.position(consumer.assignment())), 0))
+    return out
+
+
+def _fold(records: list[tuple[bytes, bytes | None]], flow: str) -> FlowSnapshot | None:
+    snap = FlowSnapshot(flow)
+    marked = False
+    handlers: dict[str, Callable[[list[str], bytes], None]] = {
+        "mapping": lambda parts, value: _take_mapping(snap, parts, value),
+        "latest": lambda _parts, value: snap.keep(decode(value)),
+        "position": lambda _parts, value: snap.positions.update(
+            {int(p): int(o) for p, o in json.loads(value)["positions"].items()}
+        ),
+    }
+    for key, value in records:
+        parts = key.decode("utf-8", "replace").split("|")
+        if len(parts) < 3 or parts[0] != _VERSION or parts[2] != flow or value is None or parts[1] not in handlers:
+            continue
+        try:
+            handlers[parts[1]](parts[3:], value)
+        except (ValueError, KeyError, TypeError, EventDecodeError) as exc:
+            _log.warning("ignoring an unreadable state snapshot record %r: %s", key, exc)
+            continue
+        if parts[1] == "position":
+            marked = True
+    return snap if marked else None
+
+
+def _take_mapping(snap: FlowSnapshot, parts: list[str], value: bytes) -> None:
+    source_topic, partition = "|".join(parts[:-1]), int(parts[-1])
+    doc = json.loads(value)
+    segments = [Segment(ds, us, ue, de) for ds, us, ue, de in doc["segments"]]
+    snap.segments[(source_topic, partition)] = (doc["target_topic"], segments)

@@ -1,0 +1,75 @@
+"""A mapping started from a snapshot equals the mapping replayed from every sync (pure, property-based)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from replicator.client.mapping import build_segments, translate
+from replicator.client.mapping_index import MappingIndex
+from replicator.client.state_snapshot import FlowSnapshot, _fold, _key, _mapping_value
+from replicator.events import Checkpoint, OffsetSync, encode
+from tests.test_mapping_properties import points_of, replication_runs
+
+
+def _events(syncs) -> list[OffsetSync]:
+    return [
+        OffsetSync(
+            flow="A->B",
+            source_cluster="A",
+            target_cluster="B",
+            source_topic="t",
+            target_topic="A.t",
+            partition=0,
+            upstream_offset=s.upstream_offset,
+            downstream_offset=s.downstream_offset,
+            upstream_timestamp_ms=0,
+            reason=s.reason,
+            previous_upstream_offset=s.previous_upstream_offset,
+            previous_downstream_offset=s.previous_downstream_offset,
+            replicator_id="r",
+        )  # fmt: skip
+        for s in syncs
+    ]
+
+
+@settings(max_examples=300, deadline=None)
+@given(replication_runs(), st.data())
+def test_compacting_at_any_point_then_reading_on_gives_the_same_mapping(run, data):
+    records, _copies, syncs = run
+    cut = data.draw(st.integers(0, len(syncs)))
+    events = _events(syncs)
+    index = MappingIndex()
+    index.add(events[:cut])
+    index.compact()  # what a snapshot keeps
+    index.add(events[cut:])  # the log read on from the snapshot's position
+    full = build_segments(points_of(syncs))
+    assert index.segments("A->B", "t", 0) == full
+    for c in range(0, records[-1] + 3):
+        assert index.translate("A->B", "t", 0, c) == translate(full, c)
+
+
+def test_fold_takes_the_last_marker_latest_events_and_ignores_other_flows_and_garbage():
+    cp = Checkpoint(
+        flow="A->B", source_cluster="A", target_cluster="B", group="g", source_topic="t", target_topic="A.t",
+        partition=0, upstream_offset=5, downstream_offset=7, method="exact", replicator_id="r", emitted_at_ms=10,
+    )  # fmt: skip
+    newer = replace(cp, upstream_offset=9, downstream_offset=11, emitted_at_ms=20)
+    segs = build_segments(points_of(_events([])))
+    records = [
+        (_key("mapping", "A->B", "t", 0), _mapping_value("A.t", segs)),
+        (_key("latest", "A->B", "checkpoint", "g", "A.t", 0), encode(newer)),
+        (_key("latest", "A->B", "checkpoint", "g", "A.t", 0), encode(cp)),  # older, written later: ignored
+        (_key("position", "A->B"), b'{"positions": {"0": 3, "1": 4}}'),
+        (_key("position", "C->B"), b'{"positions": {"0": 99}}'),
+        (_key("latest", "A->B", "checkpoint", "h", "A.t", 0), b"garbage"),
+        (b"v0|mapping|A->B|t|0", b"{}"),
+    ]
+    snap = _fold(records, "A->B")
+    assert isinstance(snap, FlowSnapshot)
+    assert snap.positions == {0: 3, 1: 4}
+    assert snap.segments == {("t", 0): ("A.t", segs)}
+    assert list(snap.latest.values()) == [newer]
+    assert _fold(records[:3], "A->B") is None  # no marker: no snapshot, replay everything
