@@ -38,7 +38,7 @@ def flow_state_tasks(
     if flow.emit_checkpoints or flow.sync_group_offsets:
         tasks.append(CheckpointTask(ctx, source_conf, target_conf, policy))
     if flow.emit_heartbeats and continuous:
-        tasks += [HeartbeatEmitter(ctx, source_conf), HeartbeatObserver(ctx, target_conf, policy)]
+        tasks += [HeartbeatEmitter(ctx, source_conf, target_conf), HeartbeatObserver(ctx, target_conf, policy)]
     tasks += [WatermarkTask(ctx, source_conf, target_conf), ConfigSnapshotTask(ctx, source_conf, target_conf)]
     if flow.audit:
         tasks.append(AuditTask(ctx, source_conf, target_conf))
