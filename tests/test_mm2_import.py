@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from bench.failover import FailoverCosts
@@ -31,6 +31,14 @@ from replicator.client.state_reader import read_state_log
 from replicator.config import load_config
 from replicator.events import Checkpoint, Event, Heartbeat, OffsetSync
 from replicator.mm2.importer import Mm2Importer
+from replicator.mm2.records import (
+    decode_checkpoint,
+    decode_heartbeat,
+    decode_offset_sync,
+    encode_checkpoint,
+    encode_heartbeat,
+    encode_offset_sync,
+)
 from tests.groundtruth import copies_by_content, read_partition
 from tests.test_mm2_records import enc_checkpoint, enc_offset_sync
 from tests.waiting import wait_for
@@ -144,6 +152,12 @@ def mm2_run(kafka_clusters, unique_topic, tmp_path_factory) -> Mm2Run:
         seen: dict[str, object] = {}
 
         def mm2_is_done() -> bool:
+            try:
+                return mm2_wrote_everything()
+            except KafkaException:
+                return False  # a topic MM2 just created has no leader yet
+
+        def mm2_wrote_everything() -> bool:
             assert mm2.alive(), mm2.log_tail()
             seen["topics"] = (sorted(topics_on(a)), sorted(topics_on(b)))
             if not {CHECKPOINTS, "heartbeats"} <= topics_on(b) or SYNCS not in topics_on(a):
@@ -219,8 +233,11 @@ def test_cli_imports_what_mm2_wrote_and_a_rerun_imports_nothing(mm2_run, kafka_c
     assert f"A->B: imported {len(syncs)} offset syncs" in run.stdout
 
     # checkpoints: MM2's records, and the latest of each group and partition is the group's commit on A
-    cps = [e for e in events if isinstance(e, Checkpoint)]
-    mm2_cps = raw_checkpoints(b)
+    # (of this run's groups: mirrorlake flows of other tests write A.checkpoints.internal on B too)
+    run_groups = {group for group, _p in mm2_run.committed}
+    cps = [e for e in events if isinstance(e, Checkpoint) and e.group in run_groups]
+    mm2_cps = [c for c in raw_checkpoints(b) if c[0] in run_groups]
+    assert mm2_cps
     assert Counter(
         (c.group, c.target_topic, c.partition, c.upstream_offset, c.downstream_offset) for c in cps
     ) == Counter(mm2_cps)
@@ -269,6 +286,22 @@ def test_cli_imports_what_mm2_wrote_and_a_rerun_imports_nothing(mm2_run, kafka_c
     unknown = _cli("import-mm2", str(config), "--flow", "A->C")
     assert unknown.returncode == 2 and "error: unknown flow 'A->C'" in unknown.stderr
     assert "Traceback" not in unknown.stderr
+
+
+def test_mirrorlakes_encoder_writes_the_bytes_mm2_wrote(mm2_run, kafka_clusters):
+    a, b = kafka_clusters.bootstrap("A"), kafka_clusters.bootstrap("B")
+    garbage = {(topic, offset) for _alias, topic, offset in mm2_run.garbage}
+    kinds = [
+        (a, SYNCS, decode_offset_sync, encode_offset_sync),
+        (b, CHECKPOINTS, decode_checkpoint, encode_checkpoint),
+        (b, "heartbeats", decode_heartbeat, encode_heartbeat),
+        (b, "A.heartbeats", decode_heartbeat, encode_heartbeat),
+    ]
+    for bootstrap, topic, decode, encode in kinds:
+        records = [r for r in read_partition(bootstrap, topic, 0) if (topic, r.offset) not in garbage]
+        records = [r for r in records if topic == SYNCS or r.value[:2] == b"\x00\x00"]  # version 0: MM2's
+        assert records, topic
+        assert [encode(decode(r.key, r.value)) for r in records] == [(r.key, r.value) for r in records], topic
 
 
 def test_follow_imports_new_records_and_skips_bad_ones_without_stopping(
