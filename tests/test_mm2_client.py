@@ -31,6 +31,7 @@ from bench.translation_vs_mm2 import commit_groups
 from mirrorlake.traffic import ensure_topic, produce_sample_traffic
 from replicator.config import parse_config
 from replicator.flow.runtime import Replicator
+from replicator.mm2.records import decode_offset_sync
 from tests.groundtruth import GroundTruth, copies_by_content, read_partition
 from tests.mm2_client_probe import Mm2ClientProbe
 from tests.waiting import wait_for
@@ -182,3 +183,29 @@ def test_mm2_client_answers_for_a_chain_replicated_by_mirrorlake(kafka_clusters,
     finally:
         replicator.stop()
         replicator.wait()
+
+
+def test_mm2_offset_syncs_name_real_copies_up_to_the_last_record(kafka_clusters, unique_topic):
+    tag = uuid.uuid4().hex[:6]
+    P, Q = f"P{tag}", f"Q{tag}"  # noqa: N806 (cluster aliases)
+    a, b = kafka_clusters.bootstrap("A"), kafka_clusters.bootstrap("B")
+    topic = unique_topic("mm2syncs").replace("-", "_")
+    ensure_topic(a, topic, PARTITIONS)
+    produce_sample_traffic(a, topic, records=300, partitions=PARTITIONS, transactions=4, records_per_transaction=20)
+    doc = {
+        "clusters": {P: {"bootstrap_servers": a}, Q: {"bootstrap_servers": b}},
+        "flows": [{"source": P, "target": Q, "topics": [topic], "emit_mm2_offset_syncs": True, "audit": False}],
+        "state_topic": f"mirrorlake.mm2syncs-{tag}",
+    }
+    Replicator(parse_config(doc), status_port=None).run_until_caught_up()
+
+    syncs_topic = f"mm2-offset-syncs.{Q}.internal"  # on the source, MM2's default location
+    records = read_partition(a, syncs_topic, 0)
+    syncs = [decode_offset_sync(r.key, r.value) for r in records]
+    assert syncs and {s.topic for s in syncs} == {topic}
+    for p in range(PARTITIONS):
+        source = read_partition(a, topic, p)
+        copies = set(copies_by_content(source, read_partition(b, f"{P}.{topic}", p)))
+        mine = [(s.upstream_offset, s.downstream_offset) for s in syncs if s.partition == p]
+        assert mine and set(mine) <= copies  # every sync is a record and where it landed
+        assert max(u for u, _d in mine) == source[-1].offset  # up to the last copied record

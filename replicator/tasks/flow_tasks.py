@@ -13,6 +13,7 @@ from replicator.tasks.base import StateTask, StateTasks, StateView, TaskContext,
 from replicator.tasks.checkpoints import CheckpointTask
 from replicator.tasks.config_snapshots import ConfigSnapshotTask
 from replicator.tasks.heartbeats import HeartbeatEmitter, HeartbeatObserver
+from replicator.tasks.mm2_offset_syncs import Mm2OffsetSyncTask
 from replicator.tasks.watermarks import WatermarkTask
 
 __all__ = ["flow_state_tasks"]
@@ -39,6 +40,8 @@ def flow_state_tasks(
         tasks.append(CheckpointTask(ctx, source_conf, target_conf, policy))
     if flow.emit_heartbeats and continuous:
         tasks += [HeartbeatEmitter(ctx, source_conf, target_conf), HeartbeatObserver(ctx, target_conf, policy)]
+    if flow.emit_mm2_offset_syncs:
+        tasks.append(Mm2OffsetSyncTask(ctx, source_conf, policy))
     tasks += [WatermarkTask(ctx, source_conf, target_conf), ConfigSnapshotTask(ctx, source_conf, target_conf)]
     if flow.audit:
         tasks.append(AuditTask(ctx, source_conf, target_conf))
