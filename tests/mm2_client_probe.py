@@ -9,6 +9,7 @@ import subprocess
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from mirrorlake.localkafka import default_cache_root, require_java, resolve_kafka_jars
 
@@ -50,6 +51,11 @@ class Mm2ClientProbe:
         subprocess.run(
             [javac, "-cp", self._classpath, "-d", str(work_dir), str(SOURCE)], check=True, capture_output=True
         )
+
+    @classmethod
+    def compiled(cls, kafka_clusters: Any, tmp_path_factory: Any) -> Mm2ClientProbe:
+        """The probe for the session's clusters' Kafka version, compiled into a fresh tmp dir."""
+        return cls(kafka_clusters.config().local_kafka.version, tmp_path_factory.mktemp("mm2-client-probe"))
 
     def ask(self, bootstrap: str, *queries: str, policy: str = DEFAULT_POLICY, separator: str = ".") -> Answers:
         proc = subprocess.run(

@@ -43,7 +43,7 @@ PARTITIONS = 2
 
 @pytest.fixture(scope="module")
 def probe(kafka_clusters, tmp_path_factory) -> Mm2ClientProbe:
-    return Mm2ClientProbe(kafka_clusters.config().local_kafka.version, tmp_path_factory.mktemp("mm2-client-probe"))
+    return Mm2ClientProbe.compiled(kafka_clusters, tmp_path_factory)
 
 
 def _ends(bootstrap: str, topic: str) -> dict[int, int]:
