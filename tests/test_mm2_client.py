@@ -209,3 +209,24 @@ def test_mm2_offset_syncs_name_real_copies_up_to_the_last_record(kafka_clusters,
         mine = [(s.upstream_offset, s.downstream_offset) for s in syncs if s.partition == p]
         assert mine and set(mine) <= copies  # every sync is a record and where it landed
         assert max(u for u, _d in mine) == source[-1].offset  # up to the last copied record
+
+
+def test_takeover_from_mm2_names_what_is_wrong(kafka_clusters, tmp_path):
+    doc = {
+        "clusters": {alias: {"bootstrap_servers": kafka_clusters.bootstrap(alias)} for alias in ("A", "B")},
+        "flows": [{"source": "A", "target": "B"}, {"source": "B", "target": "A", "exactly_once": True}],
+    }
+    config_path = tmp_path / "takeover.yaml"
+    config_path.write_text(yaml.safe_dump(doc), encoding="utf-8")
+
+    def takeover(*args: str) -> subprocess.CompletedProcess[str]:
+        command = [sys.executable, "-m", "mirrorlake.cli", "takeover-mm2", str(config_path), *args]
+        return subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
+
+    missing = takeover("--flow", "A->B", "--offsets-topic", f"no-such-topic-{uuid.uuid4().hex[:8]}")
+    assert missing.returncode == 2 and "MM2's offsets topic 'no-such-topic-" in missing.stderr, missing.stderr
+    eos = takeover("--flow", "B->A")
+    assert eos.returncode == 2 and "for at-least-once flows" in eos.stderr, eos.stderr
+    unknown = takeover("--flow", "A->C")
+    assert unknown.returncode == 2 and "unknown flow 'A->C'" in unknown.stderr
+    assert not any("Traceback" in r.stderr for r in (missing, eos, unknown))
