@@ -143,6 +143,15 @@ class MirrorMaker2:
         return f"{self._settings.source_alias}.{topic}"
 
     @property
+    def offsets_topic(self) -> str:
+        """Where this MM2 keeps its source positions (Connect's ``offset.storage.topic``, on the target)."""
+        return f"{self._run}-offsets"
+
+    @property
+    def _run(self) -> str:
+        return f"mm2-{self._dir.name}-{os.getpid()}"
+
+    @property
     def log_file(self) -> Path:
         return self._dir / "mm2.log"
 
@@ -167,7 +176,7 @@ class MirrorMaker2:
             target=self._target,
             topics=", ".join(self._topics),
             tasks_max=self._settings.tasks_max,
-            run=f"mm2-{self._dir.name}-{os.getpid()}",
+            run=self._run,
         )
         if self._settings.tuned_producer:
             text += _TUNED_PRODUCER.format(**aliases)

@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 
 import click
 
+from mirrorlake.cli_mm2 import takeover_mm2
 from replicator.config import load_config
 from replicator.errors import ExitCode, MirrorlakeError
 
@@ -218,6 +219,9 @@ def import_mm2(
         click.echo(f"  read: {', '.join(s.topics) or 'no MM2 topic of this flow exists'}")
         for bad in s.bad_records:
             click.echo(f"  undecodable: {bad.cluster}:{bad.topic}[{bad.partition}]@{bad.offset}: {bad.reason}")
+
+
+cli.add_command(takeover_mm2)
 
 
 # -- lakehouse --------------------------------------------------------------------------------

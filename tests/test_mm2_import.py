@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from bench.failover import FailoverCosts
@@ -29,10 +29,22 @@ from mirrorlake.localkafka import require_java, resolve_kafka_jars
 from mirrorlake.traffic import ensure_topic, produce_sample_traffic
 from replicator.client.mapping_index import MappingIndex
 from replicator.client.state_reader import read_state_log
+from replicator.client.translation import translate_offsets
 from replicator.config import load_config
 from replicator.config.cache import cache_root
 from replicator.events import Checkpoint, Event, Heartbeat, OffsetSync
+from replicator.flow.runtime import Replicator
 from replicator.mm2.importer import Mm2Importer
+from replicator.mm2.records import (
+    decode_checkpoint,
+    decode_heartbeat,
+    decode_offset_sync,
+    encode_checkpoint,
+    encode_heartbeat,
+    encode_offset_sync,
+)
+from replicator.mm2.takeover import mm2_source_positions
+from tests.mm2_client_probe import Mm2ClientProbe
 from tests.test_mm2_records import enc_checkpoint, enc_offset_sync
 from tests.waiting import wait_for
 
@@ -106,6 +118,7 @@ class Mm2Run:
     topic: str
     committed: dict[tuple[str, int], int]  # (group, partition) -> committed offset on A
     garbage: frozenset[tuple[str, str, int]]  # (alias, topic, offset) of the garbage records
+    offsets_topic: str  # MM2's source positions (Connect's offsets topic on B)
 
 
 @pytest.fixture(scope="module")
@@ -145,6 +158,12 @@ def mm2_run(kafka_clusters, unique_topic, tmp_path_factory) -> Mm2Run:
         seen: dict[str, object] = {}
 
         def mm2_is_done() -> bool:
+            try:
+                return mm2_wrote_everything()
+            except KafkaException:
+                return False  # a topic MM2 just created has no leader yet
+
+        def mm2_wrote_everything() -> bool:
             assert mm2.alive(), mm2.log_tail()
             seen["topics"] = (sorted(topics_on(a)), sorted(topics_on(b)))
             if not {CHECKPOINTS, "heartbeats"} <= topics_on(b) or SYNCS not in topics_on(a):
@@ -168,7 +187,7 @@ def mm2_run(kafka_clusters, unique_topic, tmp_path_factory) -> Mm2Run:
         ("B", CHECKPOINTS, append(b, CHECKPOINTS, b"\x00\x01g", struct.pack(">hqq", 7, 0, 0) + b"\x00\x00")),
         ("B", "heartbeats", append(b, "heartbeats", b"\x00\x01A\x00\x01B", b"\x00\x00\x00")),  # truncated
     }
-    return Mm2Run(topic, committed, frozenset(garbage))
+    return Mm2Run(topic, committed, frozenset(garbage), mm2.offsets_topic)
 
 
 def _write_config(path: Path, kafka_clusters, state_topic: str) -> Path:
@@ -220,8 +239,11 @@ def test_cli_imports_what_mm2_wrote_and_a_rerun_imports_nothing(mm2_run, kafka_c
     assert f"A->B: imported {len(syncs)} offset syncs" in run.stdout
 
     # checkpoints: MM2's records, and the latest of each group and partition is the group's commit on A
-    cps = [e for e in events if isinstance(e, Checkpoint)]
-    mm2_cps = raw_checkpoints(b)
+    # (of this run's groups: mirrorlake flows of other tests write A.checkpoints.internal on B too)
+    run_groups = {group for group, _p in mm2_run.committed}
+    cps = [e for e in events if isinstance(e, Checkpoint) and e.group in run_groups]
+    mm2_cps = [c for c in raw_checkpoints(b) if c[0] in run_groups]
+    assert mm2_cps
     assert Counter(
         (c.group, c.target_topic, c.partition, c.upstream_offset, c.downstream_offset) for c in cps
     ) == Counter(mm2_cps)
@@ -272,6 +294,22 @@ def test_cli_imports_what_mm2_wrote_and_a_rerun_imports_nothing(mm2_run, kafka_c
     assert "Traceback" not in unknown.stderr
 
 
+def test_mirrorlakes_encoder_writes_the_bytes_mm2_wrote(mm2_run, kafka_clusters):
+    a, b = kafka_clusters.bootstrap("A"), kafka_clusters.bootstrap("B")
+    garbage = {(topic, offset) for _alias, topic, offset in mm2_run.garbage}
+    kinds = [
+        (a, SYNCS, decode_offset_sync, encode_offset_sync),
+        (b, CHECKPOINTS, decode_checkpoint, encode_checkpoint),
+        (b, "heartbeats", decode_heartbeat, encode_heartbeat),
+        (b, "A.heartbeats", decode_heartbeat, encode_heartbeat),
+    ]
+    for bootstrap, topic, decode, encode in kinds:
+        records = [r for r in read_partition(bootstrap, topic, 0) if (topic, r.offset) not in garbage]
+        records = [r for r in records if topic == SYNCS or r.value[:2] == b"\x00\x00"]  # version 0: MM2's
+        assert records, topic
+        assert [encode(decode(r.key, r.value)) for r in records] == [(r.key, r.value) for r in records], topic
+
+
 def test_follow_imports_new_records_and_skips_bad_ones_without_stopping(
     mm2_run, kafka_clusters, unique_topic, tmp_path
 ):
@@ -310,3 +348,55 @@ def test_follow_imports_new_records_and_skips_bad_ones_without_stopping(
     assert [(c.source_topic, c.upstream_offset, c.downstream_offset, c.metadata) for c in late] == [
         (mm2_run.topic, 9, 8, "x")
     ]
+
+
+@pytest.fixture(scope="module")
+def probe(kafka_clusters, tmp_path_factory) -> Mm2ClientProbe:
+    return Mm2ClientProbe.compiled(kafka_clusters, tmp_path_factory)
+
+
+def test_mirrorlake_takes_over_where_mm2_stopped_and_a_java_group_fails_over(
+    mm2_run, kafka_clusters, unique_topic, tmp_path, probe
+):
+    """MM2 (stopped) copied A->B; mirrorlake continues from MM2's positions: every record once on B."""
+    a, b = kafka_clusters.bootstrap("A"), kafka_clusters.bootstrap("B")
+    topic, remote = mm2_run.topic, f"A.{mm2_run.topic}"
+    mm2_positions = mm2_source_positions({"bootstrap.servers": b}, mm2_run.offsets_topic, "A")
+    assert {(topic, p) for p in range(PARTITIONS)} <= set(mm2_positions)
+    before = {p: Counter(r.key for r in read_partition(b, remote, p)) for p in range(PARTITIONS)}  # MM2's copies
+    producer = Producer({"bootstrap.servers": a, "enable.idempotence": True})
+    for i in range(200):
+        producer.produce(topic, f"after-{i}".encode(), f"after-{i}".encode(), partition=i % PARTITIONS)
+    producer.flush(30)
+    group = f"{topic}-g_after_takeover"
+    committed = {p: mm2_positions[(topic, p)] + 1 + 40 for p in range(PARTITIONS)}  # in what mirrorlake copies
+    commit_groups(a, topic, {group: committed})
+
+    state_topic = unique_topic("mirrorlake.takeover")
+    doc = {
+        "clusters": {alias: {"bootstrap_servers": kafka_clusters.bootstrap(alias)} for alias in ("A", "B")},
+        "flows": [{"source": "A", "target": "B", "topics": [topic], "groups": [group], "audit": False}],
+        "state_topic": state_topic,
+        "heartbeats_topic": unique_topic("heartbeats"),  # MM2's own heartbeats topic stays MM2's
+    }
+    config_path = tmp_path / "takeover.yaml"
+    config_path.write_text(yaml.safe_dump(doc), encoding="utf-8")
+    run = _cli("takeover-mm2", str(config_path), "--flow", "A->B", "--offsets-topic", mm2_run.offsets_topic)
+    assert run.returncode == 0, run.stderr
+    for p in range(PARTITIONS):
+        assert f"{topic}[{p}] at {mm2_positions[(topic, p)] + 1}" in run.stdout
+    Replicator(load_config(config_path), status_port=None).run_until_caught_up()
+
+    for p in range(PARTITIONS):
+        source, target = read_partition(a, topic, p), read_partition(b, remote, p)
+        copied = Counter(r.key for r in target) - before[p]  # what mirrorlake added
+        missing = Counter(r.key for r in source if r.key not in before[p])
+        assert copied == missing, p  # every record MM2 had not copied, once; nothing MM2 copied
+        assert before[p] and sum(missing.values()) >= 100  # MM2's part and the 100 new records of p
+        costs = FailoverCosts(copies_by_content(source, target))
+        translated = probe.ask(b, f"translate:A:{group}").translated("A", group)
+        t = translated[(remote, p)]
+        assert costs.cost(committed[p], t) == costs.cost(committed[p], costs.exact(committed[p]))
+        assert (costs.cost(committed[p], t).lost, costs.cost(committed[p], t).reread) == (0, 0)
+        mine = translate_offsets(load_config(config_path), "A->B", group)[(remote, p)]
+        assert mine.downstream_offset == t

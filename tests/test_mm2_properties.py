@@ -317,3 +317,12 @@ def test_group_and_checkpoint_keys_map_onto_the_flow():
     (flow,) = cfg.flows
     assert flow.groups == ("app-.*",) and flow.groups_exclude == ("app-test",)
     assert flow.sync_group_offsets and flow.emit_checkpoints_interval_seconds == 7 and not flow.emit_heartbeats
+    assert flow.emit_mm2_checkpoints and not flow.emit_mm2_offset_syncs  # mirrorlake's defaults
+
+
+def test_mm2_checkpoints_and_offset_syncs_follow_mm2s_switches():
+    base = "clusters = A, B\nA.bootstrap.servers = a:9092\nB.bootstrap.servers = b:9092\nA->B.enabled = true\n"
+    (off,) = config(base + "A->B.emit.checkpoints.enabled = false\n").flows
+    assert not off.emit_checkpoints and not off.emit_mm2_checkpoints
+    (syncs,) = config(base + "emit.offset-syncs.enabled = true\n").flows
+    assert syncs.emit_mm2_offset_syncs and syncs.emit_checkpoints and syncs.emit_mm2_checkpoints

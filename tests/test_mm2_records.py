@@ -15,7 +15,7 @@ from replicator.client.policy import DefaultReplicationPolicy, IdentityReplicati
 from replicator.config import PolicyConfig
 from replicator.errors import EventDecodeError
 from replicator.events import Checkpoint, Heartbeat, OffsetSync, encode
-from replicator.mm2.events import Mm2EventMapper, Mm2Record, mm2_event_id, mm2_hop_path
+from replicator.mm2.events import Mm2EventMapper, Mm2Record, mm2_checkpoint, mm2_event_id, mm2_hop_path
 from replicator.mm2.records import (
     Mm2Checkpoint,
     Mm2Heartbeat,
@@ -24,6 +24,9 @@ from replicator.mm2.records import (
     decode_checkpoint,
     decode_heartbeat,
     decode_offset_sync,
+    encode_checkpoint,
+    encode_heartbeat,
+    encode_offset_sync,
 )
 
 # -- an encoder, written from Kafka's OffsetSync/Checkpoint/Heartbeat schemas ---------------------
@@ -68,6 +71,36 @@ def test_checkpoint_round_trips(cp):
 @given(st.builds(Mm2Heartbeat, names, names, int64))
 def test_heartbeat_round_trips(beat):
     assert decode_heartbeat(*enc_heartbeat(beat)) == beat
+
+
+@given(st.builds(Mm2OffsetSync, names, int32, int64, int64))
+def test_offset_sync_encoder_writes_kafkas_bytes(sync):
+    assert encode_offset_sync(sync) == enc_offset_sync(sync)
+    assert decode_offset_sync(*encode_offset_sync(sync)) == sync
+
+
+@given(st.builds(Mm2Checkpoint, names, names, int32, int64, int64, names))
+def test_checkpoint_encoder_writes_kafkas_bytes(cp):
+    assert encode_checkpoint(cp) == enc_checkpoint(cp)
+    assert decode_checkpoint(*encode_checkpoint(cp)) == cp
+
+
+@given(st.builds(Mm2Heartbeat, names, names, int64))
+def test_heartbeat_encoder_writes_kafkas_bytes(beat):
+    assert encode_heartbeat(beat) == enc_heartbeat(beat)
+    assert decode_heartbeat(*encode_heartbeat(beat)) == beat
+
+
+def test_encoders_write_the_known_bytes_and_refuse_strings_kafka_cannot_hold():
+    key = bytes.fromhex("0002" + "6731" + "0003" + "412e74" + "00000002")
+    value = bytes.fromhex("0000" + "000000000000000a" + "0000000000000007" + "0001" + "6d")
+    assert encode_checkpoint(Mm2Checkpoint("g1", "A.t", 2, 10, 7, "m")) == (key, value)
+    assert encode_heartbeat(Mm2Heartbeat("A", "B", 9)) == (
+        bytes.fromhex("0001" + "41" + "0001" + "42"),
+        bytes(2) + bytes(7) + b"\x09",
+    )
+    with pytest.raises(Mm2RecordError, match="Checkpoint value: field 'metadata' is 32768 UTF-8 bytes"):
+        encode_checkpoint(Mm2Checkpoint("g", "t", 0, 0, 0, "x" * 32768))
 
 
 def test_known_bytes_decode_as_kafka_writes_them():
@@ -181,6 +214,31 @@ def test_records_become_events_with_deterministic_ids():
     )
     assert isinstance(same, Checkpoint) and same.source_topic == same.target_topic == "orders"
     assert len({sync.event_id, cp.event_id, back.event_id}) == 3
+
+
+@pytest.mark.parametrize(("source_topic", "target_topic"), [("orders", "A.orders"), ("B.orders", "orders")])
+def test_a_checkpoint_written_as_mm2s_record_reads_back_as_the_same_checkpoint(source_topic, target_topic):
+    ours = Checkpoint(
+        flow="A->B",
+        replicator_id="r",
+        source_cluster="A",
+        target_cluster="B",
+        group="g",
+        source_topic=source_topic,
+        target_topic=target_topic,
+        partition=3,
+        upstream_offset=120,
+        downstream_offset=117,
+        method="exact",
+        error_bound=0,
+        metadata=None,
+    )
+    record = _rec("B", "A.checkpoints.internal", *encode_checkpoint(mm2_checkpoint(ours)))
+    back = Mm2EventMapper(DefaultReplicationPolicy(), "A", "B").to_event("checkpoint", record)
+    assert isinstance(back, Checkpoint)
+    fields = ("group", "source_topic", "target_topic", "partition", "upstream_offset", "downstream_offset")
+    assert [getattr(back, f) for f in fields] == [getattr(ours, f) for f in fields]
+    assert back.metadata == ""  # MM2's metadata is never null
 
 
 def test_heartbeats_carry_their_hop_path_and_belong_to_the_flow_of_their_last_hop():

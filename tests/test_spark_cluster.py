@@ -23,7 +23,7 @@ import yaml
 
 from lakehouse.api import Lakehouse
 from lakehouse.catalog import GOLD_TABLE_NAMES
-from tests.conftest import find_free_port_pair
+from mirrorlake.localkafka.ports import find_free_port_pair
 from tests.lakehouse_support import Built
 from tests.waiting import wait_for
 

@@ -20,8 +20,9 @@ anything else) and its keys are understood as ``MirrorMakerConfig`` understands 
   ``enabled`` (MM2's default: false), ``topics``, ``topics.exclude`` (or the deprecated
   ``topics.blacklist``; an explicit list replaces the default list, as in MM2), ``offset.lag.max`` and
   ``replication.policy.class``/``.separator`` (one policy for all enabled flows), ``groups``,
-  ``groups.exclude``, ``emit.checkpoints.enabled``/``.interval.seconds``, ``sync.group.offsets.enabled``
-  and ``emit.heartbeats.enabled``/``.interval.seconds``.
+  ``groups.exclude``, ``emit.checkpoints.enabled``/``.interval.seconds`` (state events and MM2's
+  checkpoints topic alike), ``sync.group.offsets.enabled``, ``emit.heartbeats.enabled``/``.interval.seconds``
+  and ``emit.offset-syncs.enabled`` (MM2's offset-syncs topic, written only when set to true).
 - Every other MM2 key (topic config/ACL sync, replication factors,
   ``tasks.max``, worker, REST, ...) is accepted and logged once at WARNING as "accepted, not used yet".
   Settings whose silent omission would change what is copied or how a cluster is reached (a custom
@@ -119,11 +120,14 @@ _ONLY_DEFAULT = {  # name -> (the one value mirrorlake honours, why): ignoring o
     "transforms": ("", "Connect transformations; mirrorlake copies records unchanged"),
     "config.providers": ("", "${provider:path:key} substitution; write the values themselves"),
 }
-# MM2 flow keys that map one to one onto FlowConfig fields.
+# MM2 flow keys and the FlowConfig fields each one sets. MM2's checkpoints are both the state
+# events and the records in <source>.checkpoints.internal; an explicit emit.offset-syncs.enabled
+# (MM2's default is true) asks for MM2's offset-syncs topic beside mirrorlake's own syncs.
 _FLOW_BOOLS = {
-    "emit.checkpoints.enabled": "emit_checkpoints",
-    "sync.group.offsets.enabled": "sync_group_offsets",
-    "emit.heartbeats.enabled": "emit_heartbeats",
+    "emit.checkpoints.enabled": ("emit_checkpoints", "emit_mm2_checkpoints"),
+    "sync.group.offsets.enabled": ("sync_group_offsets",),
+    "emit.heartbeats.enabled": ("emit_heartbeats",),
+    "emit.offset-syncs.enabled": ("emit_mm2_offset_syncs",),
 }
 _FLOW_SECONDS = {
     "emit.checkpoints.interval.seconds": "emit_checkpoints_interval_seconds",
@@ -490,9 +494,9 @@ class _Translation:
                 flow["groups"] = self._patterns(merged["groups"])
             if exclude := merged.get("groups.exclude") or merged.get("groups.blacklist"):
                 flow["groups_exclude"] = self._patterns(exclude)
-            for java, ours in _FLOW_BOOLS.items():
+            for java, fields in _FLOW_BOOLS.items():
                 if key := merged.get(java):
-                    flow[ours] = self.typed(key, _java_bool)
+                    flow.update(dict.fromkeys(fields, self.typed(key, _java_bool)))
             for java, ours in _FLOW_SECONDS.items():
                 if key := merged.get(java):
                     seconds = self.typed(key, _java_long)

@@ -121,6 +121,16 @@ class FlowConfig(_Model):
     groups_exclude: tuple[str, ...] = DEFAULT_GROUPS_EXCLUDE
     emit_checkpoints: bool = Field(default=True, description="MM2's emit.checkpoints.enabled")
     emit_checkpoints_interval_seconds: float = Field(default=5.0, gt=0)
+    emit_mm2_checkpoints: bool = Field(
+        default=True,
+        description="with emit_checkpoints, also write them as MM2 does (<source>.checkpoints.internal on the "
+        "target), so MM2's RemoteClusterUtils.translateOffsets works",
+    )
+    emit_mm2_offset_syncs: bool = Field(
+        default=False,
+        description="also write MM2's offset syncs (mm2-offset-syncs.<target>.internal on the source), "
+        "so an MM2 started later translates the history mirrorlake copied",
+    )
     sync_group_offsets: bool = Field(
         default=False, description="write translated offsets to the target for groups inactive there"
     )

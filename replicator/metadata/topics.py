@@ -131,6 +131,13 @@ class TopicManager:
         topic = NewTopic(name, num_partitions=STATE_TOPIC_PARTITIONS, replication_factor=-1, config=config)
         self._wait(self._target.create_topics([topic], operation_timeout=_ADMIN_TIMEOUT_S), "create state topic")
 
+    def ensure_single_partition_compacted(self, name: str) -> None:
+        """A topic as MM2's ``MirrorUtils.createSinglePartitionCompactedTopic`` makes it (an existing one is kept)."""
+        if name in partition_counts(self._target):
+            return
+        topic = NewTopic(name, num_partitions=1, replication_factor=-1, config={"cleanup.policy": "compact"})
+        self._wait(self._target.create_topics([topic], operation_timeout=_ADMIN_TIMEOUT_S), "create topic")
+
     @staticmethod
     def _wait(futures: Mapping[str, object], what: str) -> None:
         for name, future in futures.items():

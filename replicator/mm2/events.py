@@ -41,9 +41,17 @@ from replicator.client.mapping import TranslationMethod
 from replicator.client.policy import ReplicationPolicy
 from replicator.events import Checkpoint, Event, Heartbeat, OffsetSync
 from replicator.events.codec import header_fingerprint
-from replicator.mm2.records import decode_checkpoint, decode_heartbeat, decode_offset_sync
+from replicator.mm2.records import Mm2Checkpoint, decode_checkpoint, decode_heartbeat, decode_offset_sync
 
-__all__ = ["Mm2Record", "Mm2EventMapper", "Mm2Kind", "REPLICATOR_ID", "mm2_event_id", "mm2_hop_path"]
+__all__ = [
+    "Mm2Record",
+    "Mm2EventMapper",
+    "Mm2Kind",
+    "REPLICATOR_ID",
+    "mm2_event_id",
+    "mm2_hop_path",
+    "mm2_checkpoint",
+]
 
 REPLICATOR_ID = "mm2-import"
 Mm2Kind = Literal["offset_sync", "checkpoint", "heartbeat"]
@@ -85,6 +93,18 @@ def mm2_hop_path(
     if path[-1] != here:
         path.append(here)
     return tuple(path)
+
+
+def mm2_checkpoint(event: Checkpoint) -> Mm2Checkpoint:
+    """The MM2 record of a mirrorlake checkpoint: MM2 keys it by the *target* topic (the inverse of ``to_event``)."""
+    return Mm2Checkpoint(
+        event.group,
+        event.target_topic,
+        event.partition,
+        event.upstream_offset,
+        event.downstream_offset,
+        event.metadata or "",
+    )
 
 
 class Mm2EventMapper:

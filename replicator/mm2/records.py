@@ -17,6 +17,10 @@ big endian, fields in schema order, no field tags:
 Kafka's ``Schema.read`` does, bytes after the last field are ignored; a value version other than
 0 (the only one Kafka 4.3 defines) is an error rather than a guess. Every malformed input raises
 ``Mm2RecordError`` naming the record kind, the part (key/value) and what is wrong.
+
+The ``encode_*`` functions write the same bytes Kafka's ``recordKey()``/``recordValue()`` write
+(version 0), so MM2's own ``MirrorClient`` reads what mirrorlake publishes; a string longer than
+32767 UTF-8 bytes (Kafka's ``STRING`` limit) raises ``Mm2RecordError``.
 """
 
 from __future__ import annotations
@@ -34,6 +38,9 @@ __all__ = [
     "decode_offset_sync",
     "decode_checkpoint",
     "decode_heartbeat",
+    "encode_offset_sync",
+    "encode_checkpoint",
+    "encode_heartbeat",
     "SUPPORTED_VERSION",
 ]
 
@@ -156,3 +163,40 @@ def decode_heartbeat(key: bytes | None, value: bytes | None) -> Mm2Heartbeat:
     timestamp = v.int64("timestamp")
     k = _Reader(key, "Heartbeat key")
     return Mm2Heartbeat(k.string("sourceClusterAlias"), k.string("targetClusterAlias"), timestamp)
+
+
+def _string(value: str, what: str, field: str) -> bytes:
+    raw = value.encode("utf-8")
+    if len(raw) > 0x7FFF:
+        raise Mm2RecordError(f"{what}: field {field!r} is {len(raw)} UTF-8 bytes, Kafka's STRING holds 32767")
+    return _INT16.pack(len(raw)) + raw
+
+
+def encode_offset_sync(sync: Mm2OffsetSync) -> tuple[bytes, bytes]:
+    """(key, value) of one ``mm2-offset-syncs.<alias>.internal`` record (``OffsetSync.recordKey/Value``)."""
+    key = _string(sync.topic, "OffsetSync key", "topic") + _INT32.pack(sync.partition)
+    return key, _INT64.pack(sync.upstream_offset) + _INT64.pack(sync.downstream_offset)
+
+
+def encode_checkpoint(cp: Mm2Checkpoint) -> tuple[bytes, bytes]:
+    """(key, value) of one ``<alias>.checkpoints.internal`` record (``Checkpoint.recordKey/Value``)."""
+    key = (
+        _string(cp.group, "Checkpoint key", "group")
+        + _string(cp.topic, "Checkpoint key", "topic")
+        + _INT32.pack(cp.partition)
+    )
+    value = (
+        _INT16.pack(SUPPORTED_VERSION)
+        + _INT64.pack(cp.upstream_offset)
+        + _INT64.pack(cp.downstream_offset)
+        + _string(cp.metadata, "Checkpoint value", "metadata")
+    )
+    return key, value
+
+
+def encode_heartbeat(beat: Mm2Heartbeat) -> tuple[bytes, bytes]:
+    """(key, value) of one heartbeats record (``Heartbeat.recordKey/Value``)."""
+    key = _string(beat.source_alias, "Heartbeat key", "sourceClusterAlias") + _string(
+        beat.target_alias, "Heartbeat key", "targetClusterAlias"
+    )
+    return key, _INT16.pack(SUPPORTED_VERSION) + _INT64.pack(beat.timestamp_ms)

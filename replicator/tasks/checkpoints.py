@@ -12,7 +12,10 @@ replica resumes on the original. ``error_bound`` is 0 for every method here: a c
 at the checkpoint re-reads nothing that was replicated and loses nothing.
 
 With ``sync_group_offsets`` the checkpoints are also written to the target's group offsets
-(``replicator.tasks.group_sync``).
+(``replicator.tasks.group_sync``). With ``emit_checkpoints`` and ``emit_mm2_checkpoints`` (the
+default) each emitted checkpoint is also written, from the same decision, as MM2's record to
+``<source>.checkpoints.internal`` on the target (name from the replication policy), where MM2's
+``RemoteClusterUtils.translateOffsets`` finds it.
 """
 
 from __future__ import annotations
@@ -29,6 +32,9 @@ from replicator.client.policy import ReplicationPolicy
 from replicator.events import Checkpoint
 from replicator.kafka.settings import consumer_group_id
 from replicator.metadata.filters import RegexGroupFilter
+from replicator.mm2.events import mm2_checkpoint
+from replicator.mm2.records import encode_checkpoint
+from replicator.mm2.writer import Mm2TopicWriter
 from replicator.tasks.base import TaskContext
 from replicator.tasks.group_sync import GroupOffsetSync
 
@@ -52,7 +58,13 @@ class CheckpointTask:
         self._filter = RegexGroupFilter.for_flow(ctx.flow)
         self._own_group = consumer_group_id(ctx.flow)
         self._last: dict[tuple[str, str, int], tuple[int, int]] = {}
-        self.group_sync = GroupOffsetSync(ctx, AdminClient(target_conf)) if ctx.flow.sync_group_offsets else None
+        target_admin = AdminClient(target_conf)
+        self.group_sync = GroupOffsetSync(ctx, target_admin) if ctx.flow.sync_group_offsets else None
+        self.mm2 = (
+            Mm2TopicWriter(ctx.state.producer, target_admin, policy.checkpoints_topic(ctx.flow.source))
+            if ctx.flow.emit_checkpoints and ctx.flow.emit_mm2_checkpoints
+            else None
+        )
 
     def groups(self) -> list[str]:
         listing = self._source.list_consumer_groups(request_timeout=_TIMEOUT_S).result(timeout=_TIMEOUT_S)
@@ -63,6 +75,8 @@ class CheckpointTask:
         )
 
     def run(self) -> None:
+        if self.mm2 is not None:
+            self.mm2.ensure_topic()  # as MM2's connector does at start: translateOffsets then finds it
         self._ctx.view.refresh()
         for group in self.groups():
             try:
@@ -76,6 +90,8 @@ class CheckpointTask:
                 key = (group, c.source_topic, c.partition)
                 if self._last.get(key) != (c.upstream_offset, c.downstream_offset):
                     self._ctx.emit(c)
+                    if self.mm2 is not None:
+                        self.mm2.write(*encode_checkpoint(mm2_checkpoint(c)), timestamp_ms=c.emitted_at_ms)
                     self._last[key] = (c.upstream_offset, c.downstream_offset)
             if self.group_sync is not None:
                 self.group_sync.sync(group, checkpoints, self._unmapped(offsets, checkpoints))

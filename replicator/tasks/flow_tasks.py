@@ -13,6 +13,7 @@ from replicator.tasks.base import StateTask, StateTasks, StateView, TaskContext,
 from replicator.tasks.checkpoints import CheckpointTask
 from replicator.tasks.config_snapshots import ConfigSnapshotTask
 from replicator.tasks.heartbeats import HeartbeatEmitter, HeartbeatObserver
+from replicator.tasks.mm2_offset_syncs import Mm2OffsetSyncTask
 from replicator.tasks.state_snapshots import StateSnapshotTask
 from replicator.tasks.watermarks import WatermarkTask
 
@@ -39,7 +40,9 @@ def flow_state_tasks(
     if flow.emit_checkpoints or flow.sync_group_offsets:
         tasks.append(CheckpointTask(ctx, source_conf, target_conf, policy))
     if flow.emit_heartbeats and continuous:
-        tasks += [HeartbeatEmitter(ctx, source_conf), HeartbeatObserver(ctx, target_conf, policy)]
+        tasks += [HeartbeatEmitter(ctx, source_conf, target_conf), HeartbeatObserver(ctx, target_conf, policy)]
+    if flow.emit_mm2_offset_syncs:
+        tasks.append(Mm2OffsetSyncTask(ctx, source_conf, policy))
     tasks += [WatermarkTask(ctx, source_conf, target_conf), ConfigSnapshotTask(ctx, source_conf, target_conf)]
     if flow.audit:
         tasks.append(AuditTask(ctx, source_conf, target_conf))

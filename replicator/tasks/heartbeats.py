@@ -1,14 +1,21 @@
-"""Heartbeats: emitted at a flow's source every second, observed wherever they arrive.
+"""Heartbeats: MM2's heartbeat records, written every second, observed wherever they arrive.
 
-A flow ``S->T`` writes a ``Heartbeat`` (origin S) to S's heartbeats topic; every flow replicates
-heartbeats topics whatever its topic filter says (as MM2 does), so the heartbeat travels every
-path out of S. Each flow also reads the heartbeats that arrived on its target *through it*, and
-emits a ``Heartbeat`` event with the full hop path (origin first, the target last) and the time it
-was read: latency per path, and by subtraction per hop; ``replication_hops`` and
-``upstream_clusters`` come from these events.
+A flow ``S->T`` writes MM2's ``Heartbeat`` records (key ``sourceClusterAlias, targetClusterAlias``,
+value ``timestamp``; ``replicator.mm2.records``) as MM2's heartbeat connectors do: ``(S, T)`` to T's
+heartbeats topic (the connector of ``S->T``) and ``(T, S)`` to S's (the one MM2 runs for the
+reverse pair even when that flow is disabled; skipped when the config runs ``T->S`` with
+heartbeats, which writes it itself). Every flow replicates heartbeats topics whatever its topic
+filter says (as MM2 does), so S's heartbeats reach T as ``S.heartbeats``, and MM2's ``MirrorClient``
+on T finds hops and upstream clusters in those names. A cluster where MM2 runs too gets the same
+records from both.
 
-The hop path comes from the topic name under a policy that tracks sources (``A.heartbeats`` on B
-is A->B; ``B.A.heartbeats`` on C is A->B->C) and from the provenance header under identity.
+Each flow also reads the heartbeats that arrived on its target *through it*, and emits a
+``Heartbeat`` event to the state topic (the only place mirrorlake's Avro heartbeats live) with the
+full hop path (the cluster the record was written on first, the target last) and the time it was
+read: latency per path, and by subtraction per hop; ``replication_hops`` and ``upstream_clusters``
+come from these events. The hop path comes from the topic name under a policy that tracks sources
+(``A.heartbeats`` on B is A->B; ``B.A.heartbeats`` on C is A->B->C) and from the provenance header
+under identity.
 """
 
 from __future__ import annotations
@@ -19,14 +26,15 @@ import uuid
 from typing import Any
 
 from confluent_kafka import Consumer, Producer
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient
 
 from replicator.client.policy import ReplicationPolicy
 from replicator.client.provenance import Provenance
-from replicator.errors import EventDecodeError
-from replicator.events import Heartbeat, decode, encode
+from replicator.events import Heartbeat
 from replicator.events.model import now_ms
 from replicator.kafka.settings import RDKAFKA_LOG
+from replicator.mm2.records import Mm2Heartbeat, Mm2RecordError, decode_heartbeat, encode_heartbeat
+from replicator.mm2.writer import Mm2TopicWriter
 from replicator.tasks.base import TaskContext
 
 __all__ = ["HeartbeatEmitter", "HeartbeatObserver", "hop_path"]
@@ -49,39 +57,32 @@ def hop_path(
 
 
 class HeartbeatEmitter:
-    """Writes one heartbeat per interval to the source cluster's heartbeats topic (created if missing)."""
+    """Writes MM2's heartbeat records each interval: ``(S, T)`` on the target, ``(T, S)`` on the source."""
 
     name = "heartbeat-emitter"
     in_final_round = False  # a heartbeat after the copy loop stopped would only look like lag
 
-    def __init__(self, ctx: TaskContext, source_conf: dict[str, Any]) -> None:
+    def __init__(self, ctx: TaskContext, source_conf: dict[str, Any], target_conf: dict[str, Any]) -> None:
         self._ctx = ctx
-        self.interval_s = ctx.flow.emit_heartbeats_interval_seconds
-        self._topic = ctx.config.heartbeats_topic
+        flow = ctx.flow
+        self.interval_s = flow.emit_heartbeats_interval_seconds
+        topic = ctx.config.heartbeats_topic
         self._producer = Producer(
-            {**source_conf, "client.id": f"{ctx.replicator_id}-{ctx.flow.name}-heartbeats", "logger": RDKAFKA_LOG}
+            {**source_conf, "client.id": f"{ctx.replicator_id}-{flow.name}-heartbeats", "logger": RDKAFKA_LOG}
         )
-        self._admin = AdminClient(source_conf)
-        self._created = False
+        self._writers = [
+            (Mm2TopicWriter(ctx.state.producer, AdminClient(target_conf), topic), flow.source, flow.target)
+        ]
+        reverse = f"{flow.target}->{flow.source}"
+        if not any(f.name == reverse and f.emit_heartbeats for f in ctx.config.enabled_flows()):
+            self._writers.append(
+                (Mm2TopicWriter(self._producer, AdminClient(source_conf), topic), flow.target, flow.source)
+            )
 
     def run(self) -> None:
-        if not self._created:
-            futures = self._admin.create_topics([NewTopic(self._topic, num_partitions=1, replication_factor=-1)])
-            for future in futures.values():
-                try:
-                    future.result(timeout=30)
-                except Exception as exc:  # noqa: BLE001 (already exists is fine; anything else shows on produce)
-                    _log.debug("heartbeats topic: %s", exc)
-            self._created = True
-        flow = self._ctx.flow
-        beat = Heartbeat(
-            flow=flow.name,
-            replicator_id=self._ctx.replicator_id,
-            origin_cluster=flow.source,
-            hop_path=(flow.source,),
-            origin_timestamp_ms=now_ms(),
-        )
-        self._producer.produce(self._topic, encode(beat), flow.name.encode(), timestamp=beat.origin_timestamp_ms)
+        timestamp = now_ms()
+        for writer, source, target in self._writers:
+            writer.write(*encode_heartbeat(Mm2Heartbeat(source, target, timestamp)), timestamp_ms=timestamp)
         self._producer.poll(0)
 
     def close(self) -> None:
@@ -144,18 +145,16 @@ class HeartbeatObserver:
             if path is None or len(path) < 2 or path[-2] != flow.source:
                 continue  # written here, or it arrived through another flow
             try:
-                beat = decode(msg.value())  # type: ignore[arg-type]
-            except EventDecodeError:
-                continue  # an MM2 heartbeat (struct-encoded) or someone else's record: not ours to judge
-            if not isinstance(beat, Heartbeat):
-                continue
+                beat = decode_heartbeat(msg.key(), msg.value())  # type: ignore[arg-type]
+            except Mm2RecordError:
+                continue  # an Avro heartbeat of an older mirrorlake, or someone else's record
             self._ctx.emit(
                 Heartbeat(
                     flow=flow.name,
                     replicator_id=self._ctx.replicator_id,
-                    origin_cluster=beat.origin_cluster,
+                    origin_cluster=path[0],  # where the record was written (MM2's targetClusterAlias)
                     hop_path=path,
-                    origin_timestamp_ms=beat.origin_timestamp_ms,
+                    origin_timestamp_ms=beat.timestamp_ms,
                     received_at_ms=now_ms(),
                     topic=topic,
                 ),

@@ -5,7 +5,8 @@ target diverged?), or for a pair replicated by someone else (MirrorMaker 2): wat
 snapshots, audit windows and checkpoints are emitted to the target's state topic exactly as a
 running flow would emit them, from the flow's topic selection and the mapping already in the log.
 Remote topics are named by the replication policy; nothing is created, nothing is written to the
-data topics, no group offsets are changed (group sync is left to a running flow).
+data topics nor to MM2's internal topics (an MM2 may own them), no group offsets are changed
+(group sync is left to a running flow).
 """
 
 from __future__ import annotations
@@ -39,7 +40,9 @@ def observe_once(config: MirrorlakeConfig, flows: list[str] | None = None) -> di
     for flow in selected:
         for alias in (flow.source, flow.target):
             wait_for_cluster(alias, config.cluster(alias).client_config(), timeout_s=config.connect_timeout_seconds)
-        flow = flow.model_copy(update={"sync_group_offsets": False})
+        flow = flow.model_copy(
+            update={"sync_group_offsets": False, "emit_mm2_checkpoints": False, "emit_mm2_offset_syncs": False}
+        )
         selector = TopicSelector(
             policy,
             RegexTopicFilter.for_flow(flow),
