@@ -99,7 +99,7 @@ def main() -> None:
         st.navigation(pages, position="top").run()
     finally:
         if isinstance(view, View):
-            view.sql.close()
+            view.close()
             st.sidebar.caption(f"Times in UTC · judged at {fmt.utc(view.now_ms)}")
 
 

@@ -24,12 +24,18 @@ __all__ = [
     "lag_series",
     "heartbeat_series",
     "has",
+    "tables",
     "frame",
 ]
 
 
 def has(sql: LakehouseSQL, *views: str) -> bool:
     return all(v in sql.views for v in views)
+
+
+def tables(sql: LakehouseSQL) -> list[str]:
+    """The tables (views) there are (as of the view's moment)."""
+    return list(sql.views)
 
 
 def frame(sql: LakehouseSQL, needs: str, query: str, params: list[object] | None = None) -> pd.DataFrame:

@@ -56,13 +56,26 @@ def duration_ms(ms: float | None) -> str:
 
 
 def ago(ms: int | None, now_ms: int) -> str:
-    """``5 min ago`` / ``in 3 s`` / ``just now`` relative to ``now_ms``."""
+    """``5 min ago`` / ``in 3 s`` / ``just now`` relative to ``now_ms`` (one unit: it is read at a glance)."""
     if ms is None or missing(ms):
         return UNKNOWN
     diff = now_ms - int(ms)
     if abs(diff) < 1000:
         return "just now"
-    return f"{duration_ms(diff)} ago" if diff > 0 else f"in {duration_ms(-diff)}"
+    text = _coarse(abs(diff))
+    return f"{text} ago" if diff > 0 else f"in {text}"
+
+
+def _coarse(ms: int) -> str:
+    """One unit, rounded down: ``42 s``, ``16 min``, ``5 h``, ``3 d``, ``2.1 years``."""
+    seconds = ms // 1000
+    if seconds < 60:
+        return f"{seconds} s"
+    if seconds < 3600:
+        return f"{seconds // 60} min"
+    if seconds < 48 * 3600:
+        return f"{seconds // 3600} h"
+    return duration_ms(ms)
 
 
 def when(ms: int | None, now_ms: int) -> str:

@@ -11,6 +11,7 @@ import pandas as pd
 import streamlit as st
 
 from dashboards import data, fmt
+from dashboards import data_health as dh
 from dashboards.view import View
 
 __all__ = ["render", "KIND_TITLES", "apply_filters"]
@@ -77,8 +78,8 @@ def _section(kind: str, rows: pd.DataFrame, now_ms: int) -> None:
 
 
 def render(view: View) -> None:
-    rows = data.divergence(view.sql)
-    if "divergence" not in view.sql.views:
+    rows = view.get(data.divergence)
+    if "divergence" not in view.get(dh.tables):
         st.info(
             "No divergence report yet: `mirrorlake replicate` publishes config snapshots and audit windows of both "
             "sides; then `mirrorlake lakehouse build`."

@@ -27,8 +27,8 @@ def render(view: View) -> None:
     flow = flow_picker(view)
     if flow is None:
         return
-    rpo = data.rpo_now(view.sql, flow)
-    costs = data.failover_now(view.sql, flow)
+    rpo = view.get(data.rpo_now, flow)
+    costs = view.get(data.failover_now, flow)
     if rpo.empty and costs.empty:
         st.info(
             "Nothing to plan from yet: `mirrorlake replicate` publishes watermarks and group checkpoints; "

@@ -11,6 +11,7 @@ from dashboards.views.common import flow_picker
 
 __all__ = ["render", "group_table"]
 
+_COSTS = ("unreplicated", "lost", "re-read", "duplicated")
 _NUMBERS = ("committed", "checkpoint", "exact", "error", "unreplicated", "lost", "re-read", "duplicated")
 
 
@@ -38,7 +39,7 @@ def render(view: View) -> None:
     flow = flow_picker(view)
     if flow is None:
         return
-    rows = data.groups(view.sql, flow)
+    rows = view.get(data.groups, flow)
     if rows.empty:
         st.info(
             "No consumer-group checkpoint for this flow yet: groups must commit offsets on the source; "
@@ -65,12 +66,21 @@ def render(view: View) -> None:
         "(negative: re-read, positive: skipped) · lost/re-read/duplicated: resuming at the checkpoint now."
     )
     table = group_table(rows, view.now_ms)
+    costs_known = rows["records_lost_total"].notna().any()
+    if not costs_known:
+        table = table.drop(columns=list(_COSTS))
     st.dataframe(
         table,
         hide_index=True,
         width="stretch",
-        column_config={c: st.column_config.NumberColumn(c, format="localized") for c in _NUMBERS},
+        column_config={c: st.column_config.NumberColumn(c, format="localized") for c in _NUMBERS if c in table},
     )
+    if not costs_known:
+        st.info(
+            "The failover cost per group needs gold `rpo_groups` (a source watermark and the mapping): "
+            "run `mirrorlake lakehouse build` after `mirrorlake replicate` has observed the source."
+        )
+        return
     st.subheader("Per group")
     for group, part in table.groupby("group"):
         lost, reread, dup = (part[c].sum(min_count=1) for c in ("lost", "re-read", "duplicated"))

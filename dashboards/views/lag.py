@@ -8,7 +8,7 @@ import streamlit as st
 from dashboards import data_health as dh
 from dashboards import fmt
 from dashboards.view import View
-from dashboards.views.common import flow_picker
+from dashboards.views.common import flow_picker, time_chart, time_range
 
 __all__ = ["render", "current_totals"]
 
@@ -31,34 +31,24 @@ def current_totals(series: pd.DataFrame) -> tuple[pd.Series, pd.Series | None]:
     return now, pd.Series({"records": records.iloc[-2], "seconds": seconds.iloc[-2]})
 
 
-def _range(series: pd.DataFrame, key: str) -> pd.DataFrame:
-    lo, hi = series["time"].min().to_pydatetime(), series["time"].max().to_pydatetime()
-    if lo == hi:
-        return series
-    start, end = st.slider(
-        "Time range (UTC)", min_value=lo, max_value=hi, value=(lo, hi), format="YYYY-MM-DD HH:mm:ss", key=key
-    )
-    return series[(series["time"] >= pd.Timestamp(start)) & (series["time"] <= pd.Timestamp(end))]
-
-
 def _delta(now: float, before: float | None, render) -> str | None:  # noqa: ANN001 - a formatter
     if before is None or pd.isna(before) or pd.isna(now) or now == before:
         return None
-    return ("+" if now > before else "-") + render(abs(now - before))
+    return ("" if now > before else "-") + render(abs(now - before))  # Streamlit draws the arrow
 
 
 def render(view: View) -> None:
     flow = flow_picker(view)
     if flow is None:
         return
-    series = dh.lag_series(view.sql, flow)
+    series = view.get(dh.lag_series, flow)
     if series.empty:
         st.info(
             "No watermark for this flow yet: `mirrorlake replicate` observes source and target partitions "
             "periodically; then `mirrorlake lakehouse build`."
         )
         return
-    series["time"] = pd.to_datetime(series["time"], utc=True).dt.tz_localize(None)
+    series["time"] = pd.to_datetime(series["time"], utc=True)
     now, before = current_totals(series)
     cols = st.columns(4)
     cols[0].metric(
@@ -80,21 +70,15 @@ def render(view: View) -> None:
     )
     latest_ms = int(series["observed_at_ms"].max())
     cols[3].metric("Last watermark", fmt.ago(latest_ms, view.now_ms), help=fmt.utc(latest_ms))
-    shown = _range(series, "lag_range")
+    shown = time_range(series, "lag_range")
     st.subheader("Records at risk per partition")
-    st.line_chart(
-        shown.pivot_table(index="time", columns="partition", values="records_unreplicated"), y_label="records"
-    )
+    time_chart(shown, "records_unreplicated", "partition", "records")
     st.subheader("Seconds at risk per partition")
     st.caption("Age of the oldest record not replicated yet, at each watermark.")
-    st.line_chart(
-        shown.pivot_table(index="time", columns="partition", values="seconds_unreplicated"), y_label="seconds"
-    )
+    time_chart(shown, "seconds_unreplicated", "partition", "seconds")
     if shown["bytes_unreplicated"].notna().any():
         st.subheader("Bytes at risk per partition")
-        st.line_chart(
-            shown.pivot_table(index="time", columns="partition", values="bytes_unreplicated"), y_label="bytes"
-        )
+        time_chart(shown, "bytes_unreplicated", "partition", "bytes")
     else:
         st.caption("Bytes at risk: unknown (no state event carries record sizes yet), shown as — rather than 0.")
     _heartbeats(view)
@@ -102,16 +86,16 @@ def render(view: View) -> None:
 
 def _heartbeats(view: View) -> None:
     st.subheader("Heartbeat latency per path")
-    beats = dh.heartbeat_series(view.sql)
+    beats = view.get(dh.heartbeat_series)
     if beats.empty:
         st.info("No heartbeat observed yet: `mirrorlake replicate` sends one per flow every second.")
         return
-    beats["time"] = pd.to_datetime(beats["time"], utc=True).dt.tz_localize(None)
+    beats["time"] = pd.to_datetime(beats["time"], utc=True)
     last = beats.groupby("path").tail(2)
     cols = st.columns(min(4, beats["path"].nunique()))
     for i, (path, rows) in enumerate(last.groupby("path")):
         values = list(rows["latency_ms"])
         delta = _delta(values[-1], values[-2] if len(values) > 1 else None, fmt.duration_ms)
         cols[i % len(cols)].metric(path, fmt.duration_ms(values[-1]), delta, delta_color="inverse")
-    shown = _range(beats, "heartbeat_range")
-    st.line_chart(shown.pivot_table(index="time", columns="path", values="latency_ms"), y_label="latency (ms)")
+    shown = time_range(beats, "heartbeat_range")
+    time_chart(shown, "latency_ms", "path", "latency (ms)")

@@ -13,6 +13,17 @@ from dashboards.views.common import flow_picker
 __all__ = ["render", "label_copies"]
 
 
+_SEGMENT_COLUMNS = {
+    "target_topic": "target topic",
+    "upstream_start": "source from",
+    "upstream_end": "source to",
+    "downstream_start": "target from",
+    "downstream_end": "target to",
+    "delta": "target - source",
+    "last_synced_ms": "last sync",
+}
+
+
 def label_copies(segments: pd.DataFrame) -> pd.Series:
     """``copy`` for a segment whose source range was not copied before, ``replay`` for a later copy of it."""
     order = segments.sort_values("downstream_start")
@@ -60,7 +71,7 @@ def render(view: View) -> None:
     flow = flow_picker(view)
     if flow is None:
         return
-    segments = data.mapping_segments(view.sql, flow)
+    segments = view.get(data.mapping_segments, flow)
     if segments.empty:
         st.info("No offset sync for this flow yet: run `mirrorlake replicate`, then `mirrorlake lakehouse build`.")
         return
@@ -84,7 +95,7 @@ def render(view: View) -> None:
     st.dataframe(
         part.drop(columns=["source_topic", "partition"])
         .assign(last_synced_ms=[fmt.when(int(v), view.now_ms) for v in part["last_synced_ms"]])
-        .rename(columns={"last_synced_ms": "last sync"}),
+        .rename(columns=_SEGMENT_COLUMNS),
         hide_index=True,
         width="stretch",
     )
@@ -95,13 +106,13 @@ def _translate_boxes(view: View, flow: str, topic: str, partition: int, part: pd
     with forward:
         st.subheader("Source → target")
         offset = st.number_input("Committed source offset", min_value=0, value=0, step=1, key="forward_offset")
-        target = data.translate(view.sql, flow, topic, partition, int(offset))
+        target = view.get(data.translate, flow, topic, partition, int(offset))
         if target is None:
             st.metric("Resumes on the target at", "no copy yet")
             return_note = "Nothing of this partition is replicated yet."
         else:
             st.metric("Resumes on the target at", f"{int(target)}")
-            back = data.reverse_translate(view.sql, flow, topic, partition, int(target))
+            back = view.get(data.reverse_translate, flow, topic, partition, int(target))
             return_note = (
                 f"Offset {offset} was copied: the consumer resumes on its latest copy."
                 if back is not None and back.upstream == offset
@@ -111,7 +122,7 @@ def _translate_boxes(view: View, flow: str, topic: str, partition: int, part: pd
     with reverse:
         st.subheader("Target → source")
         target_offset = st.number_input("Target offset", min_value=0, value=0, step=1, key="reverse_offset")
-        found = data.reverse_translate(view.sql, flow, topic, partition, int(target_offset))
+        found = view.get(data.reverse_translate, flow, topic, partition, int(target_offset))
         if found is None:
             st.metric("Copy of source offset", "not a copy")
             st.caption("No segment covers it: a record another producer wrote, or beyond the last sync.")

@@ -13,21 +13,24 @@ from dashboards.view import View
 
 __all__ = ["render", "LEVEL_BADGE"]
 
-LEVEL_BADGE = {"green": "🟢 green", "amber": "🟠 amber", "red": "🔴 red"}
+LEVEL_BADGE = {
+    "green": ":green-badge[:material/check_circle: green]",
+    "amber": ":orange-badge[:material/warning: amber]",
+    "red": ":red-badge[:material/error: red]",
+}
 
 
 def render(view: View) -> None:
-    sql = view.sql
-    flows = dh.flows(sql, view.configured_flows)
+    flows = view.get(dh.flows, tuple(view.configured_flows))
     if not flows:
         st.info("No flow seen yet: run `mirrorlake replicate`, then `mirrorlake lakehouse build` (or `make demo`).")
         return
     edges = []
     st.subheader("Flows")
     for flow in flows:
-        health = dh.flow_health(sql, flow)
+        health = view.get(dh.flow_health, flow)
         status = flow_status(health, view.now_ms)
-        rates = dh.flow_rates(sql, flow)
+        rates = view.get(dh.flow_rates, flow)
         source, target = flow.split("->", 1)
         lag_ms = None if health.seconds_at_risk is None else health.seconds_at_risk * 1000
         edges.append(FlowEdge(source, target, status.level, rates.replicated_per_s, health.records_at_risk, lag_ms))
@@ -35,7 +38,7 @@ def render(view: View) -> None:
             st.markdown(f"**{flow}** · {LEVEL_BADGE[status.level]} · {status.reason}")
             cols = st.columns(5)
             cols[0].metric(
-                "Records/s", fmt.rate(rates.replicated_per_s), help="copied, between the last two watermarks"
+                "Records/s", fmt.count(rates.replicated_per_s), help="copied, between the last two watermarks"
             )
             cols[1].metric("Lag (records)", fmt.count(health.records_at_risk), help="records not replicated yet")
             cols[2].metric("Lag (time)", fmt.duration_ms(lag_ms), help="age of the oldest record not replicated yet")
@@ -45,7 +48,7 @@ def render(view: View) -> None:
             cols[4].metric(
                 "Last offset sync", fmt.ago(health.last_sync_ms, view.now_ms), help=fmt.utc(health.last_sync_ms)
             )
-    topo = dh.topology(sql)
+    topo = view.get(dh.topology)
     heartbeats = (
         []
         if topo.empty
