@@ -83,7 +83,9 @@ def dashboard(built: Built, tmp_path_factory: pytest.TempPathFactory) -> Iterato
     with (work / "streamlit.log").open("wb") as log:
         proc = subprocess.Popen(command(config_file, port=port), stdout=log, stderr=subprocess.STDOUT, cwd=work)
     try:
-        wait_for(lambda: proc.poll() is not None or _healthy(url), "the dashboard to answer /_stcore/health")
+        wait_for(
+            lambda: proc.poll() is not None or _healthy(url), "the dashboard to answer /_stcore/health", timeout_s=180
+        )
         assert proc.poll() is None, (work / "streamlit.log").read_text()
         yield url
     finally:
@@ -146,10 +148,13 @@ def _open(page, url: str, slug: str, title: str) -> None:  # noqa: ANN001
 
 
 def _metric(page, label: str) -> str:  # noqa: ANN001
-    metric = page.locator('[data-testid="stMetric"]').filter(
-        has=page.locator('[data-testid="stMetricLabel"]', has_text=label)
-    )
-    return metric.first.locator('[data-testid="stMetricValue"]').inner_text().strip()
+    metric = page.locator('[data-testid="stMetric"]').filter(has=page.get_by_text(label, exact=True))
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    try:
+        return metric.first.locator('[data-testid="stMetricValue"]').inner_text(timeout=2_000).strip()
+    except PlaywrightTimeout:
+        return f"<no metric {label!r} on the page>"
 
 
 def _wait_metric(page, label: str, expected: str) -> None:  # noqa: ANN001
@@ -183,20 +188,20 @@ def test_every_page_loads_without_an_exception(page, dashboard: str, screenshots
 def test_pages_show_the_figures_sql_returns(page, dashboard: str, built: Built):  # noqa: ANN001
     at_risk = _sql(built, "SELECT sum(records_unreplicated) FROM rpo_now('A->B')")
     _open(page, dashboard, "overview", "Overview")
-    assert _metric(page, "Lag (records)") == fmt.count(at_risk)
+    _wait_metric(page, "Lag (records)", fmt.count(at_risk))
     _open(page, dashboard, "lag", "Lag and RPO")
-    assert _metric(page, "Records at risk") == fmt.count(at_risk)
+    _wait_metric(page, "Records at risk", fmt.count(at_risk))
     _open(page, dashboard, "groups", "Consumer groups")
     lost = _sql(built, "SELECT sum(records_lost_total) FROM rpo_groups WHERE flow = 'A->B'")
-    assert _metric(page, "Lost on failover now") == fmt.count(lost)
-    assert _metric(page, "Groups") == fmt.count(_sql(built, 'SELECT count(DISTINCT "group") FROM group_offsets'))
+    _wait_metric(page, "Lost on failover now", fmt.count(lost))
+    _wait_metric(page, "Groups", fmt.count(_sql(built, 'SELECT count(DISTINCT "group") FROM group_offsets')))
     _open(page, dashboard, "divergence", "Divergence")
-    assert _metric(page, "Differences") == fmt.count(_sql(built, "SELECT count(*) FROM divergence"))
+    _wait_metric(page, "Differences", fmt.count(_sql(built, "SELECT count(*) FROM divergence")))
     _open(page, dashboard, "mapping", "Offset mapping")
     segments = _sql(built, f"SELECT count(*) FROM offset_mapping WHERE source_topic = '{ev.TOPIC}' AND partition = 0")
-    assert _metric(page, "Segments") == fmt.count(segments)
+    _wait_metric(page, "Segments", fmt.count(segments))
     _open(page, dashboard, "failover", "Failover")
-    assert _metric(page, "Records at risk (RPO)") == fmt.count(at_risk)
+    _wait_metric(page, "Records at risk (RPO)", fmt.count(at_risk))
 
 
 def _ground_truth(built: Built, partition: int, committed: int) -> int:
@@ -237,7 +242,8 @@ def test_as_of_selector_changes_every_page(page, dashboard: str, built: Built): 
     segments_now = _sql(built, "SELECT count(*) FROM offset_mapping WHERE partition = 0")
     assert (at_risk_then, segments_then) != (at_risk_now, segments_now), "the first build must differ from the last"
     _open(page, dashboard, "lag", "Lag and RPO")
-    page.locator('[data-testid="stSidebar"] [data-testid="stSelectbox"]').filter(has_text="As of").click()
+    as_of = page.locator('[data-testid="stSidebar"] [data-testid="stSelectbox"]').filter(has_text="As of")
+    as_of.locator('[data-baseweb="select"]').click()
     page.get_by_role("option", name=f"Build {first.number} ·").first.click()
     _settled(page)
     page.get_by_text("Time travel: this is the lakehouse as of").wait_for()
