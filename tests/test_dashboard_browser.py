@@ -242,8 +242,7 @@ def test_as_of_selector_changes_every_page(page, dashboard: str, built: Built): 
     segments_now = _sql(built, "SELECT count(*) FROM offset_mapping WHERE partition = 0")
     assert (at_risk_then, segments_then) != (at_risk_now, segments_now), "the first build must differ from the last"
     _open(page, dashboard, "lag", "Lag and RPO")
-    as_of = page.locator('[data-testid="stSidebar"] [data-testid="stSelectbox"]').filter(has_text="As of")
-    as_of.locator('[data-baseweb="select"]').click()
+    page.get_by_role("combobox", name="As of").click()
     page.get_by_role("option", name=f"Build {first.number} ·").first.click()
     _settled(page)
     page.get_by_text("Time travel: this is the lakehouse as of").wait_for()
