@@ -100,5 +100,5 @@ def plan_section(view: View, flow: str, groups: list[str]) -> None:
     st.info(
         f"A plan for a chosen time (per partition: target offset, lost, re-read) and the consistent cut come from "
         f"`mirrorlake failover plan --flow '{flow}'`; this page will show its figures. Applying a failover stays a "
-        "CLI action. History of applied failovers: none recorded."
+        "CLI action. Applied failovers will be listed here once the replicator records them as events."
     )
