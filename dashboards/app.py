@@ -1,7 +1,9 @@
-"""The Streamlit dashboard: flows, their exact offset mapping, and a translation box.
+"""The Streamlit dashboard: one page per question an on-call engineer asks, time travel on all of them.
 
-Run by ``mirrorlake dashboard`` (``streamlit run dashboards/app.py -- --config FILE``); reads
-the lakehouse through DuckDB only, never Spark, so it starts in a second.
+Run by ``mirrorlake dashboard`` (``streamlit run dashboards/app.py -- --config FILE``); reads the
+lakehouse through DuckDB only, never Spark, so it starts in a second. Pages live in
+``dashboards.views``; each gets the same ``View`` (lakehouse as of the sidebar's choice). User
+mistakes and a missing lakehouse are messages naming the command that fixes them, not tracebacks.
 """
 
 from __future__ import annotations
@@ -9,12 +11,17 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from datetime import UTC, datetime
+import time
+from collections.abc import Callable
 
 import streamlit as st
 
-from dashboards.data import failover_now, flow_overview, mapping_segments, rpo_now, translate
-from lakehouse.sql import LakehouseSQL
+from dashboards import fmt
+from dashboards.sidebar import as_of_selector, auto_refresh
+from dashboards.view import View, open_view
+from dashboards.views import PAGES, Page
+from lakehouse.api import Lakehouse
+from lakehouse.sql import TableNotFoundError
 from replicator.config import load_config
 from replicator.errors import MirrorlakeError
 
@@ -26,64 +33,74 @@ def _args() -> argparse.Namespace:
     return args
 
 
-def main() -> None:
-    st.set_page_config(page_title="mirrorlake", layout="wide")
-    st.title("mirrorlake")
-    args = _args()
+def _open() -> View | str:
+    """The view the sidebar asks for, or the message to show instead of every page."""
+    config_path = _args().config
     try:
-        config = load_config(args.config)
-        sql = LakehouseSQL(config.lakehouse.path)
+        config = load_config(config_path)
     except MirrorlakeError as exc:
-        st.error(str(exc))
-        return
-    flows = flow_overview(sql)
-    if not flows:
-        st.info("No offset mapping yet: run `mirrorlake replicate` and `mirrorlake lakehouse build`.")
-        return
-    st.subheader("Flows")
-    st.dataframe(
-        [
-            {
-                "flow": f.flow,
-                "topics": f.topics,
-                "partitions": f.partitions,
-                "mapping segments": f.segments,
-                "last sync (UTC)": datetime.fromtimestamp(f.last_synced_ms / 1000, tz=UTC).strftime(
-                    "%Y-%m-%d %H:%M:%S"
-                ),
-            }
-            for f in flows
-        ],
-        hide_index=True,
-    )
-    flow = st.selectbox("Flow", [f.flow for f in flows])
-    segments = mapping_segments(sql, flow)
-    st.subheader(f"Offset mapping of {flow}")
-    st.caption("One row per run of constant downstream - upstream; gaps and replays start new rows.")
-    st.dataframe(segments, hide_index=True)
-    if not segments.empty:
-        chart = segments.groupby(["source_topic", "partition"]).size().reset_index(name="segments")
-        chart["topic-partition"] = chart["source_topic"] + "-" + chart["partition"].astype(str)
-        st.bar_chart(chart, x="topic-partition", y="segments")
-        st.subheader("Translate a committed offset")
-        topics = sorted(segments["source_topic"].unique())
-        col1, col2, col3 = st.columns(3)
-        topic = col1.selectbox("Source topic", topics)
-        partitions = sorted(segments.loc[segments["source_topic"] == topic, "partition"].unique())
-        partition = col2.selectbox("Partition", partitions)
-        offset = col3.number_input("Committed source offset", min_value=0, value=0, step=1)
-        result = translate(sql, flow, topic, int(partition), int(offset))
-        st.metric("Target offset", "no copy yet" if result is None else int(result))
-    rpo = rpo_now(sql, flow)
-    if not rpo.empty:
-        st.subheader("Records at risk now (RPO)")
-        st.caption("Latest source watermark per partition; bytes are not known yet (no event carries sizes).")
-        st.dataframe(rpo, hide_index=True)
-    failover = failover_now(sql, flow)
-    if not failover.empty:
-        st.subheader("If the groups failed over now")
-        st.caption("Lost = not replicated or skipped; re-read = copies before the committed offset.")
-        st.dataframe(failover, hide_index=True)
+        return f"Cannot read the configuration: {exc}"
+    lake = Lakehouse(config)
+    now_ms = int(time.time() * 1000)
+    history = lake.history()
+    if not any(name in history for name in ("offset_mapping", "rpo", "topology", "divergence")):
+        return (
+            f"No lakehouse tables at `{lake.paths.root}` yet. Fill it with `mirrorlake replicate --config "
+            f"{config_path}` and `mirrorlake lakehouse build --config {config_path}` (or run `make demo`)."
+        )
+    try:
+        as_of, label = as_of_selector(history, now_ms)
+    except MirrorlakeError as exc:
+        st.sidebar.error(str(exc))
+        as_of, label = None, None
+    try:
+        view = open_view(config, as_of, label)
+    except TableNotFoundError as exc:
+        return f"{exc}"
+    except MirrorlakeError as exc:
+        st.sidebar.error(str(exc))
+        view = open_view(config, None, None)
+    if view.live:
+        last = max((v[-1][1] for v in history.values() if v), default=None)
+        auto_refresh(lake, last, now_ms)
+    return view
+
+
+def _runner(page: Page, view: View | str) -> Callable[[], None]:
+    def run() -> None:
+        st.title(page.title)
+        if isinstance(view, str):
+            st.info(view)
+            return
+        if not view.live:
+            st.warning(
+                f"Time travel: this is the lakehouse as of **{view.as_of_label}**. "
+                "Choose *Latest (live)* in the sidebar to return to now.",
+                icon=":material/history:",
+            )
+        try:
+            page.render(view)
+        except MirrorlakeError as exc:
+            st.error(str(exc))
+
+    run.__name__ = page.slug
+    return run
+
+
+def main() -> None:
+    st.set_page_config(page_title="mirrorlake", page_icon=":material/sync_alt:", layout="wide")
+    st.sidebar.markdown("## mirrorlake")
+    view = _open()
+    pages = [
+        st.Page(_runner(page, view), title=page.title, icon=page.icon, url_path=page.slug, default=i == 0)
+        for i, page in enumerate(PAGES)
+    ]
+    try:
+        st.navigation(pages, position="top").run()
+    finally:
+        if isinstance(view, View):
+            view.close()
+            st.sidebar.caption(f"Times in UTC · judged at {fmt.utc(view.now_ms)}")
 
 
 main()

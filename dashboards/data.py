@@ -1,4 +1,8 @@
-"""What the dashboard shows, as plain queries over the lakehouse (testable without Streamlit)."""
+"""Queries behind the mapping, groups, divergence and failover pages (testable without Streamlit).
+
+A missing table gives an empty ``DataFrame`` (the page names the command that fills it); the
+translations go through the same SQL macro (``translate_offset``) as ``mirrorlake sql``.
+"""
 
 from __future__ import annotations
 
@@ -6,67 +10,115 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from dashboards.data_health import frame, has
 from lakehouse.sql import LakehouseSQL
 
-__all__ = ["FlowOverview", "flow_overview", "mapping_segments", "translate", "rpo_now", "failover_now"]
-
-
-@dataclass(frozen=True)
-class FlowOverview:
-    flow: str
-    source_cluster: str
-    target_cluster: str
-    topics: int
-    partitions: int
-    segments: int
-    last_synced_ms: int
-
-
-def flow_overview(sql: LakehouseSQL) -> list[FlowOverview]:
-    if "offset_mapping" not in sql.views:
-        return []
-    rows = sql.query(
-        "SELECT flow, any_value(source_cluster), any_value(target_cluster), count(DISTINCT source_topic), "
-        "count(DISTINCT (source_topic, partition)), count(*), max(last_synced_ms) "
-        "FROM offset_mapping GROUP BY flow ORDER BY flow"
-    ).rows
-    return [FlowOverview(*row) for row in rows]
+__all__ = [
+    "mapping_segments",
+    "translate",
+    "ReverseTranslation",
+    "reverse_translate",
+    "groups",
+    "divergence",
+    "rpo_now",
+    "failover_now",
+]
 
 
 def mapping_segments(sql: LakehouseSQL, flow: str, topic: str | None = None) -> pd.DataFrame:
+    """Segments of ``flow`` (optionally one source topic), ordered by partition and downstream offset."""
+    if not has(sql, "offset_mapping"):
+        return pd.DataFrame()
     where, params = "flow = ?", [flow]
     if topic:
         where, params = where + " AND source_topic = ?", [flow, topic]
     return sql.arrow(
         "SELECT source_topic, target_topic, partition, upstream_start, upstream_end, downstream_start, "
-        f"downstream_end, delta FROM offset_mapping WHERE {where} "
-        "ORDER BY source_topic, partition, downstream_start",
+        f"downstream_end, delta, upstream_end - upstream_start + 1 AS records, last_synced_ms "
+        f"FROM offset_mapping WHERE {where} ORDER BY source_topic, partition, downstream_start",
         params,
     ).to_pandas()
 
 
 def translate(sql: LakehouseSQL, flow: str, topic: str, partition: int, offset: int) -> int | None:
+    """Where a group that committed ``offset`` on the source resumes on the target (None: no copies)."""
     return sql.query("SELECT translate_offset(?, ?, ?, ?)", [flow, topic, partition, offset]).rows[0][0]
+
+
+@dataclass(frozen=True)
+class ReverseTranslation:
+    upstream: int  # the source offset whose copy sits at the target offset
+    copies: int  # how many copies of that source record the mapping knows (> 1 after a replay)
+
+
+def reverse_translate(
+    sql: LakehouseSQL, flow: str, topic: str, partition: int, target_offset: int
+) -> ReverseTranslation | None:
+    """Which source record the target offset is a copy of; None when it is no copy (foreign or unknown)."""
+    rows = sql.query(
+        "SELECT ? - delta FROM offset_mapping WHERE flow = ? AND source_topic = ? AND partition = ? "
+        "AND downstream_start <= ? AND ? <= downstream_end",
+        [target_offset, flow, topic, partition, target_offset, target_offset],
+    ).rows
+    if not rows:
+        return None
+    upstream = int(rows[0][0])
+    copies = sql.query(
+        "SELECT count(*) FROM offset_mapping WHERE flow = ? AND source_topic = ? AND partition = ? "
+        "AND upstream_start <= ? AND ? <= upstream_end",
+        [flow, topic, partition, upstream, upstream],
+    ).rows[0][0]
+    return ReverseTranslation(upstream, int(copies))
+
+
+def groups(sql: LakehouseSQL, flow: str) -> pd.DataFrame:
+    """Per group and partition: committed, translated (checkpoint) and exact offsets, and the failover cost now."""
+    if not has(sql, "group_offsets"):
+        return pd.DataFrame()
+    cost = (
+        "r.records_unreplicated, r.records_lost, r.records_reread, r.records_duplicated, r.records_lost_total"
+        if has(sql, "rpo_groups")
+        else "NULL AS records_unreplicated, NULL AS records_lost, NULL AS records_reread, "
+        "NULL AS records_duplicated, NULL AS records_lost_total"
+    )
+    join = 'LEFT JOIN rpo_groups r USING (flow, "group", source_topic, partition)' if has(sql, "rpo_groups") else ""
+    return sql.arrow(
+        f'SELECT g."group", g.source_topic, g.partition, g.committed_offset, g.translated_offset, g.exact_offset, '
+        f"g.method, g.translation_error, g.as_of_ms, {cost} "
+        f'FROM group_offsets g {join} WHERE g.flow = ? ORDER BY g."group", g.source_topic, g.partition',
+        [flow],
+    ).to_pandas()
+
+
+def divergence(sql: LakehouseSQL) -> pd.DataFrame:
+    """Every divergence row (all flows); the page filters it."""
+    return frame(
+        sql,
+        "divergence",
+        "SELECT flow, kind, source_topic, target_topic, item, partition, window_start, window_end, "
+        "source_value, target_value, expected, exclusion_reason, observed_at_ms "
+        "FROM divergence ORDER BY flow, kind, source_topic, item, partition, window_start",
+    )
 
 
 def rpo_now(sql: LakehouseSQL, flow: str) -> pd.DataFrame:
     """Each partition's latest RPO observation (gold ``rpo``); empty before the first watermark."""
-    if "rpo" not in sql.views:
-        return pd.DataFrame()
-    return sql.arrow(
-        "SELECT source_topic, partition, records_unreplicated, records_expired_unreplicated, "
-        "seconds_unreplicated, last_replicated_offset, log_end_offset, "
-        "epoch_ms(observed_at_ms) AS observed_at FROM rpo_now(?)",
+    return frame(
+        sql,
+        "rpo",
+        "SELECT source_topic, partition, records_unreplicated, records_expired_unreplicated, bytes_unreplicated, "
+        "seconds_unreplicated, last_replicated_offset, log_end_offset, observed_at_ms FROM rpo_now(?)",
         [flow],
-    ).to_pandas()
+    )
 
 
 def failover_now(sql: LakehouseSQL, flow: str) -> pd.DataFrame:
     """Per group and partition: what a failover now loses and re-reads (gold ``rpo_groups``)."""
-    if "rpo_groups" not in sql.views:
-        return pd.DataFrame()
-    return sql.arrow(
+    return frame(
+        sql,
+        "rpo_groups",
         'SELECT "group", source_topic, partition, committed_offset, resume_offset, method, exact_offset, '
-        "records_lost_total, records_reread, records_duplicated FROM failover_now(?)",
+        "records_unreplicated, records_lost, records_lost_total, records_reread, records_duplicated, as_of_ms "
+        "FROM failover_now(?)",
         [flow],
-    ).to_pandas()
+    )

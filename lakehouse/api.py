@@ -14,7 +14,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ingest.paths import LakehousePaths
-from lakehouse.sql import LakehouseSQL, TableNotFoundError, is_delta_table, parse_as_of, table_paths
+from lakehouse.catalog import table_paths
+from lakehouse.sql import (
+    LakehouseSQL,
+    TableNotFoundError,
+    commit_times,
+    is_delta_table,
+    parse_as_of,
+)
 from replicator.config import MirrorlakeConfig
 
 if TYPE_CHECKING:
@@ -41,6 +48,10 @@ class Lakehouse:
     def tables(self) -> list[str]:
         """Names of the tables that exist now (views of ``query``)."""
         return [name for name, path in table_paths(self.paths).items() if is_delta_table(path)]
+
+    def history(self) -> dict[str, list[tuple[int, int]]]:
+        """Per existing table: (version, commit epoch ms) of each commit still in its Delta log, oldest first."""
+        return {name: commit_times(path) for name, path in table_paths(self.paths).items() if is_delta_table(path)}
 
     def path(self, name: str) -> str:
         """The Delta table path of ``name`` (for Spark); ``TableNotFoundError`` if there is none."""

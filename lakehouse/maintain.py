@@ -18,7 +18,7 @@ from delta.tables import DeltaTable
 from pyspark.sql import SparkSession
 
 from ingest.paths import LakehousePaths
-from lakehouse.sql import table_paths
+from lakehouse.catalog import table_paths
 from replicator.errors import ExitCode, MirrorlakeError
 
 __all__ = ["MaintenanceReport", "maintain", "UnsafeRetentionError", "SAFE_RETENTION_HOURS"]

@@ -28,11 +28,11 @@ __all__ = [
     "TableNotFoundError",
     "AsOfError",
     "QueryResult",
-    "table_paths",
     "is_delta_table",
     "parse_as_of",
     "format_result",
     "install_macros",
+    "commit_times",
 ]
 
 _log = logging.getLogger(__name__)
@@ -136,7 +136,7 @@ def is_delta_table(path: Path) -> bool:
     return log.is_dir() and any(True for _ in log.glob("*.json"))
 
 
-def _commit_times(table: Path) -> list[tuple[int, int]]:
+def commit_times(table: Path) -> list[tuple[int, int]]:
     """(version, commit timestamp ms) of every commit still in the Delta log (its JSON files)."""
     out = []
     for entry in sorted((table / "_delta_log").glob("*.json")):
@@ -153,7 +153,7 @@ def _commit_times(table: Path) -> list[tuple[int, int]]:
 
 def _version_at(table: Path, as_of: int | datetime) -> int | None:
     """The table version ``as_of`` names (None: the table did not exist yet / has no such version)."""
-    commits = _commit_times(table)
+    commits = commit_times(table)
     if isinstance(as_of, int):
         return as_of if any(v == as_of for v, _ in commits) else None
     ms = int(as_of.timestamp() * 1000)

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what mirrorlake needs on a fresh Debian machine, idempotently:
-# Java 17 and Maven (apt-get, only if missing), a virtualenv with the package and its extras
+# Java 17, Maven and Chromium (apt-get, only if missing; Chromium drives the dashboard's browser
+# tests through Playwright), a virtualenv with the package and its extras
 # (pip, with pip's cache). Kafka jars (mvn) and Spark packages (ivy) are fetched on first use
 # into ${MIRRORLAKE_CACHE:-~/.cache/mirrorlake}. Re-running it after a pyproject change reinstalls.
 set -euo pipefail
@@ -12,6 +13,7 @@ PYTHON=${PYTHON:-python3}
 need_apt=()
 command -v java >/dev/null 2>&1 || need_apt+=(openjdk-17-jre-headless)
 command -v mvn >/dev/null 2>&1 || need_apt+=(maven)
+[ -x /usr/bin/chromium ] || need_apt+=(chromium)
 "$PYTHON" -c "import venv, ensurepip" >/dev/null 2>&1 || need_apt+=(python3-venv)
 if [ ${#need_apt[@]} -gt 0 ]; then
   echo "bootstrap: installing ${need_apt[*]} with apt-get"

@@ -243,7 +243,7 @@ def test_dashboard_renders_the_flow_and_its_mapping(replicated: Replicated, spar
     app = AppTest.from_file(os.path.join(os.path.dirname(__file__), "..", "dashboards", "app.py"), default_timeout=60)
     app.run()
     assert not app.exception, app.exception
-    assert [t.value for t in app.title] == ["mirrorlake"]
-    assert app.selectbox[0].value == "A->B"
-    assert len(app.dataframe) >= 2
-    assert app.metric[0].value != ""
+    assert [t.value for t in app.title] == ["Overview"]
+    assert any(m.value.startswith("**A->B**") for m in app.markdown)
+    lag = next(m for m in app.metric if m.label == "Lag (records)")
+    assert lag.value  # a count, or — when no watermark was built yet

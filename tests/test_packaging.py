@@ -93,3 +93,13 @@ def test_every_error_exit_code_is_declared_once():
     }
     codes = [ExitCode(cls.exit_code) for cls in errors]  # ValueError if a code is not declared
     assert len(set(codes)) == len(codes), sorted(codes)
+
+
+def test_the_dashboard_loads_no_spark():
+    code = (
+        "import sys\nimport dashboards.data, dashboards.timetravel, dashboards.view, dashboards.sidebar\n"
+        "print('\\n'.join(sorted(sys.modules)))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert [m for m in result.stdout.split() if m.split(".")[0] in ("pyspark", "delta")] == []

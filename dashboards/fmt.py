@@ -1,0 +1,103 @@
+"""How the dashboard writes times, durations and counts for people (pure functions, no Streamlit).
+
+Every instant is shown in UTC with its age relative to a reference moment (``now``: the wall
+clock, or the "as of" moment when the dashboard travels back in time), e.g.
+``2026-11-22 14:03:07 UTC (5 min ago)``. ``None`` is shown as an em dash, never as 0: an unknown
+value is not a zero one.
+"""
+
+from __future__ import annotations
+
+import math
+from datetime import UTC, datetime
+
+__all__ = ["UNKNOWN", "missing", "utc", "ago", "when", "duration_ms", "count", "rate", "to_datetime"]
+
+UNKNOWN = "—"
+
+
+def missing(value: object) -> bool:
+    """None or NaN (what pandas gives for a null number)."""
+    return value is None or (isinstance(value, float) and math.isnan(value))
+
+
+def to_datetime(ms: int) -> datetime:
+    """Epoch milliseconds as an aware UTC datetime."""
+    return datetime.fromtimestamp(ms / 1000, tz=UTC)
+
+
+def utc(ms: int | None) -> str:
+    """``2026-11-22 14:03:07 UTC``."""
+    if ms is None or missing(ms):
+        return UNKNOWN
+    return to_datetime(int(ms)).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def duration_ms(ms: float | None) -> str:
+    """A duration with the unit people read fastest: ``850 ms``, ``4.2 s``, ``3 min 20 s``, ``2 h 5 min``, ``3 d``."""
+    if ms is None or missing(ms):
+        return UNKNOWN
+    sign, ms = ("-" if ms < 0 else ""), abs(ms)
+    if ms < 1000:
+        return f"{sign}{ms:.0f} ms"
+    seconds = ms / 1000
+    if seconds < 60:
+        return f"{sign}{seconds:.1f} s"
+    minutes, secs = divmod(int(seconds), 60)
+    if minutes < 60:
+        return f"{sign}{minutes} min {secs} s" if secs else f"{sign}{minutes} min"
+    hours, minutes = divmod(minutes, 60)
+    if hours < 48:
+        return f"{sign}{hours} h {minutes} min" if minutes else f"{sign}{hours} h"
+    days = hours // 24
+    if days < 730:
+        return f"{sign}{days} d"
+    return f"{sign}{days / 365.25:.1f} years"
+
+
+def ago(ms: int | None, now_ms: int) -> str:
+    """``5 min ago`` / ``in 3 s`` / ``just now`` relative to ``now_ms`` (one unit: it is read at a glance)."""
+    if ms is None or missing(ms):
+        return UNKNOWN
+    diff = now_ms - int(ms)
+    if abs(diff) < 1000:
+        return "just now"
+    text = _coarse(abs(diff))
+    return f"{text} ago" if diff > 0 else f"in {text}"
+
+
+def _coarse(ms: int) -> str:
+    """One unit, rounded down: ``42 s``, ``16 min``, ``5 h``, ``3 d``, ``2.1 years``."""
+    seconds = ms // 1000
+    if seconds < 60:
+        return f"{seconds} s"
+    if seconds < 3600:
+        return f"{seconds // 60} min"
+    if seconds < 48 * 3600:
+        return f"{seconds // 3600} h"
+    return duration_ms(ms)
+
+
+def when(ms: int | None, now_ms: int) -> str:
+    """``2026-11-22 14:03:07 UTC (5 min ago)``."""
+    if ms is None or missing(ms):
+        return UNKNOWN
+    return f"{utc(ms)} ({ago(ms, now_ms)})"
+
+
+def count(n: float | None, unit: str = "") -> str:
+    """``1,234,567 records`` from ``count(1234567, "record")``; the unit is singular (``1 record``)."""
+    if n is None or missing(n):
+        return UNKNOWN
+    text = f"{n:,.0f}" if float(n).is_integer() else f"{n:,.1f}"
+    if not unit:
+        return text
+    return f"{text} {unit if n == 1 else unit + 's'}"
+
+
+def rate(per_second: float | None, unit: str = "records") -> str:
+    """``12,345 records/s`` (one decimal below 10)."""
+    if per_second is None or missing(per_second):
+        return UNKNOWN
+    text = f"{per_second:,.1f}" if per_second < 10 else f"{per_second:,.0f}"
+    return f"{text} {unit}/s"

@@ -1,0 +1,103 @@
+"""A flow's red/amber/green status and the reasons for it (pure: no Streamlit, no SQL).
+
+The status answers the on-call question "is this flow replicating, and is it safe to fail over?"
+from what the lakehouse knows, judged at a reference moment ``now_ms`` (the wall clock, or the
+"as of" moment when travelling back):
+
+* red: a replicator reported an error as its latest lifecycle state; source records were deleted
+  before they were copied (lost for good); nothing was heard from the flow (no heartbeat, no sync)
+  for ``stale_red_ms``; or the oldest un-replicated record is older than ``lag_red_ms``;
+* amber: silence longer than ``stale_amber_ms``, records at risk older than ``lag_amber_ms``,
+  a failover now would lose replicated records for some group, or the target differs from the
+  source in a way the flow does not expect (divergence rows with ``expected = false``);
+* green otherwise; the reason then says what was checked.
+
+Every threshold is a field of ``Thresholds``; reasons are short phrases a person can act on.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from dashboards import fmt
+
+__all__ = ["Thresholds", "FlowHealth", "Status", "flow_status"]
+
+Level = Literal["green", "amber", "red"]
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    stale_amber_ms: int = 60_000
+    stale_red_ms: int = 300_000
+    lag_amber_ms: int = 30_000
+    lag_red_ms: int = 300_000
+
+
+@dataclass(frozen=True)
+class FlowHealth:
+    """What the lakehouse says about one flow; ``None`` means "never seen"."""
+
+    flow: str
+    last_heartbeat_ms: int | None = None
+    last_sync_ms: int | None = None
+    records_at_risk: int | None = None
+    seconds_at_risk: float | None = None
+    records_expired: int | None = None
+    lifecycle_state: str | None = None
+    lifecycle_reason: str | None = None
+    groups_losing_records: int = 0
+    unexpected_divergences: int = 0
+
+
+@dataclass(frozen=True)
+class Status:
+    level: Level
+    reasons: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def reason(self) -> str:
+        return "; ".join(self.reasons)
+
+
+def _last_heard(health: FlowHealth) -> int | None:
+    seen = [t for t in (health.last_heartbeat_ms, health.last_sync_ms) if t is not None]
+    return max(seen) if seen else None
+
+
+def flow_status(health: FlowHealth, now_ms: int, thresholds: Thresholds = Thresholds()) -> Status:
+    """The worst level any check reaches, with the reason of every check at that level."""
+    red: list[str] = []
+    amber: list[str] = []
+    if health.lifecycle_state == "error":
+        red.append(f"replicator error: {health.lifecycle_reason or 'no reason given'}")
+    elif health.lifecycle_state == "stopped":
+        amber.append("replicator stopped")
+    if health.records_expired:
+        red.append(f"{fmt.count(health.records_expired, 'record')} deleted on the source before they were copied")
+    heard = _last_heard(health)
+    if heard is None:
+        red.append("no heartbeat or offset sync seen yet")
+    else:
+        silence = now_ms - heard
+        if silence > thresholds.stale_red_ms:
+            red.append(f"silent for {fmt.duration_ms(silence)} (last heartbeat/sync)")
+        elif silence > thresholds.stale_amber_ms:
+            amber.append(f"silent for {fmt.duration_ms(silence)} (last heartbeat/sync)")
+    if health.seconds_at_risk is not None:
+        lag_ms = health.seconds_at_risk * 1000
+        if lag_ms > thresholds.lag_red_ms:
+            red.append(f"oldest un-replicated record is {fmt.duration_ms(lag_ms)} old")
+        elif lag_ms > thresholds.lag_amber_ms:
+            amber.append(f"oldest un-replicated record is {fmt.duration_ms(lag_ms)} old")
+    if health.groups_losing_records:
+        amber.append(f"{fmt.count(health.groups_losing_records, 'group')} would lose records on a failover now")
+    if health.unexpected_divergences:
+        amber.append(f"{fmt.count(health.unexpected_divergences, 'unexpected divergence')} from the source")
+    if red:
+        return Status("red", tuple(red))
+    if amber:
+        return Status("amber", tuple(amber))
+    at_risk = fmt.count(health.records_at_risk or 0, "record")
+    return Status("green", (f"replicating: {at_risk} at risk, last heard {fmt.ago(heard, now_ms)}",))

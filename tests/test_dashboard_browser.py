@@ -1,0 +1,254 @@
+"""The dashboard as a person sees it: `mirrorlake dashboard` (Streamlit) driven by headless Chromium.
+
+Runs against the session's lakehouse built from real clusters (``built`` in
+``tests/lakehouse_support.py``: four rounds of state events on a real state topic, built by Spark),
+started the way ``mirrorlake dashboard`` starts it, on a free 127.0.0.1 port, stopped by PID.
+Every page must load without an exception and show the figures the same SQL returns; the
+translate box must answer the ground-truth offset; the "as of" selector must change what every
+page shows. A PNG per page is written to ``$MIRRORLAKE_SCREENSHOTS`` (default: a directory under
+the pytest run's tmp dir, named in the output), e.g. ``MIRRORLAKE_SCREENSHOTS=docs/screenshots``.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import tempfile
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+
+from dashboards import fmt
+from dashboards.serve import command
+from dashboards.timetravel import builds, moment
+from dashboards.views import PAGES
+from lakehouse.api import Lakehouse
+from lakehouse.sql import LakehouseSQL
+from replicator.client.mapping import build_segments, points_from_sync, translate
+from tests import lakehouse_support as ev
+from tests.lakehouse_support import Built
+from tests.waiting import wait_for
+
+pytest_plugins = ["tests.lakehouse_support"]  # the session fixture ``built``
+pytestmark = [pytest.mark.kafka, pytest.mark.spark, pytest.mark.browser]
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+TIMEOUT_MS = 60_000
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _healthy(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as response:
+            return response.status == 200
+    except OSError:
+        return False
+
+
+@pytest.fixture(scope="module")
+def dashboard(built: Built, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The dashboard's base URL, served by ``streamlit run`` exactly as ``mirrorlake dashboard`` runs it."""
+    work = tmp_path_factory.mktemp("dashboard")
+    config_file = work / "conf.yaml"
+    config_file.write_text(
+        yaml.safe_dump(
+            {
+                "clusters": {a: {"bootstrap_servers": c.bootstrap_servers} for a, c in built.config.clusters.items()},
+                "flows": [{"source": "A", "target": "B", "topics": ["orders"]}],
+                "lakehouse": {"path": str(built.config.lakehouse.path)},
+            }
+        )
+    )
+    port = _free_port()
+    url = f"http://127.0.0.1:{port}"
+    with (work / "streamlit.log").open("wb") as log:
+        proc = subprocess.Popen(command(config_file, port=port), stdout=log, stderr=subprocess.STDOUT, cwd=work)
+    try:
+        wait_for(
+            lambda: proc.poll() is not None or _healthy(url), "the dashboard to answer /_stcore/health", timeout_s=180
+        )
+        assert proc.poll() is None, (work / "streamlit.log").read_text()
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
+
+
+@pytest.fixture(scope="module")
+def screenshots(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    where = os.environ.get("MIRRORLAKE_SCREENSHOTS")
+    path = Path(where) if where else tmp_path_factory.mktemp("screenshots")
+    path.mkdir(parents=True, exist_ok=True)
+    print(f"dashboard screenshots in {path}")
+    return path
+
+
+@pytest.fixture(scope="module")
+def page(dashboard: str):  # noqa: ANN201 - playwright's Page
+    from playwright.sync_api import sync_playwright
+
+    if not Path(CHROMIUM).exists():
+        pytest.fail(f"{CHROMIUM} is missing: run `make setup` (scripts/bootstrap.sh installs Debian's chromium)")
+    with sync_playwright() as pw, tempfile.TemporaryDirectory(prefix="chromium-") as profile:
+        context = pw.chromium.launch_persistent_context(
+            profile,
+            executable_path=CHROMIUM,
+            headless=True,
+            args=CHROMIUM_ARGS,
+            viewport={"width": 1440, "height": 1500},
+        )
+        context.set_default_timeout(TIMEOUT_MS)
+        try:
+            yield context.new_page()
+        finally:
+            context.close()
+
+
+def _settled(page) -> None:  # noqa: ANN001
+    """Wait until Streamlit finished running the script (no "Running..." status, no stale elements)."""
+    page.wait_for_selector('[data-testid="stApp"]')
+    wait_for(
+        lambda: (
+            page.locator('[data-testid="stStatusWidget"]').count() == 0
+            and page.locator('[data-stale="true"]').count() == 0
+        ),
+        "the dashboard to finish running",
+        timeout_s=60,
+    )
+
+
+def _open(page, url: str, slug: str, title: str) -> None:  # noqa: ANN001
+    page.goto(f"{url}/" if slug == PAGES[0].slug else f"{url}/{slug}")  # the first page is the app's root
+    page.get_by_role("heading", name=title).first.wait_for()
+    _settled(page)
+    assert page.locator('[data-testid="stException"]').count() == 0, page.inner_text("body")
+
+
+def _metric(page, label: str) -> str:  # noqa: ANN001
+    metric = page.locator('[data-testid="stMetric"]').filter(has=page.get_by_text(label, exact=True))
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    try:
+        return metric.first.locator('[data-testid="stMetricValue"]').inner_text(timeout=2_000).strip()
+    except PlaywrightTimeout:
+        return f"<no metric {label!r} on the page>"
+
+
+def _wait_metric(page, label: str, expected: str) -> None:  # noqa: ANN001
+    seen: list[str] = []
+
+    def shows() -> bool:
+        seen.append(_metric(page, label))
+        return seen[-1] == expected
+
+    try:
+        wait_for(shows, f"metric {label!r} to show {expected!r}", timeout_s=60)
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}; it shows {seen[-1:]}") from None
+
+
+def _sql(built: Built, query: str, as_of=None):  # noqa: ANN001
+    sql = LakehouseSQL(built.config.lakehouse.path, as_of=as_of)
+    try:
+        return sql.query(query).rows[0][0]
+    finally:
+        sql.close()
+
+
+def test_every_page_loads_without_an_exception(page, dashboard: str, screenshots: Path):  # noqa: ANN001
+    for p in PAGES:
+        _open(page, dashboard, p.slug, p.title)
+        assert page.get_by_role("button", name="Deploy").count() == 0  # viewer mode: no developer toolbar
+        page.screenshot(path=str(screenshots / f"{p.slug}.png"), full_page=True)
+
+
+def test_pages_show_the_figures_sql_returns(page, dashboard: str, built: Built):  # noqa: ANN001
+    at_risk = _sql(built, "SELECT sum(records_unreplicated) FROM rpo_now('A->B')")
+    _open(page, dashboard, "overview", "Overview")
+    _wait_metric(page, "Lag (records)", fmt.count(at_risk))
+    _open(page, dashboard, "lag", "Lag and RPO")
+    _wait_metric(page, "Records at risk", fmt.count(at_risk))
+    _open(page, dashboard, "groups", "Consumer groups")
+    lost = _sql(built, "SELECT sum(records_lost_total) FROM rpo_groups WHERE flow = 'A->B'")
+    _wait_metric(page, "Lost on failover now", fmt.count(lost))
+    _wait_metric(page, "Groups", fmt.count(_sql(built, 'SELECT count(DISTINCT "group") FROM group_offsets')))
+    _open(page, dashboard, "divergence", "Divergence")
+    _wait_metric(page, "Differences", fmt.count(_sql(built, "SELECT count(*) FROM divergence")))
+    _open(page, dashboard, "mapping", "Offset mapping")
+    segments = _sql(built, f"SELECT count(*) FROM offset_mapping WHERE source_topic = '{ev.TOPIC}' AND partition = 0")
+    _wait_metric(page, "Segments", fmt.count(segments))
+    _open(page, dashboard, "failover", "Failover")
+    _wait_metric(page, "Records at risk (RPO)", fmt.count(at_risk))
+
+
+def _ground_truth(built: Built, partition: int, committed: int) -> int:
+    """The exact translation from the offset syncs the test published (not from the lakehouse)."""
+    points = [
+        pt
+        for e in built.events
+        if e.event_type == "offset_sync" and e.partition == partition
+        for pt in points_from_sync(
+            e.upstream_offset, e.downstream_offset, e.reason, e.previous_upstream_offset, e.previous_downstream_offset
+        )
+    ]
+    found = translate(build_segments(points), committed)
+    assert found is not None
+    return found.downstream
+
+
+def test_translate_boxes_answer_the_ground_truth(page, dashboard: str, built: Built):  # noqa: ANN001
+    _open(page, dashboard, "mapping", "Offset mapping")
+    for committed in (50, 101, 145, 185):
+        expected = _ground_truth(built, 0, committed)
+        box = page.get_by_label("Committed source offset")
+        box.fill(str(committed))
+        box.press("Enter")
+        _wait_metric(page, "Resumes on the target at", str(expected))
+    reverse = page.get_by_label("Target offset")
+    reverse.fill("154")  # the replayed copy of source offset 145 (delta 9 after the restart)
+    reverse.press("Enter")
+    _wait_metric(page, "Copy of source offset", "145")
+
+
+def test_as_of_selector_changes_every_page(page, dashboard: str, built: Built):  # noqa: ANN001
+    first = builds(Lakehouse(built.config).history())[0]
+    then = moment(first.at_ms)
+    at_risk_now = _sql(built, "SELECT sum(records_unreplicated) FROM rpo_now('A->B')")
+    at_risk_then = _sql(built, "SELECT sum(records_unreplicated) FROM rpo_now('A->B')", as_of=then)
+    segments_then = _sql(built, "SELECT count(*) FROM offset_mapping WHERE partition = 0", as_of=then)
+    segments_now = _sql(built, "SELECT count(*) FROM offset_mapping WHERE partition = 0")
+    assert (at_risk_then, segments_then) != (at_risk_now, segments_now), "the first build must differ from the last"
+    _open(page, dashboard, "lag", "Lag and RPO")
+    page.get_by_role("combobox", name="As of").click()
+    page.get_by_role("option", name=f"Build {first.number} ·").first.click()
+    _settled(page)
+    page.get_by_text("Time travel: this is the lakehouse as of").wait_for()
+    _wait_metric(page, "Records at risk", fmt.count(at_risk_then))
+    page.get_by_role("link", name="Offset mapping").first.click()  # same session: the choice stays
+    page.get_by_role("heading", name="Offset mapping").first.wait_for()
+    _settled(page)
+    _wait_metric(page, "Segments", fmt.count(segments_then))
+    assert page.locator('[data-testid="stException"]').count() == 0

@@ -1,0 +1,154 @@
+"""Fast checks of the dashboard's logic: formatting, status, builds for time travel, and the app's
+empty and error states under Streamlit's AppTest (no Kafka, no Spark, no browser; the browser
+tests in test_dashboard_browser.py check the pages with data)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+from streamlit.testing.v1 import AppTest
+
+from dashboards import fmt
+from dashboards.graph import FlowEdge, HeartbeatEdge, topology_dot
+from dashboards.status import FlowHealth, flow_status
+from dashboards.timetravel import builds, moment
+from dashboards.views.divergence import apply_filters
+from dashboards.views.lag import current_totals
+from dashboards.views.mapping import label_copies
+
+APP = str(Path(__file__).parent.parent / "dashboards" / "app.py")
+NOW = 1_763_800_000_000
+
+
+def test_times_durations_and_counts_read_as_people_write_them():
+    assert fmt.utc(0) == "1970-01-01 00:00:00 UTC"
+    assert fmt.when(NOW - 300_000, NOW).endswith("(5 min ago)")
+    assert fmt.ago(NOW + 3_000, NOW) == "in 3 s"
+    assert fmt.ago(NOW - 1_012_000, NOW) == "16 min ago"
+    assert fmt.ago(NOW, NOW) == "just now"
+    assert [fmt.duration_ms(v) for v in (850, 4_200, 200_000, 7_500_000, 5 * 86_400_000)] == [
+        "850 ms",
+        "4.2 s",
+        "3 min 20 s",
+        "2 h 5 min",
+        "5 d",
+    ]
+    assert fmt.count(1_234_567, "record") == "1,234,567 records"
+    assert fmt.count(1, "record") == "1 record"
+    assert fmt.rate(12_345.6) == "12,346 records/s"
+    assert fmt.count(None) == fmt.count(float("nan")) == fmt.duration_ms(None) == fmt.UNKNOWN
+
+
+def test_status_is_the_worst_check_with_its_reasons():
+    fresh = FlowHealth("A->B", last_heartbeat_ms=NOW - 1_000, last_sync_ms=NOW - 2_000, records_at_risk=3)
+    green = flow_status(fresh, NOW)
+    assert green.level == "green" and "3 records at risk" in green.reason
+    lagging = FlowHealth("A->B", last_heartbeat_ms=NOW - 1_000, seconds_at_risk=45.0, unexpected_divergences=2)
+    amber = flow_status(lagging, NOW)
+    assert amber.level == "amber" and len(amber.reasons) == 2
+    broken = FlowHealth(
+        "A->B", last_sync_ms=NOW - 600_000, records_expired=4, lifecycle_state="error", lifecycle_reason="boom"
+    )
+    red = flow_status(broken, NOW)
+    assert red.level == "red"
+    assert red.reasons == (
+        "replicator error: boom",
+        "4 records deleted on the source before they were copied",
+        "silent for 10 min (last heartbeat/sync)",
+    )
+    assert flow_status(FlowHealth("A->B"), NOW).reason == "no heartbeat or offset sync seen yet"
+
+
+def test_builds_end_with_the_last_gold_commit_before_the_next_silver_one():
+    history = {
+        "bronze_events": [(0, 50), (1, 150), (2, 170)],  # ingest commits do not delimit builds
+        "offset_sync": [(0, 100), (1, 200)],
+        "watermark": [(0, 101)],
+        "offset_mapping": [(0, 102), (1, 202)],
+        "rpo": [(0, 103)],
+    }
+    found = builds(history)
+    assert [(b.number, b.at_ms) for b in found] == [(1, 103), (2, 202)]
+    assert found[1].gold_versions == {"offset_mapping": 1, "rpo": 0}
+    for ms in (103, 1_763_800_000_001, 1_763_800_000_999):  # LakehouseSQL maps the moment back exactly
+        assert int(moment(ms).timestamp() * 1000) == ms
+
+
+def test_topology_graph_has_clusters_flows_and_heartbeat_hops():
+    dot = topology_dot(
+        ["A", "B", "C"],
+        [FlowEdge("A", "B", "red", 12.0, 44, 5_000.0)],
+        [HeartbeatEdge("A", "B", 30.0)],
+    )
+    assert '"A" -> "B" [label="A->B\\n12 records/s\\nlag 44 records / 5.0 s", color="#c62828"' in dot
+    assert 'label="heartbeat 30 ms", style=dashed' in dot
+    assert '"C";' in dot
+
+
+def test_a_later_copy_of_a_copied_range_is_a_replay():
+    segments = pd.DataFrame(
+        {
+            "upstream_start": [0, 102, 140],
+            "upstream_end": [99, 150, 180],
+            "downstream_start": [0, 100, 149],
+        }
+    )
+    assert list(label_copies(segments)) == ["copy", "copy", "replay"]
+
+
+def test_current_totals_add_each_partitions_latest_value():
+    t = pd.to_datetime([1, 2, 3], unit="s")
+    series = pd.DataFrame(
+        {
+            "time": [t[0], t[0], t[1], t[2]],
+            "partition": ["p[0]", "p[1]", "p[0]", "p[1]"],
+            "records_unreplicated": [10, 5, 7, 1],
+            "seconds_unreplicated": [3.0, 1.0, 2.0, 0.5],
+        }
+    )
+    now, before = current_totals(series)
+    assert (now["records"], now["seconds"]) == (8, 2.0)
+    assert before is not None and before["records"] == 12
+
+
+def test_divergence_filters():
+    rows = pd.DataFrame(
+        {
+            "flow": ["A->B", "A->B", "B->A"],
+            "kind": ["config", "data", "config"],
+            "source_topic": ["orders", "orders", "payments"],
+            "expected": [True, False, None],
+        }
+    )
+    assert len(apply_filters(rows, ["A->B", "B->A"], ["config", "data"], "", expected=True)) == 3
+    assert list(apply_filters(rows, ["A->B", "B->A"], ["config"], "", expected=False)["source_topic"]) == ["payments"]
+    assert list(apply_filters(rows, ["A->B"], ["config", "data"], "ORD", expected=False)["kind"]) == ["data"]
+
+
+def _app(monkeypatch: pytest.MonkeyPatch, config: Path) -> AppTest:
+    monkeypatch.setenv("MIRRORLAKE_CONFIG", str(config))
+    app = AppTest.from_file(APP, default_timeout=60)
+    app.run()
+    assert not app.exception, app.exception
+    return app
+
+
+def test_an_empty_lakehouse_names_the_commands_that_fill_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    config = tmp_path / "conf.yaml"
+    config.write_text(
+        yaml.safe_dump(
+            {"clusters": {"A": {"bootstrap_servers": "127.0.0.1:1"}}, "lakehouse": {"path": str(tmp_path / "lake")}}
+        )
+    )
+    app = _app(monkeypatch, config)
+    assert [t.value for t in app.title] == ["Overview"]
+    assert "mirrorlake lakehouse build" in app.info[0].value
+
+
+def test_a_bad_config_is_a_message_not_a_traceback(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    app = _app(monkeypatch, tmp_path / "missing.yaml")
+    assert "Cannot read the configuration" in app.info[0].value
+    assert "missing.yaml" in app.info[0].value
