@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from replicator.client.policy import ReplicationPolicy
-from replicator.events import Checkpoint, Event, Heartbeat, OffsetSync
+from replicator.events import Checkpoint, Event, Heartbeat, OffsetSync, SyncReason
 from replicator.events.codec import MAGIC
 from replicator.mm2.records import decode_checkpoint, decode_heartbeat, decode_offset_sync
 
@@ -139,7 +139,7 @@ class Mm2EventMapper:
                 upstream_offset=sync.upstream_offset,
                 downstream_offset=sync.downstream_offset,
                 upstream_timestamp_ms=record.timestamp_ms or 0,
-                reason="mm2",
+                reason=SyncReason.MM2,
             )
         if kind == "checkpoint":
             cp = decode_checkpoint(record.key, record.value)
