@@ -24,7 +24,7 @@ from replicator.client.mapping_index import MappingIndex
 from replicator.client.state_reader import StateLogFollower
 from replicator.config import FlowConfig, MirrorlakeConfig
 from replicator.events import Event
-from replicator.kafka.settings import RDKAFKA_LOG
+from replicator.kafka.settings import idempotent_producer_config
 from replicator.kafka.state_log import StateLog
 from replicator.metadata.topics import RemoteTopic
 
@@ -170,4 +170,4 @@ class StateTasks:
 
 
 def task_producer(target_conf: dict[str, Any], client_id: str) -> Producer:
-    return Producer({**target_conf, "enable.idempotence": True, "client.id": client_id, "logger": RDKAFKA_LOG})
+    return Producer(idempotent_producer_config(target_conf, client_id))
