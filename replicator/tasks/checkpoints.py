@@ -63,8 +63,11 @@ class CheckpointTask:
         )
 
     def run(self) -> None:
+        groups = self.groups()
+        if not groups:
+            return  # nothing to translate: the mapping is read when a group appears (it keeps its place)
         self._ctx.view.refresh()
-        for group in self.groups():
+        for group in groups:
             try:
                 offsets = committed_offsets(self._source, group)
             except KafkaException as exc:
