@@ -9,7 +9,9 @@ rounds) the same background load. Variants:
   ``replicate_vs_mm2``);
 - ``no-tasks``: no state tasks at all (the copy loop alone);
 - ``no-<task>``: every state task but one (``no-watermarks``, ``no-checkpoints``, ``no-config_snapshots``);
-- ``procs<N>``: ``full`` with N replicator processes sharing the flow's consumer group.
+- ``procs<N>``: ``full`` with N replicator processes sharing the flow's consumer group;
+- ``--tree NAME=PATH`` adds a variant ``NAME``: ``full`` run in a child process from the source tree
+  at PATH (for example a ``git worktree`` of an older commit), for a before/after in one run.
 
     .venv/bin/python -m bench.copy_variants --records 300000 --sizes 1024 --variants full no-tasks
 
@@ -21,11 +23,13 @@ from __future__ import annotations
 
 import argparse
 import gc
+import json
 import logging
 import multiprocessing
 import os
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -69,6 +73,12 @@ def _brokers_cpu(bench: Bench) -> float:
     return sum(process_cpu(pid)() for pid in (b.pid() for b in bench.brokers) if pid is not None)
 
 
+_CHILD = (
+    "import json, sys; from replicator.config import parse_config; from replicator.flow.runtime import Replicator; "
+    "Replicator(parse_config(json.loads(sys.argv[1]), source='copy_variants'), flows=['S->T']).run_until_caught_up()"
+)
+
+
 def run_variant(bench: Bench, spec: RecordSpec, topic: str, variant: str) -> Span:
     config = bench.flow_config([topic])
     remote = f"S.{topic}"
@@ -80,7 +90,13 @@ def run_variant(bench: Bench, spec: RecordSpec, topic: str, variant: str) -> Spa
     span = Span.begin(lambda: self_cpu() + _brokers_cpu(bench), bench.foreign())
     watcher = ArrivalWatcher(bench.target, remote, spec.partitions, spec.count, span).start()
     try:
-        if processes == 1:
+        tree = dict(t.split("=", 1) for t in bench.args.tree).get(variant)
+        if tree is not None:
+            data = json.dumps(config.model_dump(mode="json", by_alias=True, exclude_defaults=True))
+            subprocess.run(
+                [sys.executable, "-c", _CHILD, data], cwd=tree, env={**os.environ, "PYTHONPATH": tree}, check=True
+            )
+        elif processes == 1:
             Replicator(config, flows=["S->T"]).run_until_caught_up()
         else:
             ctx = multiprocessing.get_context("spawn")
@@ -106,6 +122,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--variants", nargs="+", default=["full", "no-tasks"])
     parser.add_argument("--no-raw", action="store_true", help="skip raw produce-only")
+    parser.add_argument("--tree", action="append", default=[], help="NAME=PATH: a variant run from another tree")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("replicator").setLevel(logging.WARNING)
