@@ -391,3 +391,57 @@ def test_the_copier_passes_timestamps_and_headers_and_skips_records_that_would_l
     (_, _, _, ts0, h0), (_, _, _, ts2, h2) = producer.produced
     assert ts0 == 1234 and h0 == [("h", b"x"), (PROVENANCE_HEADER, b"A")]
     assert ts2 == 0 and h2 == [(PROVENANCE_HEADER, b"A")]  # no source timestamp: the target stamps one
+
+
+# -- exactly-once commit gating --------------------------------------------------------------
+
+
+@dataclass
+class FakeTxProducer:
+    calls: list[str] = field(default_factory=list)
+
+    def init_transactions(self, timeout: float) -> None:
+        self.calls.append("init")
+
+    def begin_transaction(self) -> None:
+        self.calls.append("begin")
+
+    def commit_transaction(self, timeout: float) -> None:
+        self.calls.append("commit")
+
+
+@dataclass
+class FakePositionStore:
+    written: list[dict[tuple[str, int], int]] = field(default_factory=list)
+
+    def write(self, producer: object, positions: dict[tuple[str, int], int]) -> None:
+        self.written.append(dict(positions))
+
+
+def test_a_transaction_commits_drained_records_then_only_the_positions_that_changed():
+    from replicator.flow.commits import TransactionalCommits
+
+    producer, store, drains = FakeTxProducer(), FakePositionStore(), []
+    commits = TransactionalCommits(
+        FakeConsumer(),  # type: ignore[arg-type]
+        producer,  # type: ignore[arg-type]
+        store,  # type: ignore[arg-type]
+        ledger(),
+        lambda: drains.append(len(producer.calls)),
+        "A->B",
+        interval_s=3600,
+    )
+    commits.start()
+    commits.after_batch()
+    assert producer.calls == ["init", "begin"] and not commits.in_transaction  # nothing consumed: no commit
+    commits.consumed(("orders", 0), 5)
+    commits.consumed(("orders", 1), 7)
+    commits.after_batch()
+    assert commits.in_transaction and producer.calls == ["init", "begin"]  # the interval is not over
+    commits.after_batch(force=True)
+    assert producer.calls == ["init", "begin", "commit", "begin"] and drains == [2]  # drained before commit
+    assert store.written == [{("orders", 0): 5, ("orders", 1): 7}]
+    commits.consumed(("orders", 0), 9)
+    commits.close()
+    assert store.written[-1] == {("orders", 0): 9}  # only what moved since the last transaction
+    assert commits.positions() == {("orders", 0): 9, ("orders", 1): 7}
