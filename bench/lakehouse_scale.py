@@ -49,7 +49,7 @@ _BRONZE = pa.schema(
 
 def _event(i: int, partitions: int, base: int, touched: int):  # -> replicator.events.Event
     """Event ``i``: the first ``base`` spread over ``partitions``, later ones over the first ``touched``."""
-    from replicator.events import Checkpoint, OffsetSync, Watermark
+    from replicator.events import Checkpoint, OffsetSync, SyncReason, Watermark
 
     if i < base:
         p, seq = i % partitions, i // partitions
@@ -100,7 +100,7 @@ def _event(i: int, partitions: int, base: int, touched: int):  # -> replicator.e
         upstream_offset=u,
         downstream_offset=d,
         upstream_timestamp_ms=T0 + u,
-        reason="lag_max",
+        reason=SyncReason.LAG_MAX,
         previous_upstream_offset=u - 1 if seq else None,
         previous_downstream_offset=d - 1 if seq else None,
     )

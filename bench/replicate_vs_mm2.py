@@ -231,6 +231,20 @@ def run_size(bench: Bench, value_size: int) -> list[Row]:
 # -- set-up -----------------------------------------------------------------------------------
 
 
+def start_bench(args: argparse.Namespace, work_dir: Path, clusters: MirrorlakeConfig, lib_dir: Path) -> Bench:
+    """Start the clusters S and T of ``cluster_config`` (the caller stops them with ``down``)."""
+    return Bench(
+        brokers=up(clusters),
+        args=args,
+        work_dir=work_dir,
+        clusters=clusters,
+        source=clusters.cluster("S").bootstrap_servers,
+        target=clusters.cluster("T").bootstrap_servers,
+        lib_dir=lib_dir,
+        run_id=uuid.uuid4().hex[:6],
+    )
+
+
 def cluster_config(work_dir: Path) -> MirrorlakeConfig:
     source_port = find_free_port_pair(set())
     target_port = find_free_port_pair({source_port, source_port + 1})
@@ -317,17 +331,7 @@ def main(argv: list[str] | None = None) -> int:
     rows: list[Row] = []
     load_before = _load()
     try:
-        brokers = up(clusters)
-        bench = Bench(
-            brokers=brokers,
-            args=args,
-            work_dir=work_dir,
-            clusters=clusters,
-            source=clusters.cluster("S").bootstrap_servers,
-            target=clusters.cluster("T").bootstrap_servers,
-            lib_dir=lib_dir,
-            run_id=uuid.uuid4().hex[:6],
-        )
+        bench = start_bench(args, work_dir, clusters, lib_dir)
         for size in args.sizes:
             rows.extend(run_size(bench, size))
     finally:

@@ -15,6 +15,7 @@ from pyspark.sql import functions as F
 
 from lakehouse.gold import GoldInputs, GoldTable, touched_keys
 from replicator.client.mapping import BOUNDARY, CONTINUES, SESSION_START
+from replicator.events.model import SyncReason
 
 __all__ = ["offset_mapping", "MAPPING_KEY", "TABLE"]
 
@@ -37,7 +38,7 @@ def _points(syncs: DataFrame) -> DataFrame:
     )
     own_start = (
         F.when(has_prev, F.when(adjacent, F.lit(CONTINUES)).otherwise(F.lit(BOUNDARY)))
-        .when(F.col("reason") == "first", F.lit(SESSION_START))
+        .when(F.col("reason") == SyncReason.FIRST.value, F.lit(SESSION_START))
         .otherwise(F.lit(CONTINUES))
     )
     own = syncs.select(

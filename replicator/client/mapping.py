@@ -21,6 +21,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import StrEnum
 
+from replicator.events.model import SyncReason
+
 __all__ = ["Segment", "Point", "points_from_sync", "build_segments", "translate", "Translation", "TranslationMethod"]
 
 
@@ -66,7 +68,7 @@ def points_from_sync(
             Point(previous_upstream, previous_downstream, CONTINUES),
             Point(upstream, downstream, CONTINUES if adjacent else BOUNDARY),
         ]
-    return [Point(upstream, downstream, SESSION_START if reason == "first" else CONTINUES)]
+    return [Point(upstream, downstream, SESSION_START if reason == SyncReason.FIRST else CONTINUES)]
 
 
 def build_segments(points: Iterable[Point]) -> list[Segment]:

@@ -19,6 +19,7 @@ from replicator.events.model import (
     Heartbeat,
     Lifecycle,
     OffsetSync,
+    SyncReason,
     Watermark,
 )
 
@@ -34,6 +35,7 @@ __all__ = [
     "Watermark",
     "Lifecycle",
     "OffsetSync",
+    "SyncReason",
     "SchemaRegistry",
     "SchemaVersion",
     "decode",

@@ -10,6 +10,7 @@ from __future__ import annotations
 import time
 import uuid
 from dataclasses import dataclass, fields
+from enum import StrEnum
 from typing import Any, ClassVar, Self
 
 __all__ = [
@@ -23,6 +24,7 @@ __all__ = [
     "ConfigSnapshot",
     "AuditWindow",
     "EVENT_TYPES",
+    "SyncReason",
     "new_event_id",
     "now_ms",
 ]
@@ -73,13 +75,29 @@ def _field_names(cls: type) -> tuple[str, ...]:
     return names
 
 
+class SyncReason(StrEnum):
+    """Why an ``OffsetSync`` was published; its wire form is the value (an Avro string).
+
+    A ``StrEnum``: a decoded event's plain string compares equal to its member, so readers compare
+    against these members, never against bare strings.
+    """
+
+    FIRST = "first"  # the first record of a producer session: a mapping session starts here
+    DELTA_CHANGE = "delta_change"  # downstream - upstream changed: the previous run ends exactly
+    UPSTREAM_GAP = "upstream_gap"  # same delta, but offsets were skipped on both sides
+    TRUNCATION = "truncation"  # the target partition was rewound (truncated)
+    LAG_MAX = "lag_max"  # offset_lag_max records since the last sync (MM2's rule)
+    FLUSH = "flush"  # the last copy of a partition at a flush: the open run's end is known
+    MM2 = "mm2"  # imported from MirrorMaker 2's offset-syncs topic
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class OffsetSync(Event):
     """Record ``upstream_offset`` of the source was copied to ``downstream_offset`` of the target.
 
     ``previous_*`` name the last record copied before it in the same producer session, so a run of
     constant ``downstream - upstream`` ends at a known point; they are None for the first record
-    after a (re)start. ``reason``: first | delta_change | lag_max | upstream_gap | flush.
+    after a (re)start. ``reason``: a ``SyncReason`` value.
     """
 
     event_type: ClassVar[str] = "offset_sync"

@@ -59,21 +59,38 @@ class Commits:
 
 
 class AtLeastOnceCommits(Commits):
-    def __init__(self, consumer: Consumer, ledger: SyncLedger, drain: Callable[[], None], flow: str) -> None:
+    """Stores (for the consumer's auto-commit) only positions a durable sync covers.
+
+    ``assigned()`` is the flow's current assignment, kept by its rebalance callbacks, so the
+    per-batch hook asks the consumer nothing and stores only partitions whose coverage moved.
+    """
+
+    def __init__(
+        self,
+        consumer: Consumer,
+        ledger: SyncLedger,
+        drain: Callable[[], None],
+        flow: str,
+        assigned: Callable[[], set[TP]],
+    ) -> None:
         self._consumer = consumer
         self._ledger = ledger
         self._drain = drain
         self._flow = flow
+        self._assigned = assigned
 
     def after_batch(self, force: bool = False) -> None:
-        self._store({(tp.topic, tp.partition) for tp in self._consumer.assignment()})
+        if force:
+            self._store(self._ledger.commit_positions(self._assigned()))
+        else:
+            self._store(self._ledger.advanced_positions(self._assigned()))
 
     def committed(self, partitions: list[TopicPartition]) -> list[TopicPartition]:
         return self._consumer.committed(partitions, timeout=10) if partitions else []
 
-    def _store(self, assigned: set[TP]) -> None:
-        offsets = [TopicPartition(t, p, o) for (t, p), o in self._ledger.commit_positions(assigned).items()]
-        if offsets:
+    def _store(self, positions: dict[TP, int]) -> None:
+        if positions:
+            offsets = [TopicPartition(t, p, o) for (t, p), o in positions.items()]
             try:
                 self._consumer.store_offsets(offsets=offsets)
             except KafkaException as exc:  # revoked meanwhile: the new owner replays from its commit
@@ -81,12 +98,12 @@ class AtLeastOnceCommits(Commits):
 
     def before_revoke(self, partitions: list[TopicPartition]) -> None:
         self._drain()
-        self._store({(tp.topic, tp.partition) for tp in partitions})
+        self._store(self._ledger.commit_positions((tp.topic, tp.partition) for tp in partitions))
         commit_sync(self._consumer, self._flow)
 
     def close(self) -> None:
         self._drain()
-        self.after_batch()
+        self.after_batch(force=True)
         commit_sync(self._consumer, self._flow)
 
 

@@ -1,40 +1,44 @@
-"""Decides, per copied record, whether an offset sync must be published.
+"""Decides, per copied record, whether an offset sync must be published, and makes the event.
 
 Contract (per source partition, in delivery order, which the idempotent producer keeps):
-- the first record copied in a producer session is a sync (``first``);
+- the first record copied in a producer session is a sync (``SyncReason.FIRST``);
 - every record whose ``downstream - upstream`` differs from the previous record's is a sync
-  (``delta_change``) carrying the previous record as ``previous_*``: the run that ends there has
+  (``DELTA_CHANGE``) carrying the previous record as ``previous_*``: the run that ends there has
   an exact end, which is what makes the offset mapping exact (MM2 keeps only a lossy sample);
-- MM2's rule on top, so our syncs are a superset of MM2's: an upstream gap (``upstream_gap``),
-  a downstream rewind/truncation (``truncation``), and at least every ``offset_lag_max``
-  downstream records (``lag_max``);
-- ``flush()`` returns the last copied record of every partition not yet published (``flush``),
+- MM2's rule on top, so our syncs are a superset of MM2's: an upstream gap (``UPSTREAM_GAP``),
+  a downstream rewind/truncation (``TRUNCATION``), and at least every ``offset_lag_max``
+  downstream records (``LAG_MAX``);
+- ``flush()`` returns the last copied record of every partition not yet published (``FLUSH``),
   so that the open run's end is known up to the flush interval.
+
+The tracker returns ``OffsetSync`` events ready to publish (``SyncOrigin`` fills in who emits
+them): there is no intermediate representation of a sync to copy field by field.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["SyncPoint", "OffsetSyncTracker"]
+from replicator.events import OffsetSync, SyncReason
+
+__all__ = ["SyncOrigin", "OffsetSyncTracker"]
 
 
-@dataclass(frozen=True, slots=True)
-class SyncPoint:
-    topic: str
-    partition: int
-    upstream_offset: int
-    downstream_offset: int
-    upstream_timestamp_ms: int
-    reason: str
-    previous_upstream_offset: int | None
-    previous_downstream_offset: int | None
+@dataclass(frozen=True)
+class SyncOrigin:
+    """The fields every sync of one flow shares (empty strings in pure tests of the rule)."""
+
+    flow: str = ""
+    replicator_id: str = ""
+    source_cluster: str = ""
+    target_cluster: str = ""
 
 
 class _PartitionState:
-    __slots__ = ("last_u", "last_d", "last_ts", "last_sync_d", "published")
+    __slots__ = ("target_topic", "last_u", "last_d", "last_ts", "last_sync_d", "published")
 
-    def __init__(self, u: int, d: int, ts: int) -> None:
+    def __init__(self, target_topic: str, u: int, d: int, ts: int) -> None:
+        self.target_topic = target_topic
         self.last_u = u
         self.last_d = d
         self.last_ts = ts
@@ -45,46 +49,103 @@ class _PartitionState:
 class OffsetSyncTracker:
     """Pure state machine; one instance per flow, not thread-safe (call from one thread)."""
 
-    def __init__(self, offset_lag_max: int = 100) -> None:
+    def __init__(self, offset_lag_max: int = 100, origin: SyncOrigin | None = None) -> None:
         self._lag_max = offset_lag_max
+        self._origin = origin or SyncOrigin()
         self._state: dict[tuple[str, int], _PartitionState] = {}
 
-    def record(self, topic: str, partition: int, u: int, d: int, ts: int) -> SyncPoint | None:
-        """Note that upstream ``u`` landed at downstream ``d``; return a sync to publish, if any."""
-        key = (topic, partition)
-        st = self._state.get(key)
+    def record(
+        self, topic: str, partition: int, u: int, d: int, ts: int, target_topic: str | None = None
+    ) -> OffsetSync | None:
+        """Note that upstream ``u`` landed at downstream ``d``; return a sync to publish, if any.
+
+        ``target_topic`` (default: ``topic``) names the remote topic in the syncs of this partition.
+        """
+        st = self._state.get((topic, partition))
         if st is None:
-            self._state[key] = _PartitionState(u, d, ts)
-            return SyncPoint(topic, partition, u, d, ts, "first", None, None)
-        if d < st.last_d:
-            reason: str | None = "truncation"
-        elif d - u != st.last_d - st.last_u:
-            reason = "delta_change"
-        elif u - st.last_u != 1:
-            reason = "upstream_gap"
-        elif d - st.last_sync_d >= self._lag_max:
-            reason = "lag_max"
-        else:
-            reason = None
-        prev_u, prev_d = st.last_u, st.last_d
+            self._state[(topic, partition)] = _PartitionState(target_topic or topic, u, d, ts)
+            return self._sync(topic, partition, target_topic or topic, u, d, ts, SyncReason.FIRST, None, None)
+        last_u, last_d = st.last_u, st.last_d
         st.last_u, st.last_d, st.last_ts = u, d, ts
-        if reason is None:
+        # the common case first: the next offset on both sides, well within offset_lag_max
+        if u - last_u == 1 and d - last_d == 1 and d - st.last_sync_d < self._lag_max:
+            st.published = False
+            return None
+        if d < last_d:
+            reason = SyncReason.TRUNCATION
+        elif d - u != last_d - last_u:
+            reason = SyncReason.DELTA_CHANGE
+        elif u - last_u != 1:
+            reason = SyncReason.UPSTREAM_GAP
+        elif d - st.last_sync_d >= self._lag_max:
+            reason = SyncReason.LAG_MAX
+        else:
             st.published = False
             return None
         st.last_sync_d = d
         st.published = True
-        return SyncPoint(topic, partition, u, d, ts, reason, prev_u, prev_d)
+        return self._sync(topic, partition, st.target_topic, u, d, ts, reason, last_u, last_d)
 
-    def flush(self) -> list[SyncPoint]:
+    def flush(self) -> list[OffsetSync]:
         """The last copied record of each partition whose latest copy is not yet published."""
         out = []
         for (topic, partition), st in self._state.items():
             if not st.published:
                 st.published = True
                 st.last_sync_d = st.last_d
-                out.append(SyncPoint(topic, partition, st.last_u, st.last_d, st.last_ts, "flush", None, None))
+                out.append(
+                    self._sync(
+                        topic,
+                        partition,
+                        st.target_topic,
+                        st.last_u,
+                        st.last_d,
+                        st.last_ts,
+                        SyncReason.FLUSH,
+                        None,
+                        None,
+                    )
+                )
         return out
 
+    def last_upstream(self, topic: str, partition: int) -> int | None:
+        """The last upstream offset recorded for a partition in this session (None: none yet)."""
+        st = self._state.get((topic, partition))
+        return st.last_u if st is not None else None
+
+    def partitions(self) -> list[tuple[str, int]]:
+        """The partitions with a session in this tracker."""
+        return list(self._state)
+
     def forget(self, topic: str, partition: int) -> None:
-        """Drop a partition (revoked): its next record starts a new session with a ``first`` sync."""
+        """Drop a partition (revoked): its next record starts a new session with a ``FIRST`` sync."""
         self._state.pop((topic, partition), None)
+
+    def _sync(
+        self,
+        topic: str,
+        partition: int,
+        target_topic: str,
+        u: int,
+        d: int,
+        ts: int,
+        reason: SyncReason,
+        prev_u: int | None,
+        prev_d: int | None,
+    ) -> OffsetSync:
+        origin = self._origin
+        return OffsetSync(
+            flow=origin.flow,
+            replicator_id=origin.replicator_id,
+            source_cluster=origin.source_cluster,
+            target_cluster=origin.target_cluster,
+            source_topic=topic,
+            target_topic=target_topic,
+            partition=partition,
+            upstream_offset=u,
+            downstream_offset=d,
+            upstream_timestamp_ms=ts,
+            reason=reason,
+            previous_upstream_offset=prev_u,
+            previous_downstream_offset=prev_d,
+        )

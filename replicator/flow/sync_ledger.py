@@ -1,87 +1,88 @@
 """What a flow has copied and which offset syncs are pending or durable.
 
-Fed from delivery callbacks (in delivery order per partition), it turns copies into sync points
-(``OffsetSyncTracker``), publishes them as ``OffsetSync`` events, and remembers per partition the
-last upstream offset a *durable* sync covers: the highest source position at-least-once may
-commit. Single-threaded: call it from the flow's thread (delivery callbacks run in ``poll``).
+Fed from delivery callbacks (in delivery order per partition), it turns copies into ``OffsetSync``
+events (``OffsetSyncTracker``), publishes them, and remembers per partition the last upstream
+offset a *durable* sync covers: the highest source position at-least-once may commit.
+Single-threaded: call it from the flow's thread (delivery callbacks run in ``poll``).
+
+Invariants the commit gating relies on (unit-tested in tests/test_flow_units.py):
+- ``commit_positions`` never passes a copy whose sync is not durable (acknowledged by the
+  state topic): a crash replays, never skips, and every committed record has an exact mapping;
+- ``settled(tp)`` holds exactly when every acknowledged copy of ``tp`` is covered by a durable sync;
+- after ``forget``, a partition's next copy starts a new session (a ``first`` sync).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from typing import Protocol
 
-from confluent_kafka import Producer
+from replicator.events import Event, OffsetSync
+from replicator.flow.offset_sync import OffsetSyncTracker, SyncOrigin
 
-from replicator.config import FlowConfig
-from replicator.events import OffsetSync
-from replicator.flow.offset_sync import OffsetSyncTracker, SyncPoint
-from replicator.kafka.state_log import StateLog
-
-__all__ = ["SyncLedger"]
+__all__ = ["SyncLedger", "StateEmitter", "TP"]
 
 TP = tuple[str, int]
 
 
+class StateEmitter(Protocol):
+    """Where syncs go: ``replicator.kafka.state_log.StateLog`` (or a fake in unit tests)."""
+
+    def emit(self, event: Event, on_durable: Callable[[], None] | None = None) -> None:
+        """Produce ``event``; may raise ``BufferError`` when the producer's queue is full."""
+
+
 class SyncLedger:
-    def __init__(self, flow: FlowConfig, replicator_id: str, state: StateLog) -> None:
-        self._flow = flow
-        self._replicator_id = replicator_id
+    def __init__(
+        self,
+        origin: SyncOrigin,
+        offset_lag_max: int,
+        state: StateEmitter,
+        wait: Callable[[float], object],
+    ) -> None:
+        """``wait(seconds)`` serves deliveries while the producer's queue is full (``Producer.poll``)."""
         self._state = state
-        self._tracker = OffsetSyncTracker(flow.offset_lag_max)
-        self._pending: list[SyncPoint] = []
+        self._wait = wait
+        self._tracker = OffsetSyncTracker(offset_lag_max, origin)
+        self._pending: list[OffsetSync] = []
         self._covered: dict[TP, int] = {}  # last upstream offset a durable sync covers
-        self._copied: dict[TP, int] = {}  # last upstream offset the target acknowledged
+        self._advanced: set[TP] = set()  # partitions whose durable coverage moved since last asked
         self.published = 0
 
-    def delivered(self, topic: str, partition: int, upstream: int, downstream: int, ts: int) -> bool:
-        """Record one acknowledged copy; True if it made a sync point."""
-        self._copied[(topic, partition)] = upstream
-        point = self._tracker.record(topic, partition, upstream, downstream, ts)
-        if point is not None:
-            self._pending.append(point)
-            return True
-        return False
+    def delivered(self, topic: str, partition: int, upstream: int, downstream: int, ts: int, target_topic: str) -> bool:
+        """Record one acknowledged copy; True if it made a sync."""
+        sync = self._tracker.record(topic, partition, upstream, downstream, ts, target_topic)
+        if sync is None:
+            return False
+        self._pending.append(sync)
+        return True
 
     def flush(self) -> None:
-        """Make the last copy of every partition a sync point (the open run's end becomes known)."""
+        """Make the last copy of every partition a sync (the open run's end becomes known)."""
         self._pending.extend(self._tracker.flush())
 
     @property
     def has_pending(self) -> bool:
         return bool(self._pending)
 
-    def publish(self, target_topics: dict[str, str], producer: Producer) -> None:
+    def publish(self) -> None:
         """Emit every pending sync; each becomes 'durable' when the state topic acknowledges it."""
         pending, self._pending = self._pending, []
-        for point in pending:
-            event = OffsetSync(
-                flow=self._flow.name,
-                replicator_id=self._replicator_id,
-                source_cluster=self._flow.source,
-                target_cluster=self._flow.target,
-                source_topic=point.topic,
-                target_topic=target_topics[point.topic],
-                partition=point.partition,
-                upstream_offset=point.upstream_offset,
-                downstream_offset=point.downstream_offset,
-                upstream_timestamp_ms=point.upstream_timestamp_ms,
-                reason=point.reason,
-                previous_upstream_offset=point.previous_upstream_offset,
-                previous_downstream_offset=point.previous_downstream_offset,
-            )
-            tp = (point.topic, point.partition)
+        for sync in pending:
+            durable = self._durable_callback((sync.source_topic, sync.partition), sync.upstream_offset)
             while True:
                 try:
-                    self._state.emit(event, on_durable=self._durable_callback(tp, point.upstream_offset))
+                    self._state.emit(sync, on_durable=durable)
                     break
                 except BufferError:
-                    producer.poll(0.05)
+                    self._wait(0.05)
             self.published += 1
 
-    def _durable_callback(self, tp: TP, upstream: int):  # -> Callable[[], None]
+    def _durable_callback(self, tp: TP, upstream: int) -> Callable[[], None]:
         def durable() -> None:
             if upstream > self._covered.get(tp, -1):
                 self._covered[tp] = upstream
+                self._advanced.add(tp)
 
         return durable
 
@@ -89,17 +90,25 @@ class SyncLedger:
         """Source positions safe to commit: one past the last copy a durable sync covers."""
         return {tp: self._covered[tp] + 1 for tp in assigned if tp in self._covered}
 
+    def advanced_positions(self, assigned: set[TP] | frozenset[TP]) -> dict[TP, int]:
+        """``commit_positions`` of the assigned partitions whose coverage moved since the last call."""
+        if not self._advanced:
+            return {}
+        moved, self._advanced = self._advanced, set()
+        return {tp: self._covered[tp] + 1 for tp in moved if tp in assigned and tp in self._covered}
+
     def settled(self, tp: TP) -> bool:
         """Every acknowledged copy of ``tp`` is covered by a durable sync."""
-        return self._covered.get(tp, -1) >= self._copied.get(tp, -1)
+        last = self._tracker.last_upstream(*tp)
+        return last is None or self._covered.get(tp, -1) >= last
 
     def forget(self, tps: Iterable[TP]) -> None:
         """Drop partitions (revoked, or a transaction aborted): their next copy starts a session."""
         for tp in tps:
             self._tracker.forget(*tp)
             self._covered.pop(tp, None)
-            self._copied.pop(tp, None)
+            self._advanced.discard(tp)
 
     def forget_all(self) -> None:
-        self.forget(list({*self._copied, *self._covered}))
+        self.forget(list({*self._tracker.partitions(), *self._covered}))
         self._pending.clear()

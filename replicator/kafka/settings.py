@@ -13,7 +13,14 @@ from typing import Any
 
 from replicator.config import FlowConfig
 
-__all__ = ["consumer_config", "producer_config", "consumer_group_id", "transactional_id", "reader_config"]
+__all__ = [
+    "consumer_config",
+    "producer_config",
+    "idempotent_producer_config",
+    "consumer_group_id",
+    "transactional_id",
+    "reader_config",
+]
 
 RDKAFKA_LOG = logging.getLogger("replicator.librdkafka")
 
@@ -51,17 +58,29 @@ def consumer_config(flow: FlowConfig, source: dict[str, str], client_id: str) ->
     }
 
 
-def producer_config(flow: FlowConfig, target: dict[str, str], client_id: str, instance: str) -> dict[str, Any]:
-    conf: dict[str, Any] = {
+def idempotent_producer_config(target: dict[str, Any], client_id: str) -> dict[str, Any]:
+    """Every producer of the replicator that writes to a cluster: state events, lifecycle, imports.
+
+    Idempotent (so per-partition order holds across retries, which delivery-order tracking needs),
+    ``acks=all``, lz4 and a 5 ms linger.
+    """
+    return {
         **target,
         "enable.idempotence": True,
         "acks": "all",
         "compression.type": "lz4",
         "linger.ms": 5,
-        "batch.num.messages": 10000,
-        "queue.buffering.max.messages": 500000,
         "client.id": client_id,
         "logger": RDKAFKA_LOG,
+    }
+
+
+def producer_config(flow: FlowConfig, target: dict[str, Any], client_id: str, instance: str) -> dict[str, Any]:
+    """The flow's copy producer: ``idempotent_producer_config`` with large batches and queue."""
+    conf: dict[str, Any] = {
+        **idempotent_producer_config(target, client_id),
+        "batch.num.messages": 10000,
+        "queue.buffering.max.messages": 500000,
     }
     if flow.exactly_once:
         conf["transactional.id"] = transactional_id(flow, instance)

@@ -39,7 +39,7 @@ from typing import Literal
 
 from replicator.client.mapping import TranslationMethod
 from replicator.client.policy import ReplicationPolicy
-from replicator.events import Checkpoint, Event, Heartbeat, OffsetSync
+from replicator.events import Checkpoint, Event, Heartbeat, OffsetSync, SyncReason
 from replicator.events.codec import header_fingerprint
 from replicator.mm2.records import Mm2Checkpoint, decode_checkpoint, decode_heartbeat, decode_offset_sync
 
@@ -160,7 +160,7 @@ class Mm2EventMapper:
                 upstream_offset=sync.upstream_offset,
                 downstream_offset=sync.downstream_offset,
                 upstream_timestamp_ms=record.timestamp_ms or 0,
-                reason="mm2",
+                reason=SyncReason.MM2,
             )
         if kind == "checkpoint":
             cp = decode_checkpoint(record.key, record.value)

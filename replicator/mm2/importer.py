@@ -46,7 +46,7 @@ from replicator.errors import ConfigError, EventDecodeError, ReplicationError
 from replicator.events import Checkpoint, Heartbeat, OffsetSync
 from replicator.kafka.connectivity import wait_for_cluster
 from replicator.kafka.errors import kafka_error, kafka_error_reason
-from replicator.kafka.settings import RDKAFKA_LOG
+from replicator.kafka.settings import RDKAFKA_LOG, idempotent_producer_config
 from replicator.kafka.state_log import StateLog
 from replicator.metadata.topics import TopicManager
 from replicator.mm2.events import REPLICATOR_ID, Mm2EventMapper, Mm2Kind, Mm2Record
@@ -245,17 +245,7 @@ class Mm2Importer:
         admin_conf: dict[str, Any] = {**confs[flow.target], "logger": RDKAFKA_LOG}
         target_admin = AdminClient(admin_conf)
         TopicManager(target_admin, target_admin).ensure_state_topic(config.state_topic)
-        producer = Producer(
-            {
-                **confs[flow.target],
-                "enable.idempotence": True,
-                "acks": "all",
-                "compression.type": "lz4",
-                "linger.ms": 5,
-                "client.id": f"{self._group}-state",
-                "logger": RDKAFKA_LOG,
-            }
-        )
+        producer = Producer(idempotent_producer_config(confs[flow.target], f"{self._group}-state"))
         state = StateLog(producer, config.state_topic)
         feeds = [_ClusterFeed(alias, conf, self._mapper, self._group) for alias, conf in confs.items()]
         counts = _Counts()

@@ -25,7 +25,7 @@ from replicator.client.state_reader import StateLogFollower
 from replicator.client.state_snapshot import FlowSnapshot, load_snapshot
 from replicator.config import FlowConfig, MirrorlakeConfig
 from replicator.events import Event
-from replicator.kafka.settings import RDKAFKA_LOG
+from replicator.kafka.settings import idempotent_producer_config
 from replicator.kafka.state_log import StateLog
 from replicator.metadata.topics import RemoteTopic
 
@@ -96,6 +96,11 @@ class StateView:
             self._latest.keep(event)
         for handler in self._handlers.get(event.event_type, ()):
             handler(event)
+
+    @property
+    def started(self) -> bool:
+        """Whether a task has read the state log through this view (none may need to: no groups)."""
+        return self._followers is not None
 
     def snapshot(self) -> FlowSnapshot:
         """This flow's mapping and latest events as of what the view has read of the target's log."""
@@ -208,4 +213,4 @@ class StateTasks:
 
 
 def task_producer(target_conf: dict[str, Any], client_id: str) -> Producer:
-    return Producer({**target_conf, "enable.idempotence": True, "client.id": client_id, "logger": RDKAFKA_LOG})
+    return Producer(idempotent_producer_config(target_conf, client_id))

@@ -77,8 +77,11 @@ class CheckpointTask:
     def run(self) -> None:
         if self.mm2 is not None:
             self.mm2.ensure_topic()  # as MM2's connector does at start: translateOffsets then finds it
+        groups = self.groups()
+        if not groups:
+            return  # nothing to translate: the mapping is read when a group appears (it keeps its place)
         self._ctx.view.refresh()
-        for group in self.groups():
+        for group in groups:
             try:
                 offsets = committed_offsets(self._source, group)
             except KafkaException as exc:

@@ -4,7 +4,9 @@ Every ``state_snapshot_interval_seconds`` the leading process writes what change
 the flow (mapping segments, latest checkpoints and audit windows) and the log position it covers
 to ``<state topic>.snapshot`` on the target (``replicator.client.state_snapshot`` has the format
 and the contract), then compacts its own mapping index to segment end points, so the process's
-memory is bounded by segments, not by syncs read. A missing snapshot topic is created here.
+memory is bounded by segments, not by syncs read. A missing snapshot topic is created here. A flow
+whose tasks never read the log (no group to checkpoint, no audit) writes none: decoding every sync
+beside the copy loop only for a snapshot would cost copy rate.
 """
 
 from __future__ import annotations
@@ -38,6 +40,8 @@ class StateSnapshotTask:
         self._topic_ready = False
 
     def run(self) -> None:
+        if not self._ctx.view.started:
+            return  # no task reads the log (no group to checkpoint, no audit): nothing to spare readers
         self._ensure_topic()
         self._ctx.view.refresh()
         snap = self._ctx.view.snapshot()

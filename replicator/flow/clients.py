@@ -1,0 +1,85 @@
+"""The Kafka clients of one flow, made by a factory the ``FlowRunner`` is given.
+
+``kafka_clients`` is the real one (librdkafka clients on the flow's two clusters, after waiting for
+both to answer); tests of the runner's logic may pass a factory that returns fakes. The runner
+never constructs a client itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from confluent_kafka import Consumer, Producer
+from confluent_kafka.admin import AdminClient
+
+from replicator.config import FlowConfig, MirrorlakeConfig
+from replicator.flow.positions import PositionStore
+from replicator.kafka.connectivity import wait_for_cluster
+from replicator.kafka.settings import consumer_config, idempotent_producer_config, producer_config
+from replicator.metadata.acls import TopicAclSync
+from replicator.metadata.topic_configs import DefaultConfigPropertyFilter, TopicConfigSync
+from replicator.metadata.topics import TopicManager
+
+__all__ = ["FlowClients", "ClientFactory", "kafka_clients"]
+
+DeliveryCallback = Callable[[Any, Any], None]
+
+
+@dataclass
+class FlowClients:
+    """Everything a flow talks to Kafka through.
+
+    ``producer`` copies records (its default delivery callback is the flow's) and, at-least-once,
+    also writes the flow's syncs and lifecycle events; exactly-once flows write lifecycle events
+    through ``lifecycle_producer``, outside the data transactions, and keep positions in ``positions``.
+    """
+
+    consumer: Consumer
+    producer: Producer
+    lifecycle_producer: Producer
+    topics: TopicManager
+    config_sync: TopicConfigSync
+    acl_sync: TopicAclSync
+    positions: PositionStore | None = None
+
+
+class ClientFactory(Protocol):
+    def __call__(
+        self, config: MirrorlakeConfig, flow: FlowConfig, *, replicator_id: str, on_delivery: DeliveryCallback
+    ) -> FlowClients: ...
+
+
+def kafka_clients(
+    config: MirrorlakeConfig, flow: FlowConfig, *, replicator_id: str, on_delivery: DeliveryCallback
+) -> FlowClients:
+    """Wait for both clusters (``connect_timeout_seconds``), then make the flow's clients."""
+    source_conf = config.cluster(flow.source).client_config()
+    target_conf = config.cluster(flow.target).client_config()
+    wait_for_cluster(flow.source, source_conf, timeout_s=config.connect_timeout_seconds)
+    wait_for_cluster(flow.target, target_conf, timeout_s=config.connect_timeout_seconds)
+    name = f"{replicator_id}-{flow.name}"
+    instance = config.replicator_id or "main"
+    consumer = Consumer(consumer_config(flow, source_conf, f"{name}-consumer"))
+    producer = Producer(
+        {**producer_config(flow, target_conf, f"{name}-producer", instance), "on_delivery": on_delivery}
+    )
+    source_admin, target_admin = AdminClient(source_conf), AdminClient(target_conf)
+    topics = TopicManager(source_admin, target_admin)
+    clients = FlowClients(
+        consumer=consumer,
+        producer=producer,
+        lifecycle_producer=producer,
+        topics=topics,
+        config_sync=TopicConfigSync(
+            source_admin, target_admin, DefaultConfigPropertyFilter(flow.config_properties_exclude)
+        ),
+        acl_sync=TopicAclSync(source_admin, target_admin),
+    )
+    if flow.exactly_once:
+        # lifecycle events must not wait for (or vanish with) a data transaction
+        clients.lifecycle_producer = Producer(idempotent_producer_config(target_conf, f"{name}-lifecycle"))
+        topics.ensure_state_topic(config.positions_topic, compacted=True)
+        clients.positions = PositionStore(config.positions_topic, flow.name, target_conf)
+    return clients

@@ -1,0 +1,169 @@
+"""The hot path of a flow: one produce per consumed record, one cheap step per delivery report.
+
+Delivery reports of one target partition arrive in produce order (idempotent producer), so a
+FIFO per target partition (a ``_Lane``) tells the delivery callback which source record a report
+is for, without a closure per record. A lane keeps two deques of plain ints (upstream offsets and
+timestamps) instead of a tuple per record, and the source topic once: the partition number is the
+same on both sides. The copy loop looks a lane (and the remote topic) up only when the partition
+changes from one record to the next, which in a consumed batch is rare (records come in runs
+per partition).
+
+Per delivery the ``SyncLedger`` is told (upstream, downstream); the tracker's common case
+(next offset on both sides) returns at its first test, so only sync points cost more.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import deque
+from collections.abc import Callable
+
+from confluent_kafka import KafkaError, KafkaException, Message, Producer
+
+from replicator.client.provenance import Provenance
+from replicator.errors import ReplicationError
+from replicator.flow.stats import FlowStats
+from replicator.flow.sync_ledger import SyncLedger
+from replicator.kafka.errors import kafka_error
+from replicator.metadata.topics import RemoteTopic
+
+__all__ = ["Copier"]
+
+_log = logging.getLogger(__name__)
+
+Headers = list[tuple[str, bytes | None]]
+
+
+class _Lane:
+    """What is in flight to one target partition, oldest first."""
+
+    __slots__ = ("source_topic", "upstream", "timestamps")
+
+    def __init__(self, source_topic: str) -> None:
+        self.source_topic = source_topic
+        self.upstream: deque[int] = deque()
+        self.timestamps: deque[int] = deque()
+
+
+class Copier:
+    """Copies consumed batches to the target and turns delivery reports into ledger entries.
+
+    Made before the flow's clients (its ``on_delivery`` is the copy producer's default delivery
+    callback), then ``connect``-ed to them. ``remote_for(topic, partition)`` returns the remote
+    topic of a source topic, refreshing the flow's topic selection when a record comes from a
+    topic or partition it does not know yet. ``consumed(tp, next_offset)``: exactly-once's
+    position hook (None for at-least-once).
+    """
+
+    def __init__(self, flow: str, stats: FlowStats, provenance: Provenance) -> None:
+        self._flow = flow
+        self._stats = stats
+        self._provenance = provenance
+        self._lanes: dict[tuple[str, int], _Lane] = {}
+        self.in_flight = 0
+        self.delivery_error: KafkaError | None = None
+
+    def connect(
+        self,
+        producer: Producer,
+        ledger: SyncLedger,
+        remote_for: Callable[[str, int], RemoteTopic],
+        consumer_error: Callable[[KafkaError], None],
+        consumed: Callable[[tuple[str, int], int], None] | None = None,
+    ) -> None:
+        self._producer = producer
+        self._ledger = ledger
+        self._delivered = ledger.delivered
+        self._remote_for = remote_for
+        self._consumer_error = consumer_error
+        self._consumed = consumed
+
+    def copy_batch(self, messages: list[Message]) -> None:
+        """Produce every record of ``messages`` (skipping those that would close a cycle)."""
+        produce = self._producer.produce
+        stamp = self._provenance.stamp
+        stamp_all = self._provenance.enabled
+        consumed = self._consumed
+        lanes = self._lanes
+        last_topic: str | None = None
+        last_partition = -1
+        target = ""
+        lane_u: deque[int] = deque()
+        lane_ts: deque[int] = deque()
+        copied = nbytes = skipped = 0
+        for msg in messages:
+            if (err := msg.error()) is not None:
+                self._consumer_error(err)
+                continue
+            # a message without error always has topic, partition and offset (the stubs say Optional)
+            topic: str = msg.topic()  # type: ignore[assignment]
+            partition: int = msg.partition()  # type: ignore[assignment]
+            upstream: int = msg.offset()  # type: ignore[assignment]
+            if consumed is not None:
+                consumed((topic, partition), upstream + 1)
+            if partition != last_partition or topic != last_topic:
+                target = self._remote_for(topic, partition).target_topic
+                lane = lanes.get((target, partition))
+                if lane is None:
+                    lane = lanes[(target, partition)] = _Lane(topic)
+                lane_u, lane_ts = lane.upstream, lane.timestamps
+                last_topic, last_partition = topic, partition
+            headers = msg.headers()
+            if headers is not None or stamp_all:
+                copy, headers = stamp(headers)  # type: ignore[arg-type,assignment]
+                if not copy:
+                    skipped += 1  # it came from the target: copying it back would loop
+                    continue
+            ts_type, ts = msg.timestamp()
+            if not ts_type:
+                ts = -1  # no timestamp: the target stamps its own; the sync says -1
+            value = msg.value()
+            key = msg.key()
+            try:  # positional: topic, value, key, partition, callback, on_delivery, timestamp, headers
+                produce(target, value, key, partition, None, None, ts if ts > 0 else 0, headers)
+            except (BufferError, KafkaException):
+                self._produce_slowly(target, value, key, partition, ts if ts > 0 else 0, headers)  # type: ignore[arg-type]
+            lane_u.append(upstream)
+            lane_ts.append(ts)
+            copied += 1
+            nbytes += (len(value) if value else 0) + (len(key) if key else 0)
+        self.in_flight += copied
+        stats = self._stats
+        stats.records += copied
+        stats.bytes += nbytes
+        stats.skipped_cycle += skipped
+        ts_type, ts = messages[-1].timestamp()
+        if ts_type != 0:
+            stats.last_record_age_s = max(0.0, time.time() - ts / 1000)
+
+    def on_delivery(self, err: KafkaError | None, out: Message) -> None:
+        """Delivery report of a copied record (state events have their own callbacks)."""
+        target: str = out.topic()  # type: ignore[assignment]
+        partition: int = out.partition()  # type: ignore[assignment]
+        lane = self._lanes[(target, partition)]
+        upstream = lane.upstream.popleft()
+        ts = lane.timestamps.popleft()
+        self.in_flight -= 1
+        if err is not None:
+            self.delivery_error = err
+        elif self._delivered(lane.source_topic, partition, upstream, out.offset(), ts, target) and ts > 0:  # type: ignore[arg-type]
+            self._stats.latency.observe(max(0.0, time.time() - ts / 1000))  # sampled: syncs are rare
+
+    def _produce_slowly(
+        self, topic: str, value: bytes | None, key: bytes | None, partition: int, ts: int, headers: Headers | None
+    ) -> None:
+        """Produce when the fast path could not: a full local queue, or a partition unknown to us yet."""
+        refreshed = False
+        while True:
+            try:
+                self._producer.produce(topic, value, key, partition, timestamp=ts, headers=headers)  # type: ignore[arg-type]
+                return
+            except BufferError:
+                self._producer.poll(0.05)  # the local queue is full: let deliveries drain it
+            except KafkaException as exc:
+                err = kafka_error(exc)
+                if refreshed or not (isinstance(err, KafkaError) and err.code() == KafkaError._UNKNOWN_PARTITION):
+                    raise ReplicationError(f"flow {self._flow}: cannot write to {topic}: {exc}") from exc
+                self._producer.list_topics(topic, timeout=10)  # a partition created since our last metadata
+                refreshed = True

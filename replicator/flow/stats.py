@@ -1,0 +1,27 @@
+"""A flow's counters: written by the flow thread, read by the metrics endpoint and ``health``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from replicator.flow.observability import LatencyHistogram
+
+__all__ = ["FlowStats"]
+
+
+@dataclass
+class FlowStats:
+    """Plain counters the flow thread updates and the metrics endpoint reads (no hot-path locks)."""
+
+    records: int = 0
+    bytes: int = 0
+    syncs: int = 0
+    skipped_cycle: int = 0
+    revoked: int = 0  # partitions given up in rebalances (cooperative: only those that move)
+    state: str = "starting"  # starting | running | stopped | failed
+    error: str | None = None
+    assigned: list[tuple[str, int]] = field(default_factory=list)
+    lag: dict[tuple[str, int], int] = field(default_factory=dict)
+    last_record_age_s: float | None = None
+    latency: LatencyHistogram = field(default_factory=LatencyHistogram)
+    task_errors: dict[str, str] = field(default_factory=dict)  # state task -> its last error
