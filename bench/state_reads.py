@@ -138,7 +138,7 @@ def run_size(bootstrap: str, size: int) -> list[tuple[str, int, str, dict]]:
     config = parse_config(doc, source="bench")
     view = StateView(config, config.flow(FLOW))
     started = time.monotonic()
-    view.refresh()
+    view.refresh()  # reads to the end (it gives up only when nothing arrives for 30 s)
     snap: FlowSnapshot = view.snapshot()
     producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
     _ensure_snapshot_topic(bootstrap, state_topic)

@@ -89,8 +89,10 @@ class StateLogFollower:
     def poll(self, timeout_s: float = 30.0) -> StateRead:
         """Everything appended since the last call, up to the end offsets seen at the start of this one.
 
-        Returns early, after ``timeout_s``, if an open transaction holds the end back (read_committed
-        stops at the last stable offset); the next call goes on from there.
+        Returns early only when nothing arrives for ``timeout_s`` (an open transaction holds the
+        end back: read_committed stops at the last stable offset); the next call goes on from there.
+        A long log is read to its end however long that takes: a deadline on the whole read would
+        return part of it, and a reader would take an old checkpoint for the latest.
         """
         try:
             self._assign_new_partitions(timeout_s)
@@ -109,6 +111,7 @@ class StateLogFollower:
             if not messages:
                 self._advance_past_markers(ends)
                 continue
+            deadline = time.monotonic() + timeout_s  # progress: the wait starts again
             for msg in messages:
                 if msg.error() is not None:
                     _log.warning("state topic %s: %s", self._topic, msg.error())

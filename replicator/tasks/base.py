@@ -71,8 +71,13 @@ class StateView:
                 self._take(event)
 
     def _logs(self) -> list[tuple[str, str]]:
-        """(cluster, flow) of each state log the view follows: this flow's, then its reverse's."""
-        return [(self._flow.target, self._flow.name), (self._flow.source, f"{self._flow.target}->{self._flow.source}")]
+        """(cluster, flow) of each state log the view follows: this flow's, then its reverse's when
+        the config has a reverse flow (nothing else writes reverse syncs to the source's log)."""
+        logs = [(self._flow.target, self._flow.name)]
+        reverse = f"{self._flow.target}->{self._flow.source}"
+        if any(f.name == reverse for f in self._config.flows):
+            logs.append((self._flow.source, reverse))
+        return logs
 
     def _start(self, alias: str, flow_name: str) -> StateLogFollower:
         conf = self._config.cluster(alias).client_config()
