@@ -245,6 +245,32 @@ class LocalBroker:
         self.pid_file.unlink(missing_ok=True)
         _log.info("cluster %s: broker stopped", self.alias)
 
+    # -- fault injection (tests and bench/faults.py) -------------------------------------------
+
+    def kill(self) -> None:
+        """SIGKILL the broker (no controlled shutdown, as a crash) and wait until it is gone.
+
+        Acknowledged records survive (they are in the page cache); the next ``start`` recovers the
+        log. A no-op if it is not running.
+        """
+        pid = self.pid()
+        if pid is None:
+            return
+        _log.info("cluster %s: killing broker pid %d", self.alias, pid)
+        _signal(pid, signal.SIGKILL)
+        if not _wait_exit(pid, _KILL_WAIT_S):
+            raise MirrorlakeError(f"cluster {self.alias}: broker pid {pid} survived SIGKILL")
+        self._reap(pid)
+        self.pid_file.unlink(missing_ok=True)
+
+    def freeze(self, frozen: bool = True) -> None:
+        """SIGSTOP (``frozen``) or SIGCONT the broker: its connections stay open and nothing answers,
+        as behind a dropped network path."""
+        pid = self.pid()
+        if pid is None:
+            raise MirrorlakeError(f"cluster {self.alias}: no broker is running")
+        _signal(pid, signal.SIGSTOP if frozen else signal.SIGCONT)
+
     # -- internals ---------------------------------------------------------------------------
 
     def _log4j_jvm_args(self) -> list[str]:

@@ -5,7 +5,8 @@ collector reads them when Prometheus scrapes. The registry belongs to the replic
 state), so several replicators in one process do not mix their metrics.
 
 ``GET /metrics``: Prometheus text format. ``GET /health``: JSON with every flow's state,
-assigned partitions and error; HTTP 200 while every flow runs, 503 otherwise.
+assigned partitions, error and the clusters it waits for; HTTP 200 while every flow runs and none
+waits, 503 (``"status": "degraded"``) otherwise.
 """
 
 from __future__ import annotations
@@ -52,7 +53,22 @@ class FlowCollector(Collector):
             "source record timestamp to target acknowledgement (sampled at offset syncs)",
             labels=["flow"],
         )
+        waiting = GaugeMetricFamily(
+            "mirrorlake_waiting_for_cluster",
+            "1 while the flow waits for its source or target cluster to answer again (an outage)",
+            labels=["flow", "side"],
+        )
+        paused = GaugeMetricFamily(
+            "mirrorlake_reading_paused", "1 while the flow does not read: its target is down or slow", labels=["flow"]
+        )
+        recoveries = CounterMetricFamily(
+            "mirrorlake_outage_recoveries", "cluster outages the flow waited out and resumed from", labels=["flow"]
+        )
         for name, stats in self._flows():
+            for side in ("source", "target"):
+                waiting.add_metric([name, side], 1.0 if side in stats.waiting else 0.0)
+            paused.add_metric([name], 1.0 if stats.paused else 0.0)
+            recoveries.add_metric([name], stats.recoveries)
             records.add_metric([name], stats.records)
             size.add_metric([name], stats.bytes)
             syncs.add_metric([name], stats.syncs)
@@ -63,7 +79,7 @@ class FlowCollector(Collector):
                 age.add_metric([name], stats.last_record_age_s)
             buckets, total = stats.latency.snapshot()
             latency.add_metric([name], buckets=buckets, sum_value=total)
-        yield from (records, size, syncs, skipped, lag, age, latency)
+        yield from (records, size, syncs, skipped, lag, age, latency, waiting, paused, recoveries)
 
 
 class LatencyHistogram:

@@ -16,11 +16,11 @@ import logging
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from confluent_kafka import OFFSET_INVALID, Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient
 
 from replicator.client.policy import ReplicationPolicy, policy_from_config
 from replicator.client.provenance import Provenance
@@ -28,13 +28,22 @@ from replicator.config import FlowConfig, MirrorlakeConfig
 from replicator.config.topology import provenance_enabled
 from replicator.errors import ReplicationError
 from replicator.events import Lifecycle
-from replicator.flow.commits import AtLeastOnceCommits, Commits, TransactionalCommits
+from replicator.flow.backpressure import Backpressure
+from replicator.flow.commits import AbortTransaction, AtLeastOnceCommits, Commits, TransactionalCommits
 from replicator.flow.observability import LatencyHistogram
+from replicator.flow.outage import TRANSPORT_CODES, Outages, Side
 from replicator.flow.positions import PositionStore
 from replicator.flow.sync_ledger import SyncLedger
+from replicator.kafka.admin import admin_client
 from replicator.kafka.connectivity import wait_for_cluster
 from replicator.kafka.errors import kafka_error
-from replicator.kafka.settings import RDKAFKA_LOG, consumer_config, consumer_group_id, producer_config
+from replicator.kafka.settings import (
+    QUEUE_MAX_MESSAGES,
+    RDKAFKA_LOG,
+    consumer_config,
+    consumer_group_id,
+    producer_config,
+)
 from replicator.kafka.state_log import StateLog
 from replicator.metadata.acls import TopicAclSync
 from replicator.metadata.filters import RegexTopicFilter
@@ -49,6 +58,12 @@ _log = logging.getLogger(__name__)
 
 _CONSUME_BATCH = 5000
 _CONSUME_WAIT_S = 0.02  # the longest a record waits for its batch to fill: end-to-end latency
+# exactly-once: a record not acknowledged within the transaction timeout (a long outage) is copied
+# again from the committed position; a record purged by that abort is simply forgotten
+_REWINDABLE = TRANSPORT_CODES
+_PURGED = frozenset({KafkaError._PURGE_QUEUE, KafkaError._PURGE_INFLIGHT})
+_DRAIN_SLICE_S = 1.0  # a drain waits in slices, watching outages between them
+_PAUSED_WAIT_S = 0.1  # while reading is paused, the loop waits on deliveries this long per turn
 
 
 @dataclass
@@ -67,6 +82,10 @@ class FlowStats:
     last_record_age_s: float | None = None
     latency: LatencyHistogram = field(default_factory=LatencyHistogram)
     task_errors: dict[str, str] = field(default_factory=dict)  # state task -> its last error
+    waiting: dict[str, str] = field(default_factory=dict)  # side -> what the flow waits for (an outage)
+    paused: bool = False  # reading paused: the target is down or its queue is full
+    recoveries: int = 0  # outages the flow waited out
+    turned_at: float = field(default_factory=time.monotonic)  # the copy loop's last turn (liveness)
 
 
 class FlowRunner:
@@ -109,11 +128,24 @@ class FlowRunner:
     def _make_clients(self, source_conf: dict[str, Any], target_conf: dict[str, Any]) -> None:
         name = f"{self.replicator_id}-{self.flow.name}"
         instance = self.config.replicator_id or "main"
-        self._consumer = Consumer(consumer_config(self.flow, source_conf, f"{name}-consumer"))
+        self._outages = Outages(
+            self.flow.name, {"source": self.flow.source, "target": self.flow.target},
+            {"source": source_conf, "target": target_conf},
+        )  # fmt: skip
+        self._consumer = Consumer(
+            {**consumer_config(self.flow, source_conf, f"{name}-consumer"),
+             "error_cb": self._outages.client_error_callback("source")}
+        )  # fmt: skip
         self._producer = Producer(
-            {**producer_config(self.flow, target_conf, f"{name}-producer", instance), "on_delivery": self._on_delivery}
-        )
-        source_admin, target_admin = AdminClient(source_conf), AdminClient(target_conf)
+            {**producer_config(self.flow, target_conf, f"{name}-producer", instance), "on_delivery": self._on_delivery,
+             "error_cb": self._outages.client_error_callback("target")}
+        )  # fmt: skip
+        self._backpressure = Backpressure(
+            self.flow.name, self._consumer, self._producer, self._outages,
+            lambda: self.stats.records - self._in_flight, lambda: self._in_flight,
+            high=QUEUE_MAX_MESSAGES // 2, low=QUEUE_MAX_MESSAGES // 4,
+        )  # fmt: skip
+        source_admin, target_admin = admin_client(source_conf), admin_client(target_conf)
         self._topics = TopicManager(source_admin, target_admin)
         config_filter = DefaultConfigPropertyFilter(self.flow.config_properties_exclude)
         self._config_sync = TopicConfigSync(source_admin, target_admin, config_filter)
@@ -136,6 +168,7 @@ class FlowRunner:
                 self._drain,
                 self.flow.name,
                 self.flow.transaction_interval_seconds,
+                self._outages,
             )
         else:
             self._lifecycle_producer = self._producer
@@ -186,18 +219,24 @@ class FlowRunner:
         next_flush = time.monotonic() + self.flow.sync_interval_seconds
         while not stop.is_set():
             now = time.monotonic()
-            if now >= next_refresh:
-                self._refresh_topics()
+            paused = self._watch_outages()
+            if now >= next_refresh and self._guarded(self._refresh_topics, "source", "target"):
                 self._measure_lag()
                 next_refresh = now + self.flow.refresh_topics_interval_seconds
-            if now >= next_metadata_sync:
-                self._sync_topic_metadata()
+            if now >= next_metadata_sync and self._guarded(self._sync_topic_metadata, "source", "target"):
                 next_metadata_sync = now + self.flow.sync_topic_configs_interval_seconds
-            messages = self._consumer.consume(_CONSUME_BATCH, timeout=_CONSUME_WAIT_S)
+            if paused:  # wait for acknowledgements (or the back-off) instead of reading
+                self._producer.poll(_PAUSED_WAIT_S)
+                messages = []
+            else:
+                messages = self._consumer.consume(_CONSUME_BATCH, timeout=_CONSUME_WAIT_S)
             if messages:
                 self._copy_batch(messages)
             self._producer.poll(0)
-            self._check_failures()
+            try:
+                self._check_failures()
+            except AbortTransaction as exc:
+                self.commits.abort(str(exc))
             if now >= next_flush and not self.flow.exactly_once:
                 self.ledger.flush()
                 next_flush = now + self.flow.sync_interval_seconds
@@ -269,14 +308,43 @@ class FlowRunner:
         topic, partition, upstream, ts, ts_type = fifo.popleft()
         self._in_flight -= 1
         if err is not None:
-            self._delivery_error = err
+            if err.code() not in _PURGED:
+                self._delivery_error = err
         elif self.ledger.delivered(topic, partition, upstream, out.offset(), ts) and ts_type:  # type: ignore[arg-type]
             self.stats.latency.observe(max(0.0, time.time() - ts / 1000))  # sampled: syncs are rare
 
     def _consumer_error(self, err: KafkaError) -> None:
         if err.fatal():
             raise ReplicationError(f"flow {self.flow.name}: fatal consumer error: {err.str()}")
-        _log.warning("flow %s: consumer error: %s", self.flow.name, err.str())
+        if not self._outages.failed("source", KafkaException(err)):
+            _log.warning("flow %s: consumer error: %s", self.flow.name, err.str())
+
+    # -- outages -----------------------------------------------------------------------------
+    def _watch_outages(self) -> bool:
+        """Probe the clusters waited for, pause or resume reading; True while reading is paused."""
+        outages = self._outages
+        outages.probe_due()
+        paused = self._backpressure.update()
+        stats = self.stats
+        stats.waiting, stats.paused, stats.recoveries = outages.waiting, paused, outages.recoveries
+        stats.turned_at = time.monotonic()
+        return paused
+
+    def _guarded(self, operation: Callable[[], None], *sides: Side) -> bool:
+        """Run an admin ``operation`` touching ``sides`` unless one is backing off; True if it ran.
+
+        A transient failure (a timeout, a broker down) starts a wait for the sides that do not
+        answer and is retried after the back-off; any other failure propagates.
+        """
+        if not all(self._outages.due(side) for side in sides):
+            return False
+        try:
+            operation()
+        except (KafkaException, ReplicationError, TimeoutError) as exc:
+            if not self._outages.blame(sides, exc):
+                raise
+            return False
+        return True
 
     def _follow_new_partition(self, topic: str) -> RemoteTopic:
         self._refresh_topics()
@@ -317,14 +385,22 @@ class FlowRunner:
     def _drain(self) -> None:
         """Wait for every record and sync in flight, publishing the syncs they produce."""
         while True:
-            self._producer.flush(30)
+            self._producer.flush(_DRAIN_SLICE_S)
             self._check_failures()
+            if len(self._producer):
+                self._watch_outages()  # the target is down or slow: say so (health, metrics) and keep waiting
+                continue
             self.ledger.flush()
             if not self.ledger.has_pending and len(self._producer) == 0:
                 return
             self._publish_syncs()
 
     def _check_failures(self) -> None:
+        """Raise for a failed write; ``AbortTransaction`` if an exactly-once flow can retry it by rewinding."""
+        err = self._delivery_error
+        if err is not None and self.flow.exactly_once and err.code() in _REWINDABLE:
+            self._delivery_error = None
+            raise AbortTransaction(f"records not acknowledged by {self.flow.target} in time: {err.str()}")
         for err in (self._delivery_error, self._state.failed):
             if err is not None:
                 raise ReplicationError(f"flow {self.flow.name}: write to {self.flow.target} failed: {err.str()}")
@@ -363,11 +439,13 @@ class FlowRunner:
         _log.info("flow %s: revoked %s", self.flow.name, _names(partitions))
         self.commits.before_revoke(partitions)
         self._forget(partitions)
+        self._backpressure.forget(partitions)
         self.stats.revoked += len(partitions)
 
     def _on_lost(self, _consumer: Consumer, partitions: list[TopicPartition]) -> None:
         _log.warning("flow %s: lost %s", self.flow.name, _names(partitions))
         self._forget(partitions)
+        self._backpressure.forget(partitions)
 
     def _forget(self, partitions: list[TopicPartition]) -> None:
         gone = {(tp.topic, tp.partition) for tp in partitions}

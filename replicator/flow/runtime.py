@@ -11,6 +11,7 @@ import logging
 import os
 import socket
 import threading
+import time
 from dataclasses import dataclass
 from typing import Literal
 
@@ -26,6 +27,7 @@ from replicator.flow.runner import FlowRunner, FlowStats
 __all__ = ["Replicator", "default_replicator_id"]
 
 _log = logging.getLogger(__name__)
+_STUCK_S = 10.0  # a copy loop that has not turned for this long is reported as waiting
 
 
 def default_replicator_id() -> str:
@@ -126,7 +128,8 @@ class Replicator:
         return self._status.port if self._status else None
 
     def health(self) -> dict[str, object]:
-        """Every flow's state, records, assigned partitions and error; status ok while all run."""
+        """Every flow's state, records, assigned partitions, error and what it waits for (a cluster that
+        is down); status ok while all run and none waits, ``degraded`` otherwise."""
         flows = {
             r.runner.flow.name: {
                 "state": r.runner.stats.state,
@@ -136,10 +139,12 @@ class Replicator:
                 "error": r.runner.stats.error,
                 "state_tasks": "leading" if r.runner.leads_state_tasks else "standby",
                 "state_task_errors": dict(r.runner.stats.task_errors),
+                "waiting_for": _waiting_for(r.runner.stats),
+                "reading_paused": r.runner.stats.paused,
             }
             for r in self._running
         }
-        ok = bool(flows) and all(f["state"] in ("starting", "running") for f in flows.values())
+        ok = bool(flows) and all(f["state"] in ("starting", "running") and not f["waiting_for"] for f in flows.values())
         return {"status": "ok" if ok else "degraded", "replicator_id": self.replicator_id, "flows": flows}
 
     def run_until_caught_up(self) -> dict[str, FlowStats]:
@@ -149,3 +154,12 @@ class Replicator:
     @property
     def alive(self) -> bool:
         return any(r.thread.is_alive() for r in self._running)
+
+
+def _waiting_for(stats: FlowStats) -> dict[str, str]:
+    """What a running flow waits for: the clusters it says, and its loop if it stopped turning."""
+    waiting = dict(stats.waiting)
+    stuck_s = time.monotonic() - stats.turned_at
+    if stats.state == "running" and stuck_s > _STUCK_S:
+        waiting["loop"] = f"the copy loop has waited {stuck_s:.0f} s for a cluster's answer (an admin request)"
+    return waiting

@@ -21,12 +21,12 @@ import logging
 from typing import Any
 
 from confluent_kafka import KafkaException
-from confluent_kafka.admin import AdminClient
 
 from replicator.client.group_offsets import GroupOffset, committed_offsets
 from replicator.client.mapping import Translation
 from replicator.client.policy import ReplicationPolicy
 from replicator.events import Checkpoint
+from replicator.kafka.admin import admin_client
 from replicator.kafka.settings import consumer_group_id
 from replicator.metadata.filters import RegexGroupFilter
 from replicator.tasks.base import TaskContext
@@ -48,11 +48,11 @@ class CheckpointTask:
         self._ctx = ctx
         self._policy = policy
         self.interval_s = ctx.flow.emit_checkpoints_interval_seconds
-        self._source = AdminClient(source_conf)
+        self._source = admin_client(source_conf)
         self._filter = RegexGroupFilter.for_flow(ctx.flow)
         self._own_group = consumer_group_id(ctx.flow)
         self._last: dict[tuple[str, str, int], tuple[int, int]] = {}
-        self.group_sync = GroupOffsetSync(ctx, AdminClient(target_conf)) if ctx.flow.sync_group_offsets else None
+        self.group_sync = GroupOffsetSync(ctx, admin_client(target_conf)) if ctx.flow.sync_group_offsets else None
 
     def groups(self) -> list[str]:
         listing = self._source.list_consumer_groups(request_timeout=_TIMEOUT_S).result(timeout=_TIMEOUT_S)

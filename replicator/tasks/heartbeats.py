@@ -19,13 +19,14 @@ import uuid
 from typing import Any
 
 from confluent_kafka import Consumer, Producer
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import NewTopic
 
 from replicator.client.policy import ReplicationPolicy
 from replicator.client.provenance import Provenance
 from replicator.errors import EventDecodeError
 from replicator.events import Heartbeat, decode, encode
 from replicator.events.model import now_ms
+from replicator.kafka.admin import admin_client
 from replicator.kafka.settings import RDKAFKA_LOG
 from replicator.tasks.base import TaskContext
 
@@ -61,7 +62,7 @@ class HeartbeatEmitter:
         self._producer = Producer(
             {**source_conf, "client.id": f"{ctx.replicator_id}-{ctx.flow.name}-heartbeats", "logger": RDKAFKA_LOG}
         )
-        self._admin = AdminClient(source_conf)
+        self._admin = admin_client(source_conf)
         self._created = False
 
     def run(self) -> None:
@@ -98,7 +99,7 @@ class HeartbeatObserver:
         self._ctx = ctx
         self._policy = policy
         self.interval_s = 0.1  # read promptly: the time read is the arrival time of the latency
-        self._admin = AdminClient(target_conf)
+        self._admin = admin_client(target_conf)
         self._consumer = Consumer(
             {
                 **target_conf,
