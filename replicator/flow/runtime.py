@@ -11,7 +11,6 @@ import logging
 import os
 import socket
 import threading
-import time
 from dataclasses import dataclass
 from typing import Literal
 
@@ -21,13 +20,12 @@ from replicator.client.policy import policy_from_config
 from replicator.config import FlowConfig, MirrorlakeConfig
 from replicator.config.topology import check_loop_free
 from replicator.errors import ConfigError, MirrorlakeError, PortInUseError, ReplicationError
-from replicator.flow.observability import FlowCollector, StatusServer
+from replicator.flow.observability import FlowCollector, StatusServer, waiting_for
 from replicator.flow.runner import FlowRunner, FlowStats
 
 __all__ = ["Replicator", "default_replicator_id"]
 
 _log = logging.getLogger(__name__)
-_STUCK_S = 10.0  # a copy loop that has not turned for this long is reported as waiting
 
 
 def default_replicator_id() -> str:
@@ -139,7 +137,7 @@ class Replicator:
                 "error": r.runner.stats.error,
                 "state_tasks": "leading" if r.runner.leads_state_tasks else "standby",
                 "state_task_errors": dict(r.runner.stats.task_errors),
-                "waiting_for": _waiting_for(r.runner.stats),
+                "waiting_for": waiting_for(r.runner.stats),
                 "reading_paused": r.runner.stats.paused,
             }
             for r in self._running
@@ -154,12 +152,3 @@ class Replicator:
     @property
     def alive(self) -> bool:
         return any(r.thread.is_alive() for r in self._running)
-
-
-def _waiting_for(stats: FlowStats) -> dict[str, str]:
-    """What a running flow waits for: the clusters it says, and its loop if it stopped turning."""
-    waiting = dict(stats.waiting)
-    stuck_s = time.monotonic() - stats.turned_at
-    if stats.state == "running" and stuck_s > _STUCK_S:
-        waiting["loop"] = f"the copy loop has waited {stuck_s:.0f} s for a cluster's answer (an admin request)"
-    return waiting
