@@ -110,7 +110,10 @@ def producer_config(flow: FlowConfig, target: dict[str, str], client_id: str, in
         conf["message.timeout.ms"] = 0
     if flow.exactly_once:
         conf["transactional.id"] = transactional_id(flow, instance)
-        conf["transaction.timeout.ms"] = 60000
+        # a target outage shorter than this leaves the open transaction alive, so the flow resumes it;
+        # longer, the coordinator aborts it and fences this producer (the flow then fails and a
+        # restart resumes from the committed positions). A crashed process's successor aborts at once.
+        conf["transaction.timeout.ms"] = 300000
     return conf
 
 
