@@ -8,10 +8,17 @@ here; the source side authenticates with SCRAM-SHA-512 and the target side with 
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+import time
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
+import yaml
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import (
     AclBinding,
@@ -23,6 +30,7 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
+from bench.faults import free_port, health, metrics
 from mirrorlake.localkafka import LocalBroker, default_cache_root, resolve_kafka_jars
 from replicator.client.state_reader import read_state_log
 from replicator.config import LocalKafkaConfig, parse_config
@@ -35,6 +43,8 @@ from tests.waiting import wait_for
 pytestmark = pytest.mark.kafka
 USERS = {"admin": f"admin-{uuid.uuid4().hex[:10]}", "alice": f"alice-{uuid.uuid4().hex[:10]}"}
 RECORDS = 2000
+ROOT = Path(__file__).resolve().parents[1]
+SCRAM = "SCRAM-SHA-512"
 ALLOW = AclPermissionType.ALLOW
 
 
@@ -144,3 +154,100 @@ def test_a_flow_over_sasl_ssl_copies_and_checkpoints_as_a_principal_with_acls(se
     assert checkpoints, "no checkpoint of group app in T's state topic"
     assert checkpoints[-1].upstream_offset == RECORDS // 2
     assert checkpoints[-1].downstream_offset == RECORDS // 2
+
+
+def test_a_canary_password_from_env_and_file_appears_nowhere(secured, tmp_path):
+    """alice's password is the canary: given as ${env:...} and ${file:...}, never in the config text."""
+    source, target = secured["S"], secured["T"]
+    canary = USERS["alice"]
+    password_file = tmp_path / "alice.password"
+    password_file.write_text(canary + "\n")
+    topic = f"canary-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient(source.client_config("alice"))
+    for future in admin.create_topics([NewTopic(topic, 1, 1)]).values():
+        future.result(timeout=60)
+    producer = Producer(source.client_config("alice"))
+    for i in range(100):
+        producer.produce(topic, key=f"k{i}".encode(), value=b"v")
+    assert producer.flush(60) == 0
+
+    def client(broker: LocalBroker, password: str, mechanism: str) -> dict[str, str]:
+        conf = broker.client_config("alice", mechanism=mechanism)
+        return {**{k: v for k, v in conf.items() if k != "bootstrap.servers"}, "sasl.password": password}
+
+    def write_config(target_password: str) -> Path:
+        data = {
+            "clusters": {
+                "S": {
+                    "bootstrap_servers": source.bootstrap,
+                    "client": client(source, "${env:ML_CANARY}", "SCRAM-SHA-512"),
+                },
+                "T": {"bootstrap_servers": target.bootstrap, "client": client(target, target_password, "PLAIN")},
+            },
+            "flows": [{"source": "S", "target": "T", "topics": [topic], "sync_topic_acls": False}],
+            "replicator_id": "canary-test",
+            "connect_timeout_seconds": 5,
+        }
+        path = tmp_path / f"canary-{uuid.uuid4().hex[:6]}.yaml"
+        path.write_text(yaml.safe_dump(data))
+        assert canary not in path.read_text()
+        return path
+
+    env = {**os.environ, "ML_CANARY": canary}
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "mirrorlake.cli", "-vv", "replicate", str(write_config(f"${{file:{password_file}}}")),
+         "--until-caught-up", "--status-port", str(port)],
+        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    pages = []
+    while proc.poll() is None:
+        pages += [metrics(port), json.dumps(health(port))]
+        time.sleep(0.2)
+    output = proc.stdout.read() if proc.stdout else ""
+    assert proc.returncode == 0, output[-3000:]
+    assert "S->T: 100 records" in output
+    assert any("mirrorlake_records" in page for page in pages), "no /metrics page was read while it ran"
+    # a wrong password (from a file) and a missing variable: the error names neither value
+    wrong = f"wrong-{uuid.uuid4().hex}"
+    wrong_file = tmp_path / "wrong.password"
+    wrong_file.write_text(wrong)
+    failed = subprocess.run(
+        [sys.executable, "-m", "mirrorlake.cli", "-vv", "replicate", str(write_config(f"${{file:{wrong_file}}}")),
+         "--until-caught-up"],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=180,
+    )  # fmt: skip
+    assert failed.returncode != 0 and "error:" in failed.stderr + failed.stdout
+    missing = subprocess.run(
+        [sys.executable, "-m", "mirrorlake.cli", "replicate", str(write_config("${env:ML_NOT_SET_ANYWHERE}"))],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert missing.returncode == 2 and "ML_NOT_SET_ANYWHERE" in missing.stderr, missing.stderr
+    events = raw_values(target.client_config("admin", mechanism="PLAIN"), "mirrorlake.events")
+    assert events, "no state events to look into"
+    everything = "\n".join([output, *pages, failed.stdout, failed.stderr, missing.stdout, missing.stderr])
+    assert canary not in everything and wrong not in everything
+    assert not any(canary.encode() in value for value in events)
+
+
+def raw_values(conf: dict[str, str], topic: str) -> list[bytes]:
+    """Every record of ``topic`` as raw bytes (key and value joined), all partitions."""
+    consumer = Consumer({**conf, "group.id": f"raw-{uuid.uuid4().hex}", "enable.partition.eof": True})
+    try:
+        partitions = consumer.list_topics(topic, timeout=30).topics[topic].partitions
+        parts = []
+        for p in partitions:
+            low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)
+            if high > low:
+                parts.append(TopicPartition(topic, p, low))
+        consumer.assign(parts)
+        out, done = [], set()
+        while len(done) < len(parts):
+            for msg in consumer.consume(1000, 5):
+                if msg.error():
+                    done.add(msg.partition())
+                else:
+                    out.append((msg.key() or b"") + b"|" + (msg.value() or b""))
+        return out
+    finally:
+        consumer.close()
