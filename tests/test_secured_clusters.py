@@ -251,3 +251,41 @@ def raw_values(conf: dict[str, str], topic: str) -> list[bytes]:
         return out
     finally:
         consumer.close()
+
+
+@pytest.mark.spark
+def test_the_bronze_stream_reads_a_sasl_ssl_state_topic(secured, spark, tmp_path):
+    """Spark's Java Kafka client gets the JAAS config and a PEM trust store made from librdkafka's settings."""
+    from ingest.bronze import start_bronze_ingest
+    from ingest.paths import LakehousePaths
+
+    target = secured["T"]
+    alice = target.client_config("alice", mechanism="PLAIN")
+    state_topic = f"state-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient(alice)
+    for future in admin.create_topics([NewTopic(state_topic, 1, 1)]).values():
+        future.result(timeout=60)
+    producer = Producer(alice)
+    for i in range(5):
+        producer.produce(state_topic, key=b"k", value=f"raw-{i}".encode())  # bronze keeps raw bytes
+    assert producer.flush(60) == 0
+    config = parse_config(
+        {
+            "clusters": {
+                "S": {"bootstrap_servers": secured["S"].bootstrap},
+                "T": {"bootstrap_servers": target.bootstrap,
+                      "client": {k: v for k, v in alice.items() if k != "bootstrap.servers"}},
+            },
+            "flows": [{"source": "S", "target": "T"}],
+            "state_topic": state_topic,
+            "lakehouse": {"path": str(tmp_path / "lakehouse")},
+        },
+        source="tests/test_secured_clusters.py",
+    )  # fmt: skip
+    paths = LakehousePaths(tmp_path / "lakehouse")
+    for query in start_bronze_ingest(spark, config, paths, available_now=True):
+        query.awaitTermination(300)
+        assert query.exception() is None
+    rows = spark.read.format("delta").load(str(paths.bronze)).collect()
+    assert sorted(bytes(r["value"]) for r in rows) == [f"raw-{i}".encode() for i in range(5)]
+    assert {r["cluster"] for r in rows} == {"T"}
