@@ -10,6 +10,7 @@ Bronze keeps the raw bytes: decoding happens downstream, so nothing is lost to a
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -17,6 +18,7 @@ from pyspark.sql.streaming import StreamingQuery
 
 from ingest.paths import LakehousePaths
 from replicator.config import MirrorlakeConfig
+from replicator.errors import ConfigError
 
 __all__ = ["state_clusters", "start_bronze_ingest", "kafka_options"]
 
@@ -24,7 +26,18 @@ _log = logging.getLogger(__name__)
 
 # librdkafka names -> Java client names, for the settings that differ.
 _JAVA_NAMES = {"sasl.mechanisms": "sasl.mechanism"}
-_PASS_THROUGH_PREFIXES = ("security.protocol", "sasl.", "ssl.")
+_PASS_THROUGH_PREFIXES = ("security.protocol", "sasl.")
+_JAAS_KEYS = ("sasl.username", "sasl.password")
+# librdkafka's ssl.* -> the Java client's settings; a name not here has no Java counterpart
+_SSL_TO_JAVA: dict[str, Callable[[str], dict[str, str]]] = {
+    "ssl.ca.location": lambda v: {"ssl.truststore.type": "PEM", "ssl.truststore.location": v},
+    "ssl.keystore.location": lambda v: {"ssl.keystore.type": "PKCS12", "ssl.keystore.location": v},
+    "ssl.keystore.password": lambda v: {"ssl.keystore.password": v},
+    "ssl.key.password": lambda v: {"ssl.key.password": v},
+    "ssl.endpoint.identification.algorithm": lambda v: {
+        "ssl.endpoint.identification.algorithm": "" if v == "none" else v
+    },
+}
 
 
 def state_clusters(config: MirrorlakeConfig) -> list[str]:
@@ -33,12 +46,25 @@ def state_clusters(config: MirrorlakeConfig) -> list[str]:
 
 
 def kafka_options(config: MirrorlakeConfig, alias: str) -> dict[str, str]:
-    """Spark Kafka-source options for a cluster: bootstrap servers and its security settings."""
+    """Spark Kafka-source options for a cluster: bootstrap servers and its security settings.
+
+    librdkafka's settings are translated to the Java client's: ``sasl.username``/``sasl.password``
+    become a JAAS config (quotes and backslashes escaped), ``ssl.ca.location`` a PEM trust store,
+    ``ssl.keystore.*`` a PKCS12 key store. An ``ssl.*`` setting without a Java counterpart is a
+    ``ConfigError`` naming it (silently dropped, TLS would fail later with a vaguer error).
+    """
     cluster = config.cluster(alias)
     options = {"kafka.bootstrap.servers": cluster.bootstrap_servers}
-    client = {k: v.get_secret_value() for k, v in cluster.client.items()}
+    client = {k: str(v) for k, v in cluster.client_config().items() if k != "bootstrap.servers"}
     for key, value in client.items():
-        if key.startswith(_PASS_THROUGH_PREFIXES) and key not in ("sasl.username", "sasl.password"):
+        if key.startswith("ssl."):
+            if key not in _SSL_TO_JAVA:
+                raise ConfigError(
+                    f"clusters.{alias}.client.{key}: the lakehouse's Spark Kafka source (a Java client) has no "
+                    f"counterpart; use one of {', '.join(sorted(_SSL_TO_JAVA))}"
+                )
+            options.update({f"kafka.{k}": v for k, v in _SSL_TO_JAVA[key](value).items()})
+        elif key.startswith(_PASS_THROUGH_PREFIXES) and key not in _JAAS_KEYS:
             options[f"kafka.{_JAVA_NAMES.get(key, key)}"] = value
     if "sasl.username" in client:
         module = (
@@ -46,10 +72,14 @@ def kafka_options(config: MirrorlakeConfig, alias: str) -> dict[str, str]:
             if client.get("sasl.mechanisms", "PLAIN").upper() == "PLAIN"
             else "org.apache.kafka.common.security.scram.ScramLoginModule"
         )
-        options["kafka.sasl.jaas.config"] = (
-            f'{module} required username="{client["sasl.username"]}" password="{client.get("sasl.password", "")}";'
-        )
+        username, password = _jaas_quoted(client["sasl.username"]), _jaas_quoted(client.get("sasl.password", ""))
+        options["kafka.sasl.jaas.config"] = f"{module} required username={username} password={password};"
     return options
+
+
+def _jaas_quoted(value: str) -> str:
+    """A JAAS option value in double quotes; Kafka's JAAS parser (a StreamTokenizer) unescapes \\ and \"."""
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
 def _raw_stream(spark: SparkSession, config: MirrorlakeConfig, alias: str) -> DataFrame:

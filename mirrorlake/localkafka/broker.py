@@ -35,6 +35,7 @@ from confluent_kafka import KafkaException
 from tenacity import Retrying, retry_if_exception_type, stop_after_delay, wait_none
 
 from mirrorlake.localkafka.jars import require_java
+from mirrorlake.localkafka.security import ADMIN, SaslSsl
 from replicator.errors import ClusterStartError, ConfigError, MirrorlakeError, PortInUseError
 from replicator.kafka.connectivity import MetadataProbe
 from replicator.kafka.errors import kafka_error_reason
@@ -54,11 +55,7 @@ _SERVER_PROPERTIES = """\
 process.roles=broker,controller
 node.id=1
 controller.quorum.voters=1@127.0.0.1:{controller_port}
-listeners=PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller_port}
-advertised.listeners=PLAINTEXT://127.0.0.1:{port}
-listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
 controller.listener.names=CONTROLLER
-inter.broker.listener.name=PLAINTEXT
 log.dirs={data_dir}
 offsets.topic.replication.factor=1
 transaction.state.log.replication.factor=1
@@ -68,6 +65,13 @@ num.network.threads=2
 num.io.threads=4
 # The replicator creates its topics explicitly; a typo must not create one.
 auto.create.topics.enable=false
+{listeners}"""
+
+_PLAINTEXT_LISTENERS = """\
+listeners=PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller_port}
+advertised.listeners=PLAINTEXT://127.0.0.1:{port}
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
+inter.broker.listener.name=PLAINTEXT
 # ACLs can be created and described (topic ACL sync); PLAINTEXT clients are ANONYMOUS, a super user.
 authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer
 super.users=User:ANONYMOUS
@@ -102,6 +106,7 @@ class LocalBroker:
     cluster_dir: Path
     lib_dir: Path
     heap: str = "512m"
+    sasl_users: dict[str, str] | None = None  # SASL_SSL with these users (``admin`` a super user); None: PLAINTEXT
     _process: subprocess.Popen[bytes] | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -116,6 +121,18 @@ class LocalBroker:
     @property
     def bootstrap(self) -> str:
         return f"127.0.0.1:{self.port}"
+
+    @property
+    def security(self) -> SaslSsl | None:
+        """The SASL_SSL side (TLS files, users) of a secured broker; None for PLAINTEXT."""
+        return SaslSsl(self.cluster_dir, self.sasl_users) if self.sasl_users is not None else None
+
+    def client_config(self, user: str = ADMIN, *, mechanism: str = "SCRAM-SHA-512") -> dict[str, str]:
+        """librdkafka settings to reach this broker (as ``user`` if it is secured)."""
+        conf = {"bootstrap.servers": self.bootstrap}
+        if self.security is not None:
+            conf.update(self.security.client_config(user, mechanism=mechanism))
+        return conf
 
     @property
     def controller_port(self) -> int:
@@ -205,7 +222,7 @@ class LocalBroker:
         Raises ``ClusterStartError`` quoting the broker's log if the process exits (or is not
         running) meanwhile, or if it does not answer within ``timeout_s``.
         """
-        probe = MetadataProbe({"bootstrap.servers": self.bootstrap, "reconnect.backoff.max.ms": "250"})
+        probe = MetadataProbe({**self.client_config(), "reconnect.backoff.max.ms": "250"})
         retrying = Retrying(
             stop=stop_after_delay(timeout_s),
             wait=wait_none(),  # each attempt blocks up to 1 s in librdkafka, no extra sleep needed
@@ -245,18 +262,52 @@ class LocalBroker:
         self.pid_file.unlink(missing_ok=True)
         _log.info("cluster %s: broker stopped", self.alias)
 
+    # -- fault injection (tests and bench/faults.py) -------------------------------------------
+
+    def kill(self) -> None:
+        """SIGKILL the broker (no controlled shutdown, as a crash) and wait until it is gone.
+
+        Acknowledged records survive (they are in the page cache); the next ``start`` recovers the
+        log. A no-op if it is not running.
+        """
+        pid = self.pid()
+        if pid is None:
+            return
+        _log.info("cluster %s: killing broker pid %d", self.alias, pid)
+        _signal(pid, signal.SIGKILL)
+        if not _wait_exit(pid, _KILL_WAIT_S):
+            raise MirrorlakeError(f"cluster {self.alias}: broker pid {pid} survived SIGKILL")
+        self._reap(pid)
+        self.pid_file.unlink(missing_ok=True)
+
+    def freeze(self, frozen: bool = True) -> None:
+        """SIGSTOP (``frozen``) or SIGCONT the broker: its connections stay open and nothing answers,
+        as behind a dropped network path."""
+        pid = self.pid()
+        if pid is None:
+            raise MirrorlakeError(f"cluster {self.alias}: no broker is running")
+        _signal(pid, signal.SIGSTOP if frozen else signal.SIGCONT)
+
     # -- internals ---------------------------------------------------------------------------
 
     def _log4j_jvm_args(self) -> list[str]:
         return [f"-Dlog4j2.configurationFile={self._log4j_properties}", "-cp", f"{self.lib_dir}/*"]
 
     def _write_config_files(self) -> None:
+        security = self.security
+        if security is None:
+            listeners = _PLAINTEXT_LISTENERS.format(port=self.port, controller_port=self.controller_port)
+        else:
+            security.make_tls_once()
+            listeners = security.server_properties(self.port, self.controller_port)
         self._server_properties.write_text(
             _SERVER_PROPERTIES.format(
-                alias=self.alias, port=self.port, controller_port=self.controller_port, data_dir=self._data_dir
+                alias=self.alias, port=self.port, controller_port=self.controller_port, data_dir=self._data_dir,
+                listeners=listeners,
             ),
             encoding="utf-8",
-        )
+        )  # fmt: skip
+        self._server_properties.chmod(0o600)  # a secured broker's file holds passwords
         self._log4j_properties.write_text(
             _LOG4J2_PROPERTIES.format(alias=self.alias, server_log=self.server_log), encoding="utf-8"
         )
@@ -271,6 +322,7 @@ class LocalBroker:
         command = [
             java, "-Xmx256m", *self._log4j_jvm_args(), "kafka.tools.StorageTool", "format",
             "-t", cluster_id, "-c", str(self._server_properties),
+            *(self.security.format_arguments() if self.security else []),
         ]  # fmt: skip
         proc = subprocess.run(
             command, cwd=self.cluster_dir, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,

@@ -15,15 +15,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from confluent_kafka.admin import AdminClient
-
 from replicator.client.policy import policy_from_config
 from replicator.client.state_reader import read_state_log
 from replicator.client.state_snapshot import load_snapshot
 from replicator.config import MirrorlakeConfig
 from replicator.errors import TranslationError
 from replicator.events import Checkpoint, Event, Heartbeat
-from replicator.kafka.admin import partition_counts
+from replicator.kafka.admin import admin_client, partition_counts
 
 __all__ = [
     "latest_checkpoints",
@@ -93,11 +91,11 @@ def upstream_clusters(config: MirrorlakeConfig, cluster: str) -> set[str]:
 
 def heartbeat_topics(config: MirrorlakeConfig, cluster: str) -> list[str]:
     policy = policy_from_config(config.replication_policy)
-    topics = partition_counts(AdminClient(config.cluster(cluster).client_config()))
+    topics = partition_counts(admin_client(config.cluster(cluster).client_config()))
     return sorted(t for t in topics if policy.original_topic(t) == config.heartbeats_topic)
 
 
 def checkpoint_topics(config: MirrorlakeConfig, cluster: str) -> list[str]:
     """The state topic (mirrorlake's checkpoints) and any MM2 ``<alias>.checkpoints.internal``."""
-    topics = partition_counts(AdminClient(config.cluster(cluster).client_config()))
+    topics = partition_counts(admin_client(config.cluster(cluster).client_config()))
     return sorted(t for t in topics if t == config.state_topic or t.endswith(".checkpoints.internal"))

@@ -25,6 +25,7 @@ from pydantic import (
 )
 from pydantic_core import ErrorDetails
 
+from replicator.config.secrets import resolve_references
 from replicator.errors import ConfigError
 
 __all__ = [
@@ -80,8 +81,13 @@ class ClusterConfig(_Model):
     )
 
     def client_config(self) -> dict[str, Any]:
-        """The librdkafka settings for this cluster, secrets revealed (never log the result)."""
-        conf: dict[str, Any] = {k: v.get_secret_value() for k, v in self.client.items()}
+        """The librdkafka settings for this cluster, secrets revealed (never log the result).
+
+        ``${env:NAME}`` and ``${file:PATH}`` references are resolved here, at each call.
+        """
+        conf: dict[str, Any] = {
+            k: resolve_references(v.get_secret_value(), setting=f"client setting {k}") for k, v in self.client.items()
+        }
         conf["bootstrap.servers"] = self.bootstrap_servers
         return conf
 

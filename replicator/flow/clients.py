@@ -12,10 +12,11 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from confluent_kafka import Consumer, Producer
-from confluent_kafka.admin import AdminClient
 
 from replicator.config import FlowConfig, MirrorlakeConfig
+from replicator.flow.outage import Outages
 from replicator.flow.positions import PositionStore
+from replicator.kafka.admin import admin_client
 from replicator.kafka.connectivity import wait_for_cluster
 from replicator.kafka.settings import consumer_config, idempotent_producer_config, producer_config
 from replicator.metadata.acls import TopicAclSync
@@ -42,6 +43,7 @@ class FlowClients:
     topics: TopicManager
     config_sync: TopicConfigSync
     acl_sync: TopicAclSync
+    outages: Outages
     positions: PositionStore | None = None
 
 
@@ -61,11 +63,20 @@ def kafka_clients(
     wait_for_cluster(flow.target, target_conf, timeout_s=config.connect_timeout_seconds)
     name = f"{replicator_id}-{flow.name}"
     instance = config.replicator_id or "main"
-    consumer = Consumer(consumer_config(flow, source_conf, f"{name}-consumer"))
-    producer = Producer(
-        {**producer_config(flow, target_conf, f"{name}-producer", instance), "on_delivery": on_delivery}
+    outages = Outages(
+        flow.name, {"source": flow.source, "target": flow.target}, {"source": source_conf, "target": target_conf}
     )
-    source_admin, target_admin = AdminClient(source_conf), AdminClient(target_conf)
+    consumer = Consumer(
+        {**consumer_config(flow, source_conf, f"{name}-consumer"), "error_cb": outages.client_error_callback("source")}
+    )
+    producer = Producer(
+        {
+            **producer_config(flow, target_conf, f"{name}-producer", instance),
+            "on_delivery": on_delivery,
+            "error_cb": outages.client_error_callback("target"),
+        }
+    )
+    source_admin, target_admin = admin_client(source_conf), admin_client(target_conf)
     topics = TopicManager(source_admin, target_admin)
     clients = FlowClients(
         consumer=consumer,
@@ -76,6 +87,7 @@ def kafka_clients(
             source_admin, target_admin, DefaultConfigPropertyFilter(flow.config_properties_exclude)
         ),
         acl_sync=TopicAclSync(source_admin, target_admin),
+        outages=outages,
     )
     if flow.exactly_once:
         # lifecycle events must not wait for (or vanish with) a data transaction

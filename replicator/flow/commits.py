@@ -17,21 +17,34 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from typing import TypeVar
 
 from confluent_kafka import OFFSET_INVALID, Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 from replicator.errors import ReplicationError
+from replicator.flow.outage import Outages
 from replicator.flow.positions import PositionStore
 from replicator.flow.sync_ledger import TP, SyncLedger
 from replicator.kafka.errors import kafka_error
 
-__all__ = ["AtLeastOnceCommits", "TransactionalCommits", "Commits"]
+__all__ = ["AbortTransaction", "AtLeastOnceCommits", "TransactionalCommits", "Commits"]
 
 _log = logging.getLogger(__name__)
+_T = TypeVar("_T")
+_TXN_CALL_TIMEOUT_S = 10  # one attempt; a coordinator that is down is waited out with back-off
+
+
+class AbortTransaction(Exception):  # noqa: N818 (a signal, not an error)
+    """Raised inside a transaction's drain when its records cannot all be acknowledged (the target
+    was down longer than the transaction timeout): the transaction is aborted and the flow rewinds."""
 
 
 class Commits:
     """The hooks a flow calls; each mode implements them."""
+
+    def abort(self, why: str) -> None:
+        """Give up what is not committed and rewind to the committed positions (exactly-once only)."""
+        raise NotImplementedError
 
     def start(self) -> None: ...
 
@@ -117,6 +130,7 @@ class TransactionalCommits(Commits):
         drain: Callable[[], None],
         flow: str,
         interval_s: float,
+        outages: Outages | None = None,
     ) -> None:
         self._consumer = consumer
         self._producer = producer
@@ -125,6 +139,7 @@ class TransactionalCommits(Commits):
         self._drain = drain
         self._flow = flow
         self._interval_s = interval_s
+        self._outages = outages
         self._positions: dict[TP, int] = {}  # next source offset per partition, as of this transaction
         self._written: dict[TP, int] = {}  # positions already in a committed transaction
         self._dirty = False  # something was produced in the open transaction
@@ -164,9 +179,11 @@ class TransactionalCommits(Commits):
             self._drain()
             changed = {tp: o for tp, o in self._positions.items() if self._written.get(tp) != o}
             self._store.write(self._producer, changed)
-            self._producer.commit_transaction(60)
+            self._waiting_out(lambda: self._producer.commit_transaction(_TXN_CALL_TIMEOUT_S))
             self._written.update(changed)
             self.commits += 1
+        except AbortTransaction as exc:
+            self._abort(str(exc))
         except KafkaException as exc:
             err = kafka_error(exc)
             if isinstance(err, KafkaError) and err.txn_requires_abort():
@@ -175,17 +192,38 @@ class TransactionalCommits(Commits):
                 raise ReplicationError(f"flow {self._flow}: transaction failed: {exc}") from exc
         self._begin()
 
+    def abort(self, why: str) -> None:
+        self._abort(why)
+        self._begin()
+
     def _abort(self, why: str) -> None:
         """Abort, forget what the transaction copied, and rewind to the target's committed positions."""
         _log.warning("flow %s: aborting transaction: %s", self._flow, why)
-        self._producer.abort_transaction(60)
+        self._waiting_out(lambda: self._producer.abort_transaction(_TXN_CALL_TIMEOUT_S))
         self._ledger.forget_all()
         assigned = self._consumer.assignment()
-        for tp in self.committed(assigned):
+        for tp in self._waiting_out(lambda: self.committed(assigned)):
             if tp.offset >= 0:
                 self._consumer.seek(tp)
             self._positions.pop((tp.topic, tp.partition), None)
             self._written.pop((tp.topic, tp.partition), None)
+
+    def _waiting_out(self, call: Callable[[], _T]) -> _T:
+        """``call()``, retried with back-off while the target is unreachable (a retriable error).
+
+        librdkafka allows retrying ``commit_transaction``/``abort_transaction`` after a retriable
+        error; an error that requires an abort, or any other, propagates at once.
+        """
+        while True:
+            try:
+                return call()
+            except (KafkaException, ReplicationError) as exc:
+                err = kafka_error(exc) or kafka_error(exc.__cause__ or exc)
+                if self._outages is None or (err is not None and err.txn_requires_abort()):
+                    raise
+                if not self._outages.failed("target", exc):
+                    raise
+                self._producer.poll(self._outages.delay_left("target"))
 
     def committed(self, partitions: list[TopicPartition]) -> list[TopicPartition]:
         found = self._store.read([(tp.topic, tp.partition) for tp in partitions])

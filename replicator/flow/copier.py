@@ -34,6 +34,8 @@ _log = logging.getLogger(__name__)
 
 Headers = list[tuple[str, bytes | None]]
 
+_PURGED = frozenset({KafkaError._PURGE_QUEUE, KafkaError._PURGE_INFLIGHT})
+
 
 class _Lane:
     """What is in flight to one target partition, oldest first."""
@@ -146,7 +148,8 @@ class Copier:
         ts = lane.timestamps.popleft()
         self.in_flight -= 1
         if err is not None:
-            self.delivery_error = err
+            if err.code() not in _PURGED:  # purged by an aborted transaction: copied again from its position
+                self.delivery_error = err
         elif self._delivered(lane.source_topic, partition, upstream, out.offset(), ts, target) and ts > 0:  # type: ignore[arg-type]
             self._stats.latency.observe(max(0.0, time.time() - ts / 1000))  # sampled: syncs are rare
 

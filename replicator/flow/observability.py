@@ -5,7 +5,8 @@ collector reads them when Prometheus scrapes. The registry belongs to the replic
 state), so several replicators in one process do not mix their metrics.
 
 ``GET /metrics``: Prometheus text format. ``GET /health``: JSON with every flow's state,
-assigned partitions and error; HTTP 200 while every flow runs, 503 otherwise.
+assigned partitions, error and the clusters it waits for; HTTP 200 while every flow runs and none
+waits, 503 (``"status": "degraded"``) otherwise.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
+import time
 from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -21,10 +23,11 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-__all__ = ["FlowCollector", "LatencyHistogram", "StatusServer", "LATENCY_BUCKETS"]
+__all__ = ["FlowCollector", "LatencyHistogram", "StatusServer", "LATENCY_BUCKETS", "waiting_for"]
 
 _log = logging.getLogger(__name__)
 
+_STUCK_S = 10.0  # a copy loop that has not turned for this long is reported as waiting
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 
 
@@ -52,7 +55,24 @@ class FlowCollector(Collector):
             "source record timestamp to target acknowledgement (sampled at offset syncs)",
             labels=["flow"],
         )
+        waiting = GaugeMetricFamily(
+            "mirrorlake_waiting_for_cluster",
+            "1 while the flow waits for its source or target cluster to answer again (an outage); "
+            "side=loop: its copy loop is held in an admin request",
+            labels=["flow", "side"],
+        )
+        paused = GaugeMetricFamily(
+            "mirrorlake_reading_paused", "1 while the flow does not read: its target is down or slow", labels=["flow"]
+        )
+        recoveries = CounterMetricFamily(
+            "mirrorlake_outage_recoveries", "cluster outages the flow waited out and resumed from", labels=["flow"]
+        )
         for name, stats in self._flows():
+            waits = waiting_for(stats)
+            for side in ("source", "target", "loop"):
+                waiting.add_metric([name, side], 1.0 if side in waits else 0.0)
+            paused.add_metric([name], 1.0 if stats.paused else 0.0)
+            recoveries.add_metric([name], stats.recoveries)
             records.add_metric([name], stats.records)
             size.add_metric([name], stats.bytes)
             syncs.add_metric([name], stats.syncs)
@@ -63,7 +83,16 @@ class FlowCollector(Collector):
                 age.add_metric([name], stats.last_record_age_s)
             buckets, total = stats.latency.snapshot()
             latency.add_metric([name], buckets=buckets, sum_value=total)
-        yield from (records, size, syncs, skipped, lag, age, latency)
+        yield from (records, size, syncs, skipped, lag, age, latency, waiting, paused, recoveries)
+
+
+def waiting_for(stats: Any) -> dict[str, str]:
+    """What a running flow waits for (``FlowStats``): the clusters it says, and its loop if it stopped turning."""
+    waiting = dict(stats.waiting)
+    stuck_s = time.monotonic() - stats.turned_at
+    if stats.state == "running" and stuck_s > _STUCK_S:
+        waiting["loop"] = f"the copy loop has waited {stuck_s:.0f} s for a cluster's answer (an admin request)"
+    return waiting
 
 
 class LatencyHistogram:

@@ -22,7 +22,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from confluent_kafka import Consumer, KafkaError, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from replicator.client.policy import ReplicationPolicy, policy_from_config
 from replicator.client.provenance import Provenance
@@ -31,15 +31,17 @@ from replicator.config import FlowConfig, MirrorlakeConfig
 from replicator.config.topology import provenance_enabled
 from replicator.errors import ReplicationError
 from replicator.events import Lifecycle
+from replicator.flow.backpressure import Backpressure
 from replicator.flow.caught_up import CaughtUpCheck
 from replicator.flow.clients import ClientFactory, FlowClients, kafka_clients
-from replicator.flow.commits import AtLeastOnceCommits, Commits, TransactionalCommits
+from replicator.flow.commits import AbortTransaction, AtLeastOnceCommits, Commits, TransactionalCommits
 from replicator.flow.copier import Copier
 from replicator.flow.offset_sync import SyncOrigin
+from replicator.flow.outage import TRANSPORT_CODES, Side
 from replicator.flow.stats import FlowStats
 from replicator.flow.sync_ledger import TP, SyncLedger
 from replicator.flow.topic_follower import TopicFollower
-from replicator.kafka.settings import consumer_group_id
+from replicator.kafka.settings import QUEUE_MAX_MESSAGES, consumer_group_id
 from replicator.kafka.state_log import StateLog
 from replicator.metadata.filters import RegexTopicFilter
 from replicator.metadata.topics import RemoteTopic, TopicSelector
@@ -52,6 +54,11 @@ _log = logging.getLogger(__name__)
 
 _CONSUME_BATCH = 5000
 _CONSUME_WAIT_S = 0.02  # the longest a record waits for its batch to fill: end-to-end latency
+# exactly-once: a record not acknowledged within the transaction timeout (a long outage) is copied
+# again from the committed position
+_REWINDABLE = TRANSPORT_CODES
+_DRAIN_SLICE_S = 1.0  # a drain waits in slices, watching outages between them
+_PAUSED_WAIT_S = 0.1  # while reading is paused, the loop waits on deliveries this long per turn
 
 TaskFactory = Callable[..., StateTasks]
 
@@ -111,6 +118,12 @@ class FlowRunner:
         )
         self._clients = clients
         self._consumer, self._producer = clients.consumer, clients.producer
+        self._outages = clients.outages
+        self._backpressure = Backpressure(
+            self.flow.name, self._consumer, self._producer, self._outages,
+            lambda: self.stats.records - self._copier.in_flight, lambda: self._copier.in_flight,
+            high=QUEUE_MAX_MESSAGES // 2, low=QUEUE_MAX_MESSAGES // 4,
+        )  # fmt: skip
         self._state = StateLog(self._producer, self.config.state_topic)
         origin = SyncOrigin(self.flow.name, self.replicator_id, self.flow.source, self.flow.target)
         self.ledger = SyncLedger(origin, self.flow.offset_lag_max, self._state, self._producer.poll)
@@ -124,6 +137,7 @@ class FlowRunner:
                 self._drain,
                 self.flow.name,
                 self.flow.transaction_interval_seconds,
+                self._outages,
             )
         else:
             self.commits = AtLeastOnceCommits(
@@ -189,18 +203,24 @@ class FlowRunner:
         ledger, commits, copier = self.ledger, self.commits, self._copier
         while not stop.is_set():
             now = time.monotonic()
-            if now >= next_refresh:
-                self._follower.refresh()
+            paused = self._watch_outages()
+            if now >= next_refresh and self._guarded(self._follower.refresh, "source", "target"):
                 self._measure_lag()
                 next_refresh = now + self.flow.refresh_topics_interval_seconds
-            if now >= next_metadata_sync:
-                self._sync_topic_metadata()
+            if now >= next_metadata_sync and self._guarded(self._sync_topic_metadata, "source", "target"):
                 next_metadata_sync = now + self.flow.sync_topic_configs_interval_seconds
-            messages = consume(_CONSUME_BATCH, timeout=_CONSUME_WAIT_S)
+            if paused:  # wait for acknowledgements (or the back-off) instead of reading
+                poll(_PAUSED_WAIT_S)
+                messages = []
+            else:
+                messages = consume(_CONSUME_BATCH, timeout=_CONSUME_WAIT_S)
             if messages:
                 copy_batch(messages)
             poll(0)
-            self._check_failures()
+            try:
+                self._check_failures()
+            except AbortTransaction as exc:
+                commits.abort(str(exc))
             if at_least_once:
                 if now >= next_flush:
                     ledger.flush()
@@ -213,7 +233,35 @@ class FlowRunner:
     def _consumer_error(self, err: KafkaError) -> None:
         if err.fatal():
             raise ReplicationError(f"flow {self.flow.name}: fatal consumer error: {err.str()}")
-        _log.warning("flow %s: consumer error: %s", self.flow.name, err.str())
+        if not self._outages.failed("source", KafkaException(err)):
+            _log.warning("flow %s: consumer error: %s", self.flow.name, err.str())
+
+    # -- outages -----------------------------------------------------------------------------
+    def _watch_outages(self) -> bool:
+        """Probe the clusters waited for, pause or resume reading; True while reading is paused."""
+        outages = self._outages
+        outages.probe_due()
+        paused = self._backpressure.update()
+        stats = self.stats
+        stats.waiting, stats.paused, stats.recoveries = outages.waiting, paused, outages.recoveries
+        stats.turned_at = time.monotonic()
+        return paused
+
+    def _guarded(self, operation: Callable[[], object], *sides: Side) -> bool:
+        """Run an admin ``operation`` touching ``sides`` unless one is backing off; True if it ran.
+
+        A transient failure (a timeout, a broker down) starts a wait for the sides that do not
+        answer and is retried after the back-off; any other failure propagates.
+        """
+        if not all(self._outages.due(side) for side in sides):
+            return False
+        try:
+            operation()
+        except (KafkaException, ReplicationError, TimeoutError) as exc:
+            if not self._outages.blame(sides, exc):
+                raise
+            return False
+        return True
 
     # -- offset syncs ------------------------------------------------------------------------
     def _publish_syncs(self) -> None:
@@ -224,14 +272,22 @@ class FlowRunner:
     def _drain(self) -> None:
         """Wait for every record and sync in flight, publishing the syncs they produce."""
         while True:
-            self._producer.flush(30)
+            self._producer.flush(_DRAIN_SLICE_S)
             self._check_failures()
+            if len(self._producer):
+                self._watch_outages()  # the target is down or slow: say so (health, metrics) and keep waiting
+                continue
             self.ledger.flush()
             if not self.ledger.has_pending and len(self._producer) == 0:
                 return
             self._publish_syncs()
 
     def _check_failures(self) -> None:
+        """Raise for a failed write; ``AbortTransaction`` if an exactly-once flow can retry it by rewinding."""
+        err = self._copier.delivery_error
+        if err is not None and self.flow.exactly_once and err.code() in _REWINDABLE:
+            self._copier.delivery_error = None
+            raise AbortTransaction(f"records not acknowledged by {self.flow.target} in time: {err.str()}")
         for err in (self._copier.delivery_error, self._state.failed):
             if err is not None:
                 raise ReplicationError(f"flow {self.flow.name}: write to {self.flow.target} failed: {err.str()}")
@@ -263,11 +319,13 @@ class FlowRunner:
         _log.info("flow %s: revoked %s", self.flow.name, _names(partitions))
         self.commits.before_revoke(partitions)
         self._forget(partitions)
+        self._backpressure.forget(partitions)
         self.stats.revoked += len(partitions)
 
     def _on_lost(self, _consumer: Consumer, partitions: list[TopicPartition]) -> None:
         _log.warning("flow %s: lost %s", self.flow.name, _names(partitions))
         self._forget(partitions)
+        self._backpressure.forget(partitions)
 
     def _forget(self, partitions: list[TopicPartition]) -> None:
         gone = {(tp.topic, tp.partition) for tp in partitions}

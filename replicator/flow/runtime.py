@@ -20,7 +20,7 @@ from replicator.client.policy import policy_from_config
 from replicator.config import FlowConfig, MirrorlakeConfig
 from replicator.config.topology import check_loop_free
 from replicator.errors import ConfigError, MirrorlakeError, PortInUseError, ReplicationError
-from replicator.flow.observability import FlowCollector, StatusServer
+from replicator.flow.observability import FlowCollector, StatusServer, waiting_for
 from replicator.flow.runner import FlowRunner, FlowStats
 
 __all__ = ["Replicator", "default_replicator_id"]
@@ -126,7 +126,8 @@ class Replicator:
         return self._status.port if self._status else None
 
     def health(self) -> dict[str, object]:
-        """Every flow's state, records, assigned partitions and error; status ok while all run."""
+        """Every flow's state, records, assigned partitions, error and what it waits for (a cluster that
+        is down); status ok while all run and none waits, ``degraded`` otherwise."""
         flows = {
             r.runner.flow.name: {
                 "state": r.runner.stats.state,
@@ -136,10 +137,12 @@ class Replicator:
                 "error": r.runner.stats.error,
                 "state_tasks": "leading" if r.runner.leads_state_tasks else "standby",
                 "state_task_errors": dict(r.runner.stats.task_errors),
+                "waiting_for": waiting_for(r.runner.stats),
+                "reading_paused": r.runner.stats.paused,
             }
             for r in self._running
         }
-        ok = bool(flows) and all(f["state"] in ("starting", "running") for f in flows.values())
+        ok = bool(flows) and all(f["state"] in ("starting", "running") and not f["waiting_for"] for f in flows.values())
         return {"status": "ok" if ok else "degraded", "replicator_id": self.replicator_id, "flows": flows}
 
     def run_until_caught_up(self) -> dict[str, FlowStats]:

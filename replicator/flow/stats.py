@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 
 from replicator.flow.observability import LatencyHistogram
@@ -25,3 +26,7 @@ class FlowStats:
     last_record_age_s: float | None = None
     latency: LatencyHistogram = field(default_factory=LatencyHistogram)
     task_errors: dict[str, str] = field(default_factory=dict)  # state task -> its last error
+    waiting: dict[str, str] = field(default_factory=dict)  # side -> what the flow waits for (an outage)
+    paused: bool = False  # reading paused: the target is down or its queue is full
+    recoveries: int = 0  # outages the flow waited out
+    turned_at: float = field(default_factory=time.monotonic)  # the copy loop's last turn (liveness)

@@ -8,12 +8,16 @@ linger) and for the flow's delivery mode; librdkafka's own log lines go to the
 from __future__ import annotations
 
 import logging
+import re
 import uuid
 from typing import Any
 
 from replicator.config import FlowConfig
 
 __all__ = [
+    "QUEUE_MAX_MESSAGES",
+    "RDKAFKA_LOG",
+    "RECONNECT",
     "consumer_config",
     "producer_config",
     "idempotent_producer_config",
@@ -22,7 +26,36 @@ __all__ = [
     "reader_config",
 ]
 
-RDKAFKA_LOG = logging.getLogger("replicator.librdkafka")
+QUEUE_MAX_MESSAGES = 500000  # the target producer's local queue; the flow pauses reading at half of it
+# a restarted broker is seen within a second, not after librdkafka's default 10 s reconnect back-off
+RECONNECT = {"reconnect.backoff.ms": 100, "reconnect.backoff.max.ms": 1000}
+
+
+class _LibrdkafkaLog:
+    """librdkafka's ``logger``: its lines go to ``replicator.librdkafka``, connection churn at DEBUG.
+
+    While a broker is down librdkafka logs a refused connection (``FAIL``) for every client and
+    every reconnect attempt at ERROR. Those say nothing the flow's own "waiting for cluster X" line
+    does not (``replicator.flow.outage``), so they are demoted; every other line keeps its level.
+    """
+
+    _CHURN = re.compile(
+        r"Connection refused|Connect to .* failed|Disconnected|[Tt]ransport failure|"
+        r"brokers are down|timed out|Connection reset|No route to host|Failed to resolve|load in progress"
+    )
+
+    def __init__(self, name: str) -> None:
+        self._logger = logging.getLogger(name)
+
+    def log(self, level: int, msg: str, *args: object) -> None:
+        if level > logging.DEBUG and (
+            (args and args[0] == "FAIL") or self._CHURN.search(str(args[-1]) if args else msg)
+        ):
+            level = logging.DEBUG
+        self._logger.log(level, msg, *args)
+
+
+RDKAFKA_LOG = _LibrdkafkaLog("replicator.librdkafka")
 
 
 def consumer_group_id(flow: FlowConfig) -> str:
@@ -53,6 +86,7 @@ def consumer_config(flow: FlowConfig, source: dict[str, str], client_id: str) ->
         "fetch.max.bytes": 52428800,
         "queued.max.messages.kbytes": 65536,
         "fetch.queue.backoff.ms": 10,  # default 1000: a full local queue would pause fetching for a second
+        **RECONNECT,
         "client.id": client_id,
         "logger": RDKAFKA_LOG,
     }
@@ -70,6 +104,7 @@ def idempotent_producer_config(target: dict[str, Any], client_id: str) -> dict[s
         "acks": "all",
         "compression.type": "lz4",
         "linger.ms": 5,
+        **RECONNECT,
         "client.id": client_id,
         "logger": RDKAFKA_LOG,
     }
@@ -80,11 +115,18 @@ def producer_config(flow: FlowConfig, target: dict[str, Any], client_id: str, in
     conf: dict[str, Any] = {
         **idempotent_producer_config(target, client_id),
         "batch.num.messages": 10000,
-        "queue.buffering.max.messages": 500000,
+        "queue.buffering.max.messages": QUEUE_MAX_MESSAGES,
     }
+    if not flow.exactly_once:
+        # a record waits for the target however long it is down (the flow pauses its consumer
+        # meanwhile, replicator.flow.outage): a finite timeout would fail the flow after 5 minutes
+        conf["message.timeout.ms"] = 0
     if flow.exactly_once:
         conf["transactional.id"] = transactional_id(flow, instance)
-        conf["transaction.timeout.ms"] = 60000
+        # a target outage shorter than this leaves the open transaction alive, so the flow resumes it;
+        # longer, the coordinator aborts it and fences this producer (the flow then fails and a
+        # restart resumes from the committed positions). A crashed process's successor aborts at once.
+        conf["transaction.timeout.ms"] = 300000
     return conf
 
 

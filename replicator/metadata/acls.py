@@ -26,7 +26,7 @@ from replicator.kafka.errors import kafka_error
 __all__ = ["TopicAclSync", "target_binding", "describe_topic_acls"]
 
 _log = logging.getLogger(__name__)
-_TIMEOUT_S = 30.0
+_TIMEOUT_S = 10.0  # a silent cluster holds the copy loop no longer than this (then the flow waits)
 # None matches any name, principal and host (the stubs say str; the API documents None as "any")
 _ALL_TOPIC_ACLS = AclBindingFilter(
     ResourceType.TOPIC,

@@ -30,7 +30,7 @@ __all__ = [
 ]
 
 _log = logging.getLogger(__name__)
-_TIMEOUT_S = 30.0
+_TIMEOUT_S = 10.0  # a silent cluster holds the copy loop no longer than this (then the flow waits)
 
 
 class ConfigPropertyFilter(Protocol):

@@ -38,12 +38,13 @@ from confluent_kafka import (
     Producer,
     TopicPartition,
 )
-from confluent_kafka.admin import AdminClient, OffsetSpec
+from confluent_kafka.admin import OffsetSpec
 
 from replicator.client.policy import policy_from_config
 from replicator.config import FlowConfig, MirrorlakeConfig
 from replicator.errors import ConfigError, EventDecodeError, ReplicationError
 from replicator.events import Checkpoint, Heartbeat, OffsetSync
+from replicator.kafka.admin import admin_client
 from replicator.kafka.connectivity import wait_for_cluster
 from replicator.kafka.errors import kafka_error, kafka_error_reason
 from replicator.kafka.settings import RDKAFKA_LOG, idempotent_producer_config
@@ -113,7 +114,7 @@ class _ClusterFeed:
         self.alias = alias
         self._mapper = mapper
         admin_conf: dict[str, Any] = {**conf, "logger": RDKAFKA_LOG}
-        self._admin = AdminClient(admin_conf)
+        self._admin = admin_client(admin_conf)
         self._consumer = Consumer(
             {
                 **conf,
@@ -243,7 +244,7 @@ class Mm2Importer:
         for alias, conf in confs.items():
             wait_for_cluster(alias, conf, timeout_s=config.connect_timeout_seconds)
         admin_conf: dict[str, Any] = {**confs[flow.target], "logger": RDKAFKA_LOG}
-        target_admin = AdminClient(admin_conf)
+        target_admin = admin_client(admin_conf)
         TopicManager(target_admin, target_admin).ensure_state_topic(config.state_topic)
         producer = Producer(idempotent_producer_config(confs[flow.target], f"{self._group}-state"))
         state = StateLog(producer, config.state_topic)

@@ -22,11 +22,11 @@ import time
 from typing import Any
 
 from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaError, KafkaException, TopicPartition
-from confluent_kafka.admin import AdminClient
 
 from replicator.client.group_offsets import committed_offsets
 from replicator.config import FlowConfig, MirrorlakeConfig
 from replicator.errors import ConfigError, ReplicationError
+from replicator.kafka.admin import admin_client
 from replicator.kafka.errors import kafka_error_reason
 from replicator.kafka.settings import RDKAFKA_LOG, consumer_group_id
 
@@ -116,7 +116,7 @@ def seed_from_mm2(
     found = mm2_source_positions(config.cluster(flow.target).client_config(), topic, flow.source)
     group = consumer_group_id(flow)
     admin_conf: dict[str, Any] = {**config.cluster(flow.source).client_config(), "logger": RDKAFKA_LOG}
-    admin = AdminClient(admin_conf)
+    admin = admin_client(admin_conf)
     try:
         have = {(o.topic, o.partition) for o in committed_offsets(admin, group)}
         seed = {tp: u + 1 for tp, u in sorted(found.items()) if tp not in have}

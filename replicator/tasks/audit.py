@@ -24,12 +24,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from confluent_kafka import Consumer, Message, TopicPartition
-from confluent_kafka.admin import AdminClient
 
 from replicator.client.mapping import Segment
 from replicator.client.provenance import PROVENANCE_HEADER
 from replicator.events import AuditWindow, Event
-from replicator.kafka.admin import partition_counts
+from replicator.kafka.admin import admin_client, partition_counts
 from replicator.kafka.settings import reader_config
 from replicator.tasks.base import TaskContext
 from replicator.tasks.watermarks import partition_watermarks
@@ -120,8 +119,8 @@ class AuditTask:
         self._ctx = ctx
         self.interval_s = ctx.flow.audit_interval_seconds
         self._n = ctx.flow.audit_window_records
-        self._source_admin = AdminClient(source_conf)
-        self._target_admin = AdminClient(target_conf)
+        self._source_admin = admin_client(source_conf)
+        self._target_admin = admin_client(target_conf)
         name = f"{ctx.replicator_id}-{ctx.flow.name}-audit"
         self._source = _RangeReader(source_conf, f"{name}-source")
         self._target = _RangeReader(target_conf, f"{name}-target")

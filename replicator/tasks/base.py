@@ -195,12 +195,17 @@ class StateTasks:
             self._stop.wait(max(0.01, min(due.values()) - time.monotonic()))
 
     def _run(self, task: StateTask) -> None:
+        """Run one task; a failure is logged at WARNING when it starts or changes kind, not every retry."""
         try:
             task.run()
-            self.errors.pop(task.name, None)
         except Exception as exc:  # noqa: BLE001 (logged and retried: the copy loop must go on)
-            self.errors[task.name] = f"{type(exc).__name__}: {exc}"
-            _log.warning("flow %s: %s failed, retrying later: %s", self.ctx.flow.name, task.name, exc)
+            error = f"{type(exc).__name__}: {exc}"
+            if self.errors.get(task.name, "").split(":")[0] != error.split(":")[0]:
+                _log.warning("flow %s: %s failed, retrying at its interval: %s", self.ctx.flow.name, task.name, exc)
+            self.errors[task.name] = error
+            return
+        if self.errors.pop(task.name, None) is not None:
+            _log.info("flow %s: %s works again", self.ctx.flow.name, task.name)
 
     def stop(self, *, final_round: bool = False, force: bool = False) -> None:
         """Stop the thread; ``final_round`` runs each task once more if this process leads (or ``force``)."""

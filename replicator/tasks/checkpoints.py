@@ -24,12 +24,12 @@ import logging
 from typing import Any
 
 from confluent_kafka import KafkaException
-from confluent_kafka.admin import AdminClient
 
 from replicator.client.group_offsets import GroupOffset, committed_offsets
 from replicator.client.mapping import Translation, TranslationMethod
 from replicator.client.policy import ReplicationPolicy
 from replicator.events import Checkpoint
+from replicator.kafka.admin import admin_client
 from replicator.kafka.settings import consumer_group_id
 from replicator.metadata.filters import RegexGroupFilter
 from replicator.mm2.events import mm2_checkpoint
@@ -54,11 +54,11 @@ class CheckpointTask:
         self._ctx = ctx
         self._policy = policy
         self.interval_s = ctx.flow.emit_checkpoints_interval_seconds
-        self._source = AdminClient(source_conf)
+        self._source = admin_client(source_conf)
         self._filter = RegexGroupFilter.for_flow(ctx.flow)
         self._own_group = consumer_group_id(ctx.flow)
         self._last: dict[tuple[str, str, int], tuple[int, int]] = {}
-        target_admin = AdminClient(target_conf)
+        target_admin = admin_client(target_conf)
         self.group_sync = GroupOffsetSync(ctx, target_admin) if ctx.flow.sync_group_offsets else None
         self.mm2 = (
             Mm2TopicWriter(ctx.state.producer, target_admin, policy.checkpoints_topic(ctx.flow.source))

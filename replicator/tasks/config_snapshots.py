@@ -18,10 +18,10 @@ import time
 from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException
-from confluent_kafka.admin import AclBinding, AdminClient, ConfigSource
+from confluent_kafka.admin import AclBinding, ConfigSource
 
 from replicator.events import ConfigSnapshot
-from replicator.kafka.admin import partition_counts
+from replicator.kafka.admin import admin_client, partition_counts
 from replicator.kafka.errors import kafka_error
 from replicator.metadata.acls import describe_topic_acls
 from replicator.metadata.topic_configs import describe_topic_configs
@@ -50,7 +50,7 @@ class ConfigSnapshotTask:
     def __init__(self, ctx: TaskContext, source_conf: dict[str, Any], target_conf: dict[str, Any]) -> None:
         self._ctx = ctx
         self.interval_s = ctx.flow.config_snapshots_interval_seconds
-        self._admins = {"source": AdminClient(source_conf), "target": AdminClient(target_conf)}
+        self._admins = {"source": admin_client(source_conf), "target": admin_client(target_conf)}
         self._last: dict[tuple[str, str], tuple[str, float]] = {}  # (side, topic) -> digest, emitted at
         self._acls_off: set[str] = set()
 

@@ -26,12 +26,12 @@ import uuid
 from typing import Any
 
 from confluent_kafka import Consumer, Producer
-from confluent_kafka.admin import AdminClient
 
 from replicator.client.policy import ReplicationPolicy
 from replicator.client.provenance import Provenance
 from replicator.events import Heartbeat
 from replicator.events.model import now_ms
+from replicator.kafka.admin import admin_client
 from replicator.kafka.settings import RDKAFKA_LOG
 from replicator.mm2.records import Mm2Heartbeat, Mm2RecordError, decode_heartbeat, encode_heartbeat
 from replicator.mm2.writer import Mm2TopicWriter
@@ -71,12 +71,12 @@ class HeartbeatEmitter:
             {**source_conf, "client.id": f"{ctx.replicator_id}-{flow.name}-heartbeats", "logger": RDKAFKA_LOG}
         )
         self._writers = [
-            (Mm2TopicWriter(ctx.state.producer, AdminClient(target_conf), topic), flow.source, flow.target)
+            (Mm2TopicWriter(ctx.state.producer, admin_client(target_conf), topic), flow.source, flow.target)
         ]
         reverse = f"{flow.target}->{flow.source}"
         if not any(f.name == reverse and f.emit_heartbeats for f in ctx.config.enabled_flows()):
             self._writers.append(
-                (Mm2TopicWriter(self._producer, AdminClient(source_conf), topic), flow.target, flow.source)
+                (Mm2TopicWriter(self._producer, admin_client(source_conf), topic), flow.target, flow.source)
             )
 
     def run(self) -> None:
@@ -99,7 +99,7 @@ class HeartbeatObserver:
         self._ctx = ctx
         self._policy = policy
         self.interval_s = 0.1  # read promptly: the time read is the arrival time of the latency
-        self._admin = AdminClient(target_conf)
+        self._admin = admin_client(target_conf)
         self._consumer = Consumer(
             {
                 **target_conf,

@@ -16,10 +16,10 @@ from __future__ import annotations
 from typing import Any
 
 from confluent_kafka import Producer
-from confluent_kafka.admin import AdminClient
 
 from replicator.client.policy import ReplicationPolicy
 from replicator.events import Event, OffsetSync
+from replicator.kafka.admin import admin_client
 from replicator.kafka.settings import RDKAFKA_LOG
 from replicator.mm2.records import Mm2OffsetSync, encode_offset_sync
 from replicator.mm2.writer import Mm2TopicWriter
@@ -44,7 +44,7 @@ class Mm2OffsetSyncTask:
             }
         )
         topic = policy.offset_syncs_topic(ctx.flow.target)
-        self.writer = Mm2TopicWriter(self._producer, AdminClient(source_conf), topic)
+        self.writer = Mm2TopicWriter(self._producer, admin_client(source_conf), topic)
         self._pending: list[OffsetSync] = []
         self._backlog = True
         ctx.view.subscribe("offset_sync", self._take)

@@ -14,13 +14,11 @@ from __future__ import annotations
 import logging
 from functools import partial
 
-from confluent_kafka.admin import AdminClient
-
 from replicator.client.policy import policy_from_config
 from replicator.client.state_snapshot import snapshot_topic
 from replicator.config import MirrorlakeConfig
 from replicator.flow.runtime import default_replicator_id
-from replicator.kafka.admin import partition_counts
+from replicator.kafka.admin import admin_client, partition_counts
 from replicator.kafka.connectivity import wait_for_cluster
 from replicator.metadata.filters import RegexTopicFilter
 from replicator.metadata.topics import TopicSelector
@@ -50,7 +48,7 @@ def observe_once(config: MirrorlakeConfig, flows: list[str] | None = None) -> di
             target=flow.target,
             own_topics=(config.state_topic, snapshot_topic(config.state_topic), config.positions_topic),
         )
-        source_admin = AdminClient(config.cluster(flow.source).client_config())
+        source_admin = admin_client(config.cluster(flow.source).client_config())
         remote = selector.select(partition_counts(source_admin))
         tasks = flow_state_tasks(
             config,

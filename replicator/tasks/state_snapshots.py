@@ -15,10 +15,11 @@ import logging
 from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import NewTopic
 
 from replicator.client.state_snapshot import SNAPSHOT_CONFIG, FlowSnapshot, snapshot_topic, write_snapshot
 from replicator.errors import ReplicationError
+from replicator.kafka.admin import admin_client
 from replicator.kafka.errors import kafka_error, kafka_error_reason
 from replicator.tasks.base import TaskContext, task_producer
 
@@ -56,7 +57,7 @@ class StateSnapshotTask:
         if self._topic_ready:
             return
         name = snapshot_topic(self._ctx.config.state_topic)
-        admin = AdminClient(self._target_conf)
+        admin = admin_client(self._target_conf)
         topic = NewTopic(name, num_partitions=1, replication_factor=-1, config=dict(SNAPSHOT_CONFIG))
         try:
             admin.create_topics([topic], operation_timeout=30)[name].result(timeout=30)

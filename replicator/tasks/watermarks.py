@@ -15,6 +15,7 @@ from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from replicator.events import Watermark
 from replicator.events.model import now_ms
+from replicator.kafka.admin import admin_client
 from replicator.tasks.base import TaskContext
 
 __all__ = ["WatermarkTask", "partition_watermarks"]
@@ -64,7 +65,7 @@ class WatermarkTask:
     def __init__(self, ctx: TaskContext, source_conf: dict[str, Any], target_conf: dict[str, Any]) -> None:
         self._ctx = ctx
         self.interval_s = ctx.flow.watermarks_interval_seconds
-        self._admins = {"source": AdminClient(source_conf), "target": AdminClient(target_conf)}
+        self._admins = {"source": admin_client(source_conf), "target": admin_client(target_conf)}
         self._last: dict[tuple[str, str, int], tuple[WatermarkValues, float]] = {}
 
     def run(self) -> None:

@@ -1,0 +1,291 @@
+"""A flow between two SASL_SSL clusters (TLS, SCRAM-SHA-512 and PLAIN, ACLs enforced) copies and checkpoints.
+
+The two brokers are this module's own (``LocalBroker(sasl_users=...)``): TLS material made with
+openssl in their cluster dirs, ``allow.everyone.if.no.acl.found=false``, ``admin`` the only super
+user besides the controller listener. The flow runs as ``alice``, who holds only the ACLs granted
+here; the source side authenticates with SCRAM-SHA-512 and the target side with PLAIN.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import (
+    AclBinding,
+    AclOperation,
+    AclPermissionType,
+    AdminClient,
+    NewTopic,
+    ResourcePatternType,
+    ResourceType,
+)
+
+from bench.faults import free_port, health, metrics
+from mirrorlake.localkafka import LocalBroker, default_cache_root, resolve_kafka_jars
+from replicator.client.state_reader import read_state_log
+from replicator.config import LocalKafkaConfig, parse_config
+from replicator.events import Checkpoint
+from replicator.flow.outage import TRANSPORT_CODES
+from replicator.flow.runtime import Replicator
+from tests.conftest import find_free_port_pair
+from tests.waiting import wait_for
+
+pytestmark = pytest.mark.kafka
+USERS = {"admin": f"admin-{uuid.uuid4().hex[:10]}", "alice": f"alice-{uuid.uuid4().hex[:10]}"}
+RECORDS = 2000
+ROOT = Path(__file__).resolve().parents[1]
+SCRAM = "SCRAM-SHA-512"
+ALLOW = AclPermissionType.ALLOW
+
+
+@pytest.fixture(scope="module")
+def secured(tmp_path_factory) -> Iterator[dict[str, LocalBroker]]:
+    lib_dir = resolve_kafka_jars(LocalKafkaConfig().version, default_cache_root())
+    work = tmp_path_factory.mktemp("secured")
+    taken: set[int] = set()
+    brokers = {}
+    for alias in ("S", "T"):
+        port = find_free_port_pair(taken)
+        taken |= {port, port + 1}
+        brokers[alias] = LocalBroker(alias, port, work / alias, lib_dir, sasl_users=USERS)
+    try:
+        for broker in brokers.values():
+            broker.start()
+        for broker in brokers.values():
+            broker.wait_ready(180)
+            grant_alice(broker)
+        yield brokers
+    finally:
+        for broker in brokers.values():
+            broker.stop()
+
+
+def grant_alice(broker: LocalBroker) -> None:
+    """What a flow's principal needs on either side (topics, groups, transactional ids, cluster)."""
+    admin = AdminClient(broker.client_config("admin", mechanism="PLAIN"))
+    allow = [
+        AclBinding(
+            kind, name, ResourcePatternType.LITERAL, "User:alice", "*", AclOperation.ALL, AclPermissionType.ALLOW
+        )
+        for kind, name in (
+            (ResourceType.TOPIC, "*"),
+            (ResourceType.GROUP, "*"),
+            (ResourceType.TRANSACTIONAL_ID, "*"),
+            (ResourceType.BROKER, "kafka-cluster"),
+        )
+    ]
+    for future in admin.create_acls(allow).values():
+        future.result(timeout=30)
+
+
+def committed(group: Consumer, topic: str) -> bool:
+    try:
+        group.commit(offsets=[TopicPartition(topic, 0, RECORDS // 2)], asynchronous=False)
+    except KafkaException as exc:
+        if exc.args[0].code() not in TRANSPORT_CODES:  # the group coordinator is not there yet
+            raise
+        return False
+    return True
+
+
+def keys(conf: dict[str, str], topic: str) -> list[bytes]:
+    consumer = Consumer({**conf, "group.id": f"reader-{uuid.uuid4().hex}", "enable.partition.eof": True})
+    try:
+        low, high = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=30)
+        consumer.assign([TopicPartition(topic, 0, low)])
+        out: list[bytes] = []
+        while len(out) < high - low:
+            for msg in consumer.consume(1000, 5):
+                if not msg.error() and msg.key() is not None:
+                    out.append(msg.key())  # type: ignore[arg-type]
+        return out
+    finally:
+        consumer.close()
+
+
+def test_a_flow_over_sasl_ssl_copies_and_checkpoints_as_a_principal_with_acls(secured):
+    source, target = secured["S"], secured["T"]
+    alice_s = source.client_config("alice")  # SCRAM-SHA-512
+    alice_t = target.client_config("alice", mechanism="PLAIN")
+    topic = f"secured-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient(alice_s)  # kept referenced: a collected client fails its pending futures
+    for future in admin.create_topics([NewTopic(topic, 1, 1)]).values():
+        future.result(timeout=60)
+    producer = Producer(alice_s)
+    for i in range(RECORDS):
+        producer.produce(topic, key=f"k{i}".encode(), value=b"v")
+    assert producer.flush(60) == 0
+    group = Consumer({**alice_s, "group.id": "app", "enable.auto.commit": False})
+    wait_for(lambda: committed(group, topic), "group app's commit (its coordinator loads first)", every_s=1)
+    group.close()
+
+    def client(conf: dict[str, str]) -> dict[str, str]:
+        return {k: v for k, v in conf.items() if k != "bootstrap.servers"}
+
+    config = parse_config(
+        {
+            "clusters": {
+                "S": {"bootstrap_servers": source.bootstrap, "client": client(alice_s)},
+                "T": {"bootstrap_servers": target.bootstrap, "client": client(alice_t)},
+            },
+            "flows": [
+                {"source": "S", "target": "T", "topics": [topic], "groups": ["app"], "sync_topic_acls": False,
+                 "emit_checkpoints_interval_seconds": 1}
+            ],
+            "replicator_id": "secured-test",
+        },
+        source="tests/test_secured_clusters.py",
+    )  # fmt: skip
+    stats = Replicator(config, status_port=None).run_until_caught_up()
+    assert stats["S->T"].records == RECORDS
+    assert keys(alice_t, f"S.{topic}") == [f"k{i}".encode() for i in range(RECORDS)]
+    events = read_state_log(alice_t, "mirrorlake.events").events
+    checkpoints = [e for e in events if isinstance(e, Checkpoint) and e.group == "app" and e.source_topic == topic]
+    assert checkpoints, "no checkpoint of group app in T's state topic"
+    assert checkpoints[-1].upstream_offset == RECORDS // 2
+    assert checkpoints[-1].downstream_offset == RECORDS // 2
+
+
+def test_a_canary_password_from_env_and_file_appears_nowhere(secured, tmp_path):
+    """alice's password is the canary: given as ${env:...} and ${file:...}, never in the config text."""
+    source, target = secured["S"], secured["T"]
+    canary = USERS["alice"]
+    password_file = tmp_path / "alice.password"
+    password_file.write_text(canary + "\n")
+    topic = f"canary-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient(source.client_config("alice"))
+    for future in admin.create_topics([NewTopic(topic, 1, 1)]).values():
+        future.result(timeout=60)
+    producer = Producer(source.client_config("alice"))
+    for i in range(100):
+        producer.produce(topic, key=f"k{i}".encode(), value=b"v")
+    assert producer.flush(60) == 0
+
+    def client(broker: LocalBroker, password: str, mechanism: str) -> dict[str, str]:
+        conf = broker.client_config("alice", mechanism=mechanism)
+        return {**{k: v for k, v in conf.items() if k != "bootstrap.servers"}, "sasl.password": password}
+
+    def write_config(target_password: str) -> Path:
+        data = {
+            "clusters": {
+                "S": {
+                    "bootstrap_servers": source.bootstrap,
+                    "client": client(source, "${env:ML_CANARY}", "SCRAM-SHA-512"),
+                },
+                "T": {"bootstrap_servers": target.bootstrap, "client": client(target, target_password, "PLAIN")},
+            },
+            "flows": [{"source": "S", "target": "T", "topics": [topic], "sync_topic_acls": False}],
+            "replicator_id": "canary-test",
+            "connect_timeout_seconds": 5,
+        }
+        path = tmp_path / f"canary-{uuid.uuid4().hex[:6]}.yaml"
+        path.write_text(yaml.safe_dump(data))
+        assert canary not in path.read_text()
+        return path
+
+    env = {**os.environ, "ML_CANARY": canary}
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "mirrorlake.cli", "-vv", "replicate", str(write_config(f"${{file:{password_file}}}")),
+         "--until-caught-up", "--status-port", str(port)],
+        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    pages = []
+    while proc.poll() is None:
+        pages += [metrics(port), json.dumps(health(port))]
+        time.sleep(0.2)
+    output = proc.stdout.read() if proc.stdout else ""
+    assert proc.returncode == 0, output[-3000:]
+    assert "S->T: 100 records" in output
+    assert any("mirrorlake_records" in page for page in pages), "no /metrics page was read while it ran"
+    # a wrong password (from a file) and a missing variable: the error names neither value
+    wrong = f"wrong-{uuid.uuid4().hex}"
+    wrong_file = tmp_path / "wrong.password"
+    wrong_file.write_text(wrong)
+    failed = subprocess.run(
+        [sys.executable, "-m", "mirrorlake.cli", "-vv", "replicate", str(write_config(f"${{file:{wrong_file}}}")),
+         "--until-caught-up"],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=180,
+    )  # fmt: skip
+    assert failed.returncode != 0 and "error:" in failed.stderr + failed.stdout
+    missing = subprocess.run(
+        [sys.executable, "-m", "mirrorlake.cli", "replicate", str(write_config("${env:ML_NOT_SET_ANYWHERE}"))],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert missing.returncode == 2 and "ML_NOT_SET_ANYWHERE" in missing.stderr, missing.stderr
+    events = raw_values(target.client_config("admin", mechanism="PLAIN"), "mirrorlake.events")
+    assert events, "no state events to look into"
+    everything = "\n".join([output, *pages, failed.stdout, failed.stderr, missing.stdout, missing.stderr])
+    assert canary not in everything and wrong not in everything
+    assert not any(canary.encode() in value for value in events)
+
+
+def raw_values(conf: dict[str, str], topic: str) -> list[bytes]:
+    """Every record of ``topic`` as raw bytes (key and value joined), all partitions."""
+    consumer = Consumer({**conf, "group.id": f"raw-{uuid.uuid4().hex}", "enable.partition.eof": True})
+    try:
+        partitions = consumer.list_topics(topic, timeout=30).topics[topic].partitions
+        parts = []
+        for p in partitions:
+            low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)
+            if high > low:
+                parts.append(TopicPartition(topic, p, low))
+        consumer.assign(parts)
+        out, done = [], set()
+        while len(done) < len(parts):
+            for msg in consumer.consume(1000, 5):
+                if msg.error():
+                    done.add(msg.partition())
+                else:
+                    out.append((msg.key() or b"") + b"|" + (msg.value() or b""))
+        return out
+    finally:
+        consumer.close()
+
+
+@pytest.mark.spark
+def test_the_bronze_stream_reads_a_sasl_ssl_state_topic(secured, spark, tmp_path):
+    """Spark's Java Kafka client gets the JAAS config and a PEM trust store made from librdkafka's settings."""
+    from ingest.bronze import start_bronze_ingest
+    from ingest.paths import LakehousePaths
+
+    target = secured["T"]
+    alice = target.client_config("alice", mechanism="PLAIN")
+    state_topic = f"state-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient(alice)
+    for future in admin.create_topics([NewTopic(state_topic, 1, 1)]).values():
+        future.result(timeout=60)
+    producer = Producer(alice)
+    for i in range(5):
+        producer.produce(state_topic, key=b"k", value=f"raw-{i}".encode())  # bronze keeps raw bytes
+    assert producer.flush(60) == 0
+    config = parse_config(
+        {
+            "clusters": {
+                "S": {"bootstrap_servers": secured["S"].bootstrap},
+                "T": {"bootstrap_servers": target.bootstrap,
+                      "client": {k: v for k, v in alice.items() if k != "bootstrap.servers"}},
+            },
+            "flows": [{"source": "S", "target": "T"}],
+            "state_topic": state_topic,
+            "lakehouse": {"path": str(tmp_path / "lakehouse")},
+        },
+        source="tests/test_secured_clusters.py",
+    )  # fmt: skip
+    paths = LakehousePaths(tmp_path / "lakehouse")
+    for query in start_bronze_ingest(spark, config, paths, available_now=True):
+        query.awaitTermination(300)
+        assert query.exception() is None
+    rows = spark.read.format("delta").load(str(paths.bronze)).collect()
+    assert sorted(bytes(r["value"]) for r in rows) == [f"raw-{i}".encode() for i in range(5)]
+    assert {r["cluster"] for r in rows} == {"T"}
