@@ -53,7 +53,18 @@ def silver_schema(event_type: str) -> T.StructType:
 
 
 def _ensure_table(spark: SparkSession, path: str, schema: T.StructType, *, change_feed: bool = False) -> DeltaTable:
-    """The Delta table at ``path``, created if absent; silver tables keep a change data feed (gold reads it)."""
+    """The Delta table at ``path``, created if absent; silver tables keep a change data feed (gold reads it).
+
+    A table made before its event type gained (nullable, defaulted) fields gets the new columns.
+    """
+    if DeltaTable.isDeltaTable(spark, path):
+        table = DeltaTable.forPath(spark, path)
+        have = set(table.toDF().columns)
+        missing = [f for f in schema.fields if f.name not in have]
+        if missing:
+            cols = ", ".join(f"`{f.name}` {f.dataType.simpleString()}" for f in missing)
+            spark.sql(f"ALTER TABLE delta.`{path}` ADD COLUMNS ({cols})")
+        return table
     builder = DeltaTable.createIfNotExists(spark).location(path).addColumns(schema)
     if change_feed:
         builder = builder.property("delta.enableChangeDataFeed", "true")

@@ -31,6 +31,7 @@ from replicator.events import Lifecycle
 from replicator.flow.commits import AtLeastOnceCommits, Commits, TransactionalCommits
 from replicator.flow.observability import LatencyHistogram
 from replicator.flow.positions import PositionStore
+from replicator.flow.read_positions import ReadPositions
 from replicator.flow.sync_ledger import SyncLedger
 from replicator.kafka.connectivity import wait_for_cluster
 from replicator.kafka.errors import kafka_error
@@ -99,6 +100,7 @@ class FlowRunner:
         self._in_flight = 0
         self._fifos: dict[tuple[str, int], deque[tuple[str, int, int, int, int]]] = {}
         self._tasks: StateTasks | None = None
+        self.read_positions = ReadPositions()  # for the watermark task (exact RPO)
 
     @property
     def leads_state_tasks(self) -> bool:
@@ -160,6 +162,7 @@ class FlowRunner:
             remote_topics=lambda: self._remote,
             assigned=lambda: self.stats.assigned,
             continuous=not until_caught_up,
+            read_positions=self.read_positions.request,
         )
         self.stats.task_errors = tasks.errors
         self._tasks = tasks
@@ -169,6 +172,7 @@ class FlowRunner:
             tasks.start()
             self._loop(stop, until_caught_up)
             self.commits.close()
+            self.read_positions.publish(self._replicated_positions(), final=True)
             tasks.stop(final_round=True)  # checkpoints and audits of everything copied
             self._emit_lifecycle("stopped")
             self.stats.state = "stopped"
@@ -204,6 +208,8 @@ class FlowRunner:
             if not self.flow.exactly_once:
                 self._publish_syncs()
             self.commits.after_batch()
+            if self.read_positions.wanted:
+                self.read_positions.publish(self._replicated_positions())
             if until_caught_up and not messages and self._caught_up():
                 break
 
@@ -384,6 +390,20 @@ class FlowRunner:
                 _low, high = self._consumer.get_watermark_offsets(tp, cached=True)
                 lag[(tp.topic, tp.partition)] = max(0, high - tp.offset)
         self.stats.lag = lag
+
+    def _replicated_positions(self) -> dict[tuple[str, int], int]:
+        """Per assigned source partition with a position, the next offset not known to be on the
+        target: the consumer's position (past markers and aborted records), held back to the oldest
+        record still in flight and, exactly-once, to the last committed transaction."""
+        oldest = {(f[0][0], f[0][1]): f[0][2] for f in self._fifos.values() if f}
+        unsettled = self.commits.unsettled()
+        out = {}
+        for tp in self._consumer.position(self._consumer.assignment()):
+            key = (tp.topic, tp.partition)
+            held = unsettled.get(key, tp.offset)
+            if tp.offset >= 0 and held is not None:
+                out[key] = min(tp.offset, oldest.get(key, tp.offset), held)
+        return out
 
     # -- stopping ----------------------------------------------------------------------------
     def _caught_up(self) -> bool:
