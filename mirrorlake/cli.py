@@ -325,6 +325,15 @@ def demo(config_path: Path, records: int) -> None:
     click.echo("      .venv/bin/mirrorlake clusters down   (the clusters keep running until then)")
 
 
+def _register() -> None:
+    from mirrorlake.cli_failover import failover
+
+    cli.add_command(failover)
+
+
+_register()
+
+
 def main() -> None:
     try:
         cli.main(standalone_mode=False)

@@ -20,6 +20,8 @@ __all__ = [
     "ClusterStartError",
     "EventDecodeError",
     "ReplicationError",
+    "TranslationError",
+    "FailoverError",
 ]
 
 
@@ -81,3 +83,9 @@ class TranslationError(MirrorlakeError):
     """An offset cannot be translated: no checkpoint of the group, or a malformed flow name."""
 
     exit_code = 20
+
+
+class FailoverError(MirrorlakeError):
+    """A failover cannot be planned or applied as asked: no such group, a bad time, a flow still running."""
+
+    exit_code = 21
