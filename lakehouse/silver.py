@@ -45,9 +45,20 @@ _LINEAGE_TYPES = {
 }
 
 
+def _nullable(dtype: T.DataType) -> T.DataType:
+    """``dtype`` with every nested field nullable: Delta refuses NOT NULL inside arrays and maps."""
+    if isinstance(dtype, T.StructType):
+        return T.StructType([T.StructField(f.name, _nullable(f.dataType), True) for f in dtype.fields])
+    if isinstance(dtype, T.ArrayType):
+        return T.ArrayType(_nullable(dtype.elementType), True)
+    if isinstance(dtype, T.MapType):
+        return T.MapType(dtype.keyType, _nullable(dtype.valueType), True)
+    return dtype
+
+
 def silver_schema(event_type: str) -> T.StructType:
     """Event columns (nullable, as decoded) plus where each event sits in the state topic."""
-    fields = [T.StructField(f.name, f.dataType, True) for f in event_spark_schema(event_type).fields]
+    fields = [T.StructField(f.name, _nullable(f.dataType), True) for f in event_spark_schema(event_type).fields]
     fields += [T.StructField(name, dtype, False) for name, dtype in _LINEAGE_TYPES.items()]
     return T.StructType(fields)
 
