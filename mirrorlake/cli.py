@@ -326,9 +326,12 @@ def demo(config_path: Path, records: int) -> None:
 
 
 def _register() -> None:
-    from mirrorlake.cli_failover import failover
+    from mirrorlake.cli_failover import failback, failover
 
-    cli.add_command(failover)
+    for group in (failover, failback):
+        for command in group.commands.values():
+            _config_option(command)
+        cli.add_command(group)
 
 
 _register()

@@ -1,4 +1,6 @@
-"""``mirrorlake failover plan|apply``: the command-line face of ``replicator.failover``."""
+"""``mirrorlake failover plan|apply`` and ``mirrorlake failback plan``: the command-line face of
+``replicator.failover``. ``mirrorlake.cli`` registers both groups and gives every command its
+``--config`` option (so this module never imports the CLI back)."""
 
 from __future__ import annotations
 
@@ -11,14 +13,11 @@ import click
 
 from replicator.config import load_config
 
-__all__ = ["failover"]
+__all__ = ["failover", "failback"]
 
 
 def _common(func: Any) -> Any:
-    from mirrorlake.cli import _config_option
-
     options = [
-        _config_option,
         click.option("--flow", required=True, help="the flow to fail over (A->B): its target takes over"),
         click.option("--groups", default=None, help="regex (full match) of the groups to move (default: all)"),
         click.option("--at", "at", default=None, help="resume at a time: ISO 8601 (UTC if no zone) or epoch ms"),
@@ -157,3 +156,31 @@ def _echo_plan(plan: Any) -> None:
                 f"{r.method:>16} {_n(r.records_lost):>6} {_n(r.records_reread):>6} {_n(r.records_duplicated):>5} "
                 f"{_n(r.records_unreplicated):>7} {_n(r.exact_offset):>9}"
             )
+
+
+@click.group()
+def failback() -> None:
+    """After a failover, once the old source is back: what never reached the target."""
+
+
+@failback.command("plan")
+@click.option("--flow", required=True, help="the flow that was failed over (A->B)")
+@click.option("--export", "export", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="write the records as JSON lines (key/value base64, headers, timestamp, coordinates)")  # fmt: skip
+@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
+def failback_plan_cmd(flow: str, export: Path | None, fmt: str, config_path: Path) -> None:
+    """Per partition, the source's records after the last copy (needs the source; changes nothing)."""
+    from replicator.failover import failback_plan
+    from replicator.failover.times import format_time
+
+    rows = failback_plan(load_config(config_path), flow, export=export)
+    if fmt == "json":
+        click.echo(json.dumps([asdict(r) for r in rows], indent=2))
+        return
+    click.echo(f"  {'source topic':30} {'part':>4} {'offsets':>17} {'records':>8} {'bytes':>10}  time range")
+    for r in rows:
+        span = f"{r.start_offset}-{r.end_offset}"
+        times = f"{format_time(r.first_timestamp_ms)} .. {format_time(r.last_timestamp_ms)}" if r.records else "-"
+        click.echo(f"  {r.source_topic:30} {r.partition:>4} {span:>17} {r.records:>8} {r.bytes:>10}  {times}")
+    if export is not None:
+        click.echo(f"exported {sum(r.records for r in rows)} records to {export}")

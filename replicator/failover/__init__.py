@@ -7,6 +7,7 @@ target for groups inactive there and records a ``failover`` event. The source cl
 """
 
 from replicator.failover.api import AppliedGroup, FailoverResult, apply_failover, plan_failover, running_replicators
+from replicator.failover.failback import NeverReplicated, failback_plan
 from replicator.failover.plan import FailoverPlan, GroupPartitionPlan, GroupPlan, PartitionRisk
 from replicator.failover.state import FlowState, read_flow_state
 from replicator.failover.times import parse_time
@@ -18,8 +19,10 @@ __all__ = [
     "FlowState",
     "GroupPartitionPlan",
     "GroupPlan",
+    "NeverReplicated",
     "PartitionRisk",
     "apply_failover",
+    "failback_plan",
     "parse_time",
     "plan_failover",
     "read_flow_state",

@@ -120,7 +120,8 @@ class FailoverResult:
 def _planned_blockers(config: MirrorlakeConfig, plan: FailoverPlan) -> list[str]:
     """Why a planned failover cannot go now (empty: ready)."""
     why = [f"still running: {r}" for r in plan.running_replicators]
-    pending = [p for p in plan.partitions if not p.exact or p.records != 0]
+    topics = {p.source_topic for g in plan.groups for p in g.partitions}
+    pending = [p for p in plan.partitions if p.source_topic in topics and (not p.exact or p.records != 0)]
     why += [f"{p.source_topic}[{p.partition}] has {p.records} records not replicated" for p in pending[:5]]
     source_conf = config.cluster(plan.source_cluster).client_config()
     admin = AdminClient(source_conf)
