@@ -44,8 +44,9 @@ if __package__ in (None, ""):  # run as a file: make ``bench`` importable
 from bench.measure import ArrivalWatcher, Span, process_cpu, self_cpu
 from bench.replicate_vs_mm2 import Bench, _load, cluster_config, environment, start_bench
 from bench.workload import RecordSpec, prefill, raw_produce
-from mirrorlake.localkafka import default_cache_root, down, resolve_kafka_jars
+from mirrorlake.localkafka import down, resolve_kafka_jars
 from replicator.config import MirrorlakeConfig
+from replicator.config.cache import cache_root
 from replicator.flow import runtime as runtime_module
 from replicator.flow.runtime import Replicator
 from replicator.tasks.base import StateTasks
@@ -129,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.getLogger("replicator.librdkafka").setLevel(logging.ERROR)
     work_dir = Path(tempfile.mkdtemp(prefix="bench-copy-variants-"))
     clusters = cluster_config(work_dir)
-    lib_dir = resolve_kafka_jars(clusters.local_kafka.version, default_cache_root())
+    lib_dir = resolve_kafka_jars(clusters.local_kafka.version, cache_root())
     results: dict[tuple[int, str], list[tuple[float, float, float, float]]] = {}
     load_before = _load()
     try:

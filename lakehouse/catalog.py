@@ -22,6 +22,7 @@ GOLD_TABLE_NAMES: tuple[str, ...] = (
     "divergence",
     "heartbeat_latency",
     "topology",
+    "failovers",
 )
 
 

@@ -2,7 +2,16 @@
 
 from __future__ import annotations
 
-from lakehouse import divergence, group_offsets, heartbeat_latency, offset_mapping, rpo, rpo_groups, topology
+from lakehouse import (
+    divergence,
+    failovers,
+    group_offsets,
+    heartbeat_latency,
+    offset_mapping,
+    rpo,
+    rpo_groups,
+    topology,
+)
 from lakehouse.gold import GoldTable
 
 __all__ = ["GOLD_TABLES"]
@@ -15,6 +24,7 @@ GOLD_TABLES: tuple[GoldTable, ...] = (
     divergence.TABLE,
     heartbeat_latency.TABLE,
     topology.TABLE,
+    failovers.TABLE,
 )
 
 

@@ -1,21 +1,25 @@
 """Gold ``rpo``: records at risk per flow, source partition and observation (source watermark).
 
-For each source-side ``watermark`` event, ``last_replicated_offset`` is the largest upstream
-offset an offset sync emitted at or before the observation proves copied (the replicator flushes
-a sync for its last copy every ``sync_interval_seconds``, so this lags by at most that). Then:
+Watermark v2 (source side) carries the flow's replicated position ``read_position`` (everything
+before it is on the target, or is a transaction marker or aborted record) and the tail after it
+*measured by reading it* (``replicator.tasks.tails``): then
 
-* ``records_behind`` = log-end - (last replicated + 1): offsets not yet replicated (an upper
-  bound on records: transaction markers and aborted records after the last copy count too).
-* ``records_unreplicated`` = log-end - max(last replicated + 1, log-start): the same, adjusted
-  for the known gap at the head of the log: records the source deleted (retention, deletion)
-  before they were copied are not pending, they are ``records_expired_unreplicated`` (lost).
-* ``bytes_unreplicated``: always null for now, meaning *unknown*, never 0: no event carries
-  record sizes yet (watermark v1 has offsets and timestamps only).
-* ``seconds_unreplicated``: age of the oldest un-replicated record at the observation, bounded
-  by what the events give: it came after the last copied record, so its age is at most
-  ``observed_at - upstream timestamp of the last copy`` (reported; exact when record timestamps
-  grow with offsets) and at least ``observed_at - max_timestamp`` of the watermark
-  (``seconds_unreplicated_min``). 0 when nothing is behind; null when nothing was ever copied.
+* ``records_unreplicated`` = ``unreplicated_records``: records a consumer would see in
+  ``[max(read_position, log-start), log-end)``, exact: a caught-up flow has 0, whatever order the
+  final syncs and watermarks were emitted in (the position travels in the watermark itself);
+* ``bytes_unreplicated`` = their key + value bytes; ``seconds_unreplicated`` = age of the oldest
+  of them at the observation (0 when none);
+* ``records_behind`` = log-end - read position (offsets, markers included);
+* ``records_expired_unreplicated`` = log-start - read position when the source deleted records
+  (retention, deletion) before they were copied: lost, not pending.
+
+A v1 watermark (or a v2 one whose tail was too long to read at once: nulls) falls back to the
+offsets: ``last_replicated_offset`` is the largest upstream offset an offset sync emitted at or
+before the observation proves copied, ``records_behind`` = log-end - (last + 1) and
+``records_unreplicated`` = log-end - max(last + 1, log-start), an upper bound (markers and aborted
+records count); ``bytes_unreplicated`` null (unknown, never 0); ``seconds_unreplicated`` at most
+``observed_at - upstream timestamp of the last copy``, at least ``observed_at - max_timestamp``
+(``seconds_unreplicated_min``).
 """
 
 from __future__ import annotations
@@ -58,15 +62,24 @@ def rpo(watermarks: DataFrame, syncs: DataFrame) -> DataFrame:
         "log_start_offset",
         "log_end_offset",
         "max_timestamp_ms",
+        "read_position",
+        "position_source",
+        "unreplicated_records",
+        "unreplicated_bytes",
+        "oldest_unreplicated_timestamp_ms",
         F.col("event_id").alias("watermark_event_id"),
     )
     joined = last_replicated(syncs, source, "observed_at_ms")
     last = F.col("_last.u")
-    next_needed = F.coalesce(last + 1, F.col("log_start_offset"))
+    pos = F.col("read_position")
+    measured = F.col("unreplicated_records")
+    next_needed = F.coalesce(pos, last + 1, F.col("log_start_offset"))
     behind = F.greatest(F.lit(0), F.col("log_end_offset") - next_needed)
-    unreplicated = F.greatest(F.lit(0), F.col("log_end_offset") - F.greatest(next_needed, F.col("log_start_offset")))
-    expired = F.when(last.isNotNull(), F.greatest(F.lit(0), F.col("log_start_offset") - (last + 1))).otherwise(0)
-    age = (F.col("observed_at_ms") - F.col("_last.ts")) / 1000.0
+    bound = F.greatest(F.lit(0), F.col("log_end_offset") - F.greatest(next_needed, F.col("log_start_offset")))
+    unreplicated = F.coalesce(measured, bound)
+    known_next = F.coalesce(pos, last + 1)
+    expired = F.coalesce(F.greatest(F.lit(0), F.col("log_start_offset") - known_next), F.lit(0))
+    age = (F.col("observed_at_ms") - F.coalesce(F.col("oldest_unreplicated_timestamp_ms"), F.col("_last.ts"))) / 1000.0
     age_min = (F.col("observed_at_ms") - F.col("max_timestamp_ms")) / 1000.0
     return joined.select(
         *MAPPING_KEY,
@@ -74,14 +87,16 @@ def rpo(watermarks: DataFrame, syncs: DataFrame) -> DataFrame:
         "observed_at_ms",
         "log_start_offset",
         "log_end_offset",
+        "read_position",
+        "position_source",
         last.alias("last_replicated_offset"),
         F.col("_last.ts").alias("last_replicated_timestamp_ms"),
         behind.cast("long").alias("records_behind"),
         unreplicated.cast("long").alias("records_unreplicated"),
         expired.cast("long").alias("records_expired_unreplicated"),
-        F.lit(None).cast("long").alias("bytes_unreplicated"),
+        F.when(measured.isNotNull(), F.col("unreplicated_bytes")).cast("long").alias("bytes_unreplicated"),
         F.when(unreplicated == 0, F.lit(0.0))
-        .otherwise(F.when(last.isNotNull(), F.greatest(F.lit(0.0), age)))
+        .otherwise(F.when(measured.isNotNull() | last.isNotNull(), F.greatest(F.lit(0.0), age)))
         .alias("seconds_unreplicated"),
         F.when(unreplicated == 0, F.lit(0.0))
         .otherwise(F.greatest(F.lit(0.0), age_min))

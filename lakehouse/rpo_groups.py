@@ -3,10 +3,11 @@
 Per (flow, group, source topic, partition) of ``group_offsets``: the group committed ``c`` on the
 source; a failover resumes it at the checkpoint's ``translated_offset`` (what the replicator or
 MM2 wrote to the target). With the mapping and the latest source watermark (DESIGN.md,
-Definitions; ``lakehouse.failover``):
+Definitions; ``replicator.client.failover_cost``):
 
-* ``records_unreplicated``: source records ``>= c`` not copied yet (log-end of the latest source
-  watermark minus max(c, last copy + 1, log-start); null without a watermark): lost, the RPO;
+* ``records_unreplicated``: source records ``>= c`` not copied yet: the tail the latest source
+  watermark measured when ``c`` is at or before the flow's read position (exact), else its log-end
+  minus max(c, read position or last copy + 1, log-start); null without a watermark: the RPO;
 * ``records_lost``: replicated records ``>= c`` with no copy at or after the resume offset;
 * ``records_reread`` / ``records_duplicated``: copies at or after it of records ``< c`` / extra
   copies of records ``>= c``;
@@ -24,10 +25,10 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from lakehouse.failover import failover_cost
 from lakehouse.gold import GoldInputs, GoldTable, latest, touched_keys
 from lakehouse.group_offsets import GROUP_KEY
 from lakehouse.offset_mapping import MAPPING_KEY
+from replicator.client.failover_cost import failover_cost
 from replicator.client.mapping import Segment
 
 __all__ = ["rpo_groups", "TABLE"]
@@ -62,6 +63,8 @@ def rpo_groups(groups: DataFrame, mapping: DataFrame, watermarks: DataFrame, syn
         F.col("log_start_offset").alias("source_log_start_offset"),
         F.col("log_end_offset").alias("source_log_end_offset"),
         F.col("observed_at_ms").alias("watermark_observed_at_ms"),
+        F.col("read_position").alias("source_read_position"),
+        F.col("unreplicated_records").alias("source_unreplicated_records"),
     )
     copied = syncs.groupBy(*MAPPING_KEY).agg(F.max("upstream_offset").alias("last_replicated_offset"))
     base = (
@@ -71,8 +74,13 @@ def rpo_groups(groups: DataFrame, mapping: DataFrame, watermarks: DataFrame, syn
         .join(copied, list(MAPPING_KEY), "left")
     )
     c = F.col("committed_offset")
-    next_needed = F.greatest(c, F.coalesce(F.col("last_replicated_offset") + 1, c), F.col("source_log_start_offset"))
-    unreplicated = F.greatest(F.lit(0), F.col("source_log_end_offset") - next_needed).cast("long")
+    replicated_to = F.coalesce(F.col("source_read_position"), F.col("last_replicated_offset") + 1, c)
+    next_needed = F.greatest(c, replicated_to, F.col("source_log_start_offset"))
+    bound = F.greatest(F.lit(0), F.col("source_log_end_offset") - next_needed)
+    measured = F.col("source_unreplicated_records")
+    # the measured tail is exact when the group committed inside what was replicated
+    unreplicated = F.when(measured.isNotNull() & (c <= F.col("source_read_position")), measured).otherwise(bound)
+    unreplicated = unreplicated.cast("long")
     at_resume = _cost(F.col("_segments"), c, F.col("translated_offset"))
     at_exact = _cost(F.col("_segments"), c, F.col("exact_offset"))
     return base.select(

@@ -45,15 +45,37 @@ _LINEAGE_TYPES = {
 }
 
 
+def _nullable(dtype: T.DataType) -> T.DataType:
+    """``dtype`` with every nested field nullable: Delta refuses NOT NULL inside arrays and maps."""
+    if isinstance(dtype, T.StructType):
+        return T.StructType([T.StructField(f.name, _nullable(f.dataType), True) for f in dtype.fields])
+    if isinstance(dtype, T.ArrayType):
+        return T.ArrayType(_nullable(dtype.elementType), True)
+    if isinstance(dtype, T.MapType):
+        return T.MapType(dtype.keyType, _nullable(dtype.valueType), True)
+    return dtype
+
+
 def silver_schema(event_type: str) -> T.StructType:
     """Event columns (nullable, as decoded) plus where each event sits in the state topic."""
-    fields = [T.StructField(f.name, f.dataType, True) for f in event_spark_schema(event_type).fields]
+    fields = [T.StructField(f.name, _nullable(f.dataType), True) for f in event_spark_schema(event_type).fields]
     fields += [T.StructField(name, dtype, False) for name, dtype in _LINEAGE_TYPES.items()]
     return T.StructType(fields)
 
 
 def _ensure_table(spark: SparkSession, path: str, schema: T.StructType, *, change_feed: bool = False) -> DeltaTable:
-    """The Delta table at ``path``, created if absent; silver tables keep a change data feed (gold reads it)."""
+    """The Delta table at ``path``, created if absent; silver tables keep a change data feed (gold reads it).
+
+    A table made before its event type gained (nullable, defaulted) fields gets the new columns.
+    """
+    if DeltaTable.isDeltaTable(spark, path):
+        table = DeltaTable.forPath(spark, path)
+        have = set(table.toDF().columns)
+        missing = [f for f in schema.fields if f.name not in have]
+        if missing:
+            cols = ", ".join(f"`{f.name}` {f.dataType.simpleString()}" for f in missing)
+            spark.sql(f"ALTER TABLE delta.`{path}` ADD COLUMNS ({cols})")
+        return table
     builder = DeltaTable.createIfNotExists(spark).location(path).addColumns(schema)
     if change_feed:
         builder = builder.property("delta.enableChangeDataFeed", "true")

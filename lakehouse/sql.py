@@ -73,11 +73,39 @@ _FAILOVER_MACROS = """
 CREATE OR REPLACE MACRO failover_now(f) AS TABLE
     SELECT * FROM rpo_groups WHERE flow = f ORDER BY "group", source_topic, partition;
 """
+# consistent_cut: the latest time up to which every partition of the flow was replicated at its last
+# observation (the first unreplicated record's timestamp; the observation time when none; null when
+# unknown). failover_plan: per group and partition, the exact translation's cost beside the RPO of
+# the partition (replicator.failover.plan computes the same from the state topic alone).
+_CUT_MACROS = """
+CREATE OR REPLACE MACRO consistent_cut(f) AS TABLE
+    SELECT CASE WHEN count(*) FILTER (WHERE records_unreplicated > 0 AND seconds_unreplicated IS NULL) > 0
+                THEN NULL
+                ELSE min(CASE WHEN records_unreplicated = 0 THEN observed_at_ms
+                              ELSE observed_at_ms - CAST(round(seconds_unreplicated * 1000) AS BIGINT) END)
+           END AS cut_ms,
+           count(*) AS partitions,
+           sum(records_unreplicated) AS records_unreplicated
+    FROM rpo_now(f);
+"""
+_PLAN_MACROS = """
+CREATE OR REPLACE MACRO failover_plan(f) AS TABLE
+    SELECT g."group", g.source_topic, g.partition, g.committed_offset,
+           g.exact_offset AS target_offset, g.records_lost_at_exact AS records_lost,
+           g.records_reread_at_exact AS records_reread, g.records_unreplicated,
+           r.records_unreplicated AS partition_records_unreplicated,
+           r.bytes_unreplicated AS partition_bytes_unreplicated,
+           r.seconds_unreplicated AS partition_seconds_unreplicated, g.as_of_ms
+    FROM rpo_groups g LEFT JOIN rpo_now(f) r ON r.source_topic = g.source_topic AND r.partition = g.partition
+    WHERE g.flow = f ORDER BY g."group", g.source_topic, g.partition;
+"""
 _MACROS = (
     (("offset_mapping",), _TRANSLATE),
     (("offset_mapping", "group_offsets"), _GROUP_MACROS),
     (("rpo",), _RPO_MACROS),
     (("rpo_groups",), _FAILOVER_MACROS),
+    (("rpo",), _CUT_MACROS),
+    (("rpo", "rpo_groups"), _PLAN_MACROS),
 )
 
 

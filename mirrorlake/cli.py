@@ -337,6 +337,18 @@ def demo(config_path: Path, records: int) -> None:
     click.echo(render_summary(run_demo(config, records=records), config))
 
 
+def _register() -> None:
+    from mirrorlake.cli_failover import failback, failover
+
+    for group in (failover, failback):
+        for command in group.commands.values():
+            _config_option(command)
+        cli.add_command(group)
+
+
+_register()
+
+
 def main() -> None:
     try:
         cli.main(standalone_mode=False)

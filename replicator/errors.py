@@ -24,6 +24,7 @@ __all__ = [
     "EventDecodeError",
     "ReplicationError",
     "TranslationError",
+    "FailoverError",
 ]
 
 
@@ -50,6 +51,7 @@ class ExitCode(IntEnum):
     AS_OF = 13
     UNSAFE_RETENTION = 14
     TRANSLATION = 20
+    FAILOVER = 21
     INTERRUPTED = 130
 
 
@@ -111,3 +113,9 @@ class TranslationError(MirrorlakeError):
     """An offset cannot be translated: no checkpoint of the group, or a malformed flow name."""
 
     exit_code = ExitCode.TRANSLATION
+
+
+class FailoverError(MirrorlakeError):
+    """A failover cannot be planned or applied as asked: no such group, a bad time, a flow still running."""
+
+    exit_code = ExitCode.FAILOVER

@@ -21,8 +21,10 @@ from lakehouse.build import build_lakehouse
 from mirrorlake.groundtruth import GroundTruth, read_partition
 from mirrorlake.traffic import ensure_topic
 from replicator.config import MirrorlakeConfig
+from replicator.failover import apply_failover
 from replicator.flow.runtime import Replicator
 from replicator.tasks.observe import observe_once
+from tests.test_exact_rpo import _abort_at_the_end
 from tests.test_state_events import _commit, _copies, _produce, _transactions
 from tests.waiting import wait_for
 
@@ -44,7 +46,7 @@ class World:
 def world(kafka_clusters, unique_topic, tmp_path_factory, spark) -> World:
     a, b = kafka_clusters.bootstrap("A"), kafka_clusters.bootstrap("B")
     orders = unique_topic("lh-orders")
-    topics = {role: unique_topic(f"lh-{role}") for role in ("gone", "cfg", "grow", "tamper")}
+    topics = {role: unique_topic(f"lh-{role}") for role in ("gone", "cfg", "grow", "tamper", "txtail")}
     ensure_topic(a, orders, 2)
     for t in topics.values():
         ensure_topic(a, t, 1)
@@ -53,6 +55,7 @@ def world(kafka_clusters, unique_topic, tmp_path_factory, spark) -> World:
     _produce(a, orders, [(i % 2, f"k{i}".encode(), f"v{i}".encode()) for i in range(200, 300)])
     for role, t in topics.items():
         _produce(a, t, [(0, f"{role}{i}".encode(), f"v{i}".encode()) for i in range(20)])
+    _abort_at_the_end(a, topics["txtail"], orders[-8:], partitions=1)  # ends in aborted records and a marker
     groups: dict[str, list[tuple[str, int, int]]] = {}
     for i, c in enumerate((0, 37, 110, 130, 150)):
         groups[f"lh-{orders[-6:]}-{i}"] = [(orders, 0, c), (orders, 1, c + 3)]
@@ -89,6 +92,8 @@ def world(kafka_clusters, unique_topic, tmp_path_factory, spark) -> World:
     time.sleep(0.01)  # observations come strictly after the last sync
     config = kafka_clusters.config(flows=[flow], lakehouse=lakehouse)
     assert observe_once(config) == {"A->B": {}}
+    applied = apply_failover(config, "A->B", groups=f"lh-{orders[-6:]}-.*", stale_after_s=0)
+    assert applied.event is not None and len(applied.event.groups) == len(groups)
     build_lakehouse(spark, config)
     return World(config, orders, topics, groups, Lakehouse(config))
 
@@ -128,6 +133,33 @@ def test_rpo_equals_what_the_stopped_replicator_left_behind(world: World, kafka_
     assert len(failover) == 2 * len(world.groups)
     assert set(failover.records_unreplicated) == {LEFT_BEHIND}
     assert set(failover.records_lost) == {0} and set(failover.records_reread) == {0}  # exact checkpoints
+
+
+def test_rpo_of_a_caught_up_topic_ending_in_an_abort_is_zero(world: World):
+    rows = world.lake.query(
+        "SELECT records_unreplicated, bytes_unreplicated, seconds_unreplicated, read_position, log_end_offset "
+        f"FROM rpo_now('A->B') WHERE source_topic = '{world.topics['txtail']}'"
+    )
+    assert len(rows) == 1
+    r = rows.iloc[0]
+    assert (r.records_unreplicated, r.bytes_unreplicated, r.seconds_unreplicated) == (0, 0, 0.0), r
+    assert r.read_position < r.log_end_offset  # the committed position stops before the aborted tail
+
+
+def test_failovers_table_and_plan_macros(world: World):
+    prefix = f"lh-{world.orders[-6:]}-"
+    rows = world.lake.query(f"SELECT * FROM failovers WHERE \"group\" LIKE '{prefix}%'")
+    assert len(rows) == 2 * len(world.groups)
+    assert set(rows["mode"]) == {"unplanned"} and set(rows.records_lost) == {0} and set(rows.records_reread) == {0}
+    assert set(rows.records_unreplicated) == {LEFT_BEHIND}
+    plan = world.lake.query(
+        f"SELECT * FROM failover_plan('A->B') WHERE source_topic = '{world.orders}' AND \"group\" LIKE '{prefix}%'"
+    )
+    assert len(plan) == 2 * len(world.groups)
+    assert set(plan.records_lost) == {0} and set(plan.records_reread) == {0}
+    assert set(plan.partition_records_unreplicated) == {LEFT_BEHIND}
+    cut = world.lake.query("SELECT * FROM consistent_cut('A->B')")
+    assert len(cut) == 1 and cut.partitions[0] > 0
 
 
 def test_divergence_finds_each_damage_and_nothing_else(world: World):

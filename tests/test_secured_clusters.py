@@ -31,13 +31,14 @@ from confluent_kafka.admin import (
 )
 
 from bench.faults import free_port, health, metrics
-from mirrorlake.localkafka import LocalBroker, default_cache_root, resolve_kafka_jars
+from mirrorlake.localkafka import LocalBroker, resolve_kafka_jars
+from mirrorlake.localkafka.ports import find_free_port_pair
 from replicator.client.state_reader import read_state_log
 from replicator.config import LocalKafkaConfig, parse_config
+from replicator.config.cache import cache_root
 from replicator.events import Checkpoint
 from replicator.flow.outage import TRANSPORT_CODES
 from replicator.flow.runtime import Replicator
-from tests.conftest import find_free_port_pair
 from tests.waiting import wait_for
 
 pytestmark = pytest.mark.kafka
@@ -50,7 +51,7 @@ ALLOW = AclPermissionType.ALLOW
 
 @pytest.fixture(scope="module")
 def secured(tmp_path_factory) -> Iterator[dict[str, LocalBroker]]:
-    lib_dir = resolve_kafka_jars(LocalKafkaConfig().version, default_cache_root())
+    lib_dir = resolve_kafka_jars(LocalKafkaConfig().version, cache_root())
     work = tmp_path_factory.mktemp("secured")
     taken: set[int] = set()
     brokers = {}

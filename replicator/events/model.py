@@ -23,6 +23,8 @@ __all__ = [
     "Watermark",
     "ConfigSnapshot",
     "AuditWindow",
+    "Failover",
+    "FailoverOffset",
     "EVENT_TYPES",
     "SyncReason",
     "new_event_id",
@@ -194,7 +196,12 @@ class Heartbeat(Event):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Watermark(Event):
-    """Log-start, log-end and newest timestamp of one partition, on the source or the target side."""
+    """Log-start, log-end and newest timestamp of one partition, on the source or the target side.
+
+    Source side (v2): ``read_position`` is where the flow stands (everything before it is on the
+    target, or is a marker/aborted record); ``unreplicated_*`` measure ``[read_position, log end)``
+    by reading it, so the records at risk are exact, not an offset difference.
+    """
 
     event_type: ClassVar[str] = "watermark"
     cluster: str
@@ -207,6 +214,12 @@ class Watermark(Event):
     observed_at_ms: int
     max_timestamp_ms: int | None = None
     max_timestamp_offset: int | None = None
+    # v2, source side only (null on the target side and in v1 events): see watermark.v2.avsc
+    read_position: int | None = None
+    position_source: str | None = None
+    unreplicated_records: int | None = None
+    unreplicated_bytes: int | None = None
+    oldest_unreplicated_timestamp_ms: int | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -257,7 +270,70 @@ class AuditWindow(Event):
     extra_copies: int = 0
 
 
+@dataclass(frozen=True, slots=True)
+class FailoverOffset:
+    """One group offset a failover wrote on the target, with what the plan said it costs."""
+
+    group: str
+    source_topic: str
+    target_topic: str
+    partition: int
+    committed_offset: int | None
+    offset: int
+    records_lost: int
+    records_reread: int
+    records_unreplicated: int | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Failover(Event):
+    """A failover applied on the target (``replicator.failover``): groups moved, offsets, figures, who."""
+
+    event_type: ClassVar[str] = "failover"
+    source_cluster: str
+    target_cluster: str
+    mode: str
+    groups: tuple[str, ...]
+    offsets: tuple[FailoverOffset, ...]
+    records_lost: int
+    records_reread: int
+    host: str
+    user: str
+    at_ms: int | None = None
+    records_unreplicated: int | None = None
+    bytes_unreplicated: int | None = None
+    seconds_unreplicated: float | None = None
+    consistent_cut_ms: int | None = None
+
+    @classmethod
+    def from_record(cls, record: dict[str, Any]) -> Self:
+        return super(Failover, cls).from_record(
+            {
+                **record,
+                "groups": tuple(record["groups"]),
+                "offsets": tuple(FailoverOffset(**o) for o in record["offsets"]),
+            }
+        )
+
+    def to_record(self) -> dict[str, Any]:
+        return {
+            **super(Failover, self).to_record(),
+            "groups": list(self.groups),
+            "offsets": [{f.name: getattr(o, f.name) for f in fields(o)} for o in self.offsets],
+        }
+
+
 EVENT_TYPES: dict[str, type[Event]] = {
     cls.event_type: cls
-    for cls in (OffsetSync, Lifecycle, Checkpoint, GroupSync, Heartbeat, Watermark, ConfigSnapshot, AuditWindow)
+    for cls in (
+        OffsetSync,
+        Lifecycle,
+        Checkpoint,
+        GroupSync,
+        Heartbeat,
+        Watermark,
+        ConfigSnapshot,
+        AuditWindow,
+        Failover,
+    )
 }

@@ -66,6 +66,11 @@ class Commits:
         """The committed source positions of ``partitions``, wherever this mode keeps them."""
         raise NotImplementedError
 
+    def unsettled(self) -> dict[TP, int | None]:
+        """Partitions read past what the target holds for good: the position it holds (None: none).
+        Empty at-least-once (an acknowledged copy is on the target)."""
+        return {}
+
     @property
     def in_transaction(self) -> bool:
         return False
@@ -168,6 +173,10 @@ class TransactionalCommits(Commits):
 
     def positions(self) -> dict[TP, int]:
         return dict(self._positions)
+
+    def unsettled(self) -> dict[TP, int | None]:
+        """Copies in the open transaction vanish if it aborts: held back to the committed one."""
+        return {tp: self._written.get(tp) for tp, o in self._positions.items() if self._written.get(tp) != o}
 
     def after_batch(self, force: bool = False) -> None:
         if self._dirty and (force or time.monotonic() >= self._next_commit):

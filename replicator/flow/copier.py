@@ -139,6 +139,10 @@ class Copier:
         if ts_type != 0:
             stats.last_record_age_s = max(0.0, time.time() - ts / 1000)
 
+    def oldest_in_flight(self) -> dict[tuple[str, int], int]:
+        """Per source partition, the upstream offset of its oldest copy not yet acknowledged."""
+        return {(lane.source_topic, p): lane.upstream[0] for (_t, p), lane in self._lanes.items() if lane.upstream}
+
     def on_delivery(self, err: KafkaError | None, out: Message) -> None:
         """Delivery report of a copied record (state events have their own callbacks)."""
         target: str = out.topic()  # type: ignore[assignment]

@@ -38,6 +38,7 @@ from replicator.flow.commits import AbortTransaction, AtLeastOnceCommits, Commit
 from replicator.flow.copier import Copier
 from replicator.flow.offset_sync import SyncOrigin
 from replicator.flow.outage import TRANSPORT_CODES, Side
+from replicator.flow.read_positions import ReadPositions
 from replicator.flow.stats import FlowStats
 from replicator.flow.sync_ledger import TP, SyncLedger
 from replicator.flow.topic_follower import TopicFollower
@@ -99,6 +100,7 @@ class FlowRunner:
         self._assigned: set[TP] = set()
         self._tasks: StateTasks | None = None
         self._clients: FlowClients | None = None
+        self.read_positions = ReadPositions()  # for the watermark task (exact RPO)
 
     @property
     def leads_state_tasks(self) -> bool:
@@ -174,6 +176,7 @@ class FlowRunner:
             remote_topics=lambda: self._remote,
             assigned=lambda: self.stats.assigned,
             continuous=not until_caught_up,
+            read_positions=self.read_positions.request,
         )
         self.stats.task_errors = tasks.errors
         self._tasks = tasks
@@ -183,6 +186,7 @@ class FlowRunner:
             tasks.start()
             self._loop(stop, until_caught_up)
             self.commits.close()
+            self.read_positions.publish(self._replicated_positions(), final=True)
             tasks.stop(final_round=True)  # checkpoints and audits of everything copied
             self._emit_lifecycle("stopped")
             self.stats.state = "stopped"
@@ -227,6 +231,8 @@ class FlowRunner:
                     next_flush = now + self.flow.sync_interval_seconds
                 self._publish_syncs()
             commits.after_batch()
+            if self.read_positions.wanted:
+                self.read_positions.publish(self._replicated_positions())
             if until_caught_up and not messages and self._caught_up(copier.in_flight, bool(self._remote)):
                 break
 
@@ -343,6 +349,20 @@ class FlowRunner:
                 _low, high = self._consumer.get_watermark_offsets(tp, cached=True)
                 lag[(tp.topic, tp.partition)] = max(0, high - tp.offset)
         self.stats.lag = lag
+
+    def _replicated_positions(self) -> dict[tuple[str, int], int]:
+        """Per assigned source partition with a position, the next offset not known to be on the
+        target: the consumer's position (past markers and aborted records), held back to the oldest
+        record still in flight and, exactly-once, to the last committed transaction."""
+        oldest = self._copier.oldest_in_flight()
+        unsettled = self.commits.unsettled()
+        out = {}
+        for tp in self._consumer.position(self._consumer.assignment()):
+            key = (tp.topic, tp.partition)
+            held = unsettled.get(key, tp.offset)
+            if tp.offset >= 0 and held is not None:
+                out[key] = min(tp.offset, oldest.get(key, tp.offset), held)
+        return out
 
     # -- lifecycle ---------------------------------------------------------------------------
     def _emit_lifecycle(self, state: str, reason: str | None = None) -> None:

@@ -6,6 +6,7 @@ from collections.abc import Callable
 
 from replicator.client.policy import ReplicationPolicy
 from replicator.config import FlowConfig, MirrorlakeConfig
+from replicator.flow.read_positions import PositionSnapshot
 from replicator.kafka.state_log import StateLog
 from replicator.metadata.topics import RemoteTopic
 from replicator.tasks.audit import AuditTask
@@ -29,8 +30,12 @@ def flow_state_tasks(
     remote_topics: Callable[[], dict[str, RemoteTopic]],
     assigned: Callable[[], list[tuple[str, int]]],
     continuous: bool,
+    read_positions: Callable[[], PositionSnapshot | None] | None = None,
 ) -> StateTasks:
-    """The flow's tasks; heartbeats only when ``continuous`` (a batch run ends, its heartbeats would not)."""
+    """The flow's tasks; heartbeats only when ``continuous`` (a batch run ends, its heartbeats would not).
+
+    ``read_positions``: the copy loop's replicated positions (none when observing without a loop).
+    """
     source_conf = config.cluster(flow.source).client_config()
     target_conf = config.cluster(flow.target).client_config()
     producer = task_producer(target_conf, f"{replicator_id}-{flow.name}-state")
@@ -43,7 +48,10 @@ def flow_state_tasks(
         tasks += [HeartbeatEmitter(ctx, source_conf, target_conf), HeartbeatObserver(ctx, target_conf, policy)]
     if flow.emit_mm2_offset_syncs:
         tasks.append(Mm2OffsetSyncTask(ctx, source_conf, policy))
-    tasks += [WatermarkTask(ctx, source_conf, target_conf), ConfigSnapshotTask(ctx, source_conf, target_conf)]
+    tasks += [
+        WatermarkTask(ctx, source_conf, target_conf, read_positions),
+        ConfigSnapshotTask(ctx, source_conf, target_conf),
+    ]
     if flow.audit:
         tasks.append(AuditTask(ctx, source_conf, target_conf))
     tasks.append(StateSnapshotTask(ctx, target_conf))  # last: it covers what the others emitted

@@ -26,10 +26,12 @@ from replicator.kafka.errors import kafka_error_reason
 if TYPE_CHECKING:
     from replicator.tasks.base import TaskContext
 
-__all__ = ["GroupOffsetSync", "INACTIVE_STATES"]
+__all__ = ["GroupOffsetSync", "INACTIVE_STATES", "Decision"]
 
 _log = logging.getLogger(__name__)
 _TIMEOUT_S = 30
+# (the checkpoint decided about, decision, target offset before, after, why)
+Decision = tuple[Checkpoint, str, int | None, int | None, str | None]
 INACTIVE_STATES = frozenset({ConsumerGroupState.EMPTY, ConsumerGroupState.DEAD, ConsumerGroupState.UNKNOWN})
 
 
@@ -47,14 +49,15 @@ class GroupOffsetSync:
         offsets = {(o.topic, o.partition): o.offset for o in committed_offsets(self._target, group)}
         return active, offsets
 
-    def sync(self, group: str, checkpoints: Sequence[Checkpoint], unmapped: Sequence[GroupOffset]) -> None:
-        """Decide for every checkpoint of ``group`` (and every committed partition with no mapping)."""
-        decisions: list[tuple[Checkpoint, str, int | None, int | None, str | None]] = []
+    def sync(self, group: str, checkpoints: Sequence[Checkpoint], unmapped: Sequence[GroupOffset]) -> list[Decision]:
+        """Decide for every checkpoint of ``group`` (and every committed partition with no mapping);
+        returns the decisions about the checkpoints (empty when the target could not be asked)."""
+        decisions: list[Decision] = []
         try:
             active, on_target = self._target_state(group)
         except KafkaException as exc:
             _log.warning("flow %s: cannot describe group %s on the target: %s", self._ctx.flow.name, group, exc)
-            return
+            return []
         to_write: list[Checkpoint] = []
         for c in checkpoints:
             before = on_target.get((c.target_topic, c.partition))
@@ -95,10 +98,11 @@ class GroupOffsetSync:
                 None,
                 "no record of this partition has been replicated yet",
             )
+        return decisions
 
     def _write(
         self, group: str, checkpoints: list[Checkpoint], on_target: dict[tuple[str, int], int]
-    ) -> list[tuple[Checkpoint, str, int | None, int | None, str | None]]:
+    ) -> list[Decision]:
         partitions = [TopicPartition(c.target_topic, c.partition, c.downstream_offset) for c in checkpoints]
         request = [ConsumerGroupTopicPartitions(group, partitions)]
         try:

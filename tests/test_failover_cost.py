@@ -1,11 +1,11 @@
-"""``lakehouse.failover.failover_cost`` (interval arithmetic) against a per-record brute force."""
+"""``replicator.client.failover_cost`` (interval arithmetic) against a per-record brute force."""
 
 from __future__ import annotations
 
 from hypothesis import given
 from hypothesis import strategies as st
 
-from lakehouse.failover import failover_cost
+from replicator.client.failover_cost import failover_cost
 from replicator.client.mapping import Segment
 
 segment = st.builds(

@@ -1,5 +1,8 @@
 """The failover cost of resuming a group at a target offset, from the mapping segments (pure Python).
 
+One rule for every engine: the lakehouse (``rpo_groups``, in a Spark UDF) and ``replicator.failover``
+both call this.
+
 Follows DESIGN.md's Definitions. For a group that committed source offset ``c`` and resumes at
 target offset ``t``, over the copies the segments describe (segment ``s`` holds one copy of each
 ``u`` in ``[s.upstream_start, s.upstream_end]`` at ``d = u + s.delta``):

@@ -1,0 +1,186 @@
+"""``mirrorlake failover plan|apply`` and ``mirrorlake failback plan``: the command-line face of
+``replicator.failover``. ``mirrorlake.cli`` registers both groups and gives every command its
+``--config`` option (so this module never imports the CLI back)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import click
+
+from replicator.config import load_config
+
+__all__ = ["failover", "failback"]
+
+
+def _common(func: Any) -> Any:
+    options = [
+        click.option("--flow", required=True, help="the flow to fail over (A->B): its target takes over"),
+        click.option("--groups", default=None, help="regex (full match) of the groups to move (default: all)"),
+        click.option("--at", "at", default=None, help="resume at a time: ISO 8601 (UTC if no zone) or epoch ms"),
+        click.option(
+            "--stale-after",
+            type=click.FloatRange(min=0),
+            default=60.0,
+            show_default=True,
+            help="a replicator silent this long (s) counts as stopped",
+        ),
+        click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True),
+    ]
+    for option in reversed(options):
+        func = option(func)
+    return func
+
+
+@click.group()
+def failover() -> None:
+    """Plan and apply a failover of a flow to its target (works with the source down)."""
+
+
+@failover.command("plan")
+@_common
+def plan_cmd(config_path: Path, flow: str, groups: str | None, at: str | None, stale_after: float, fmt: str) -> None:
+    """Per group and partition: where it resumes on the target, records lost / re-read, what was
+    never replicated, and the consistent cut. Reads only the target cluster; writes nothing."""
+    from replicator.failover import parse_time, plan_failover
+
+    at_ms = parse_time(at) if at is not None else None
+    plan = plan_failover(load_config(config_path), flow, groups=groups, at_ms=at_ms, stale_after_s=stale_after)
+    if fmt == "json":
+        click.echo(json.dumps(_plan_json(plan), indent=2))
+    else:
+        _echo_plan(plan)
+
+
+@failover.command("apply")
+@_common
+@click.option("--planned", is_flag=True, help="wait for 0 lag and current checkpoints; move only exact groups")
+@click.option("--timeout", type=click.FloatRange(min=0), default=300.0, show_default=True, help="--planned wait (s)")
+def apply_cmd(
+    config_path: Path,
+    flow: str,
+    groups: str | None,
+    at: str | None,
+    stale_after: float,
+    fmt: str,
+    planned: bool,
+    timeout: float,
+) -> None:
+    """The plan, then: refuse while the flow runs, write offsets on the target for groups with no
+    members there (a group_sync event each), record a failover event. A rerun is a no-op."""
+    from replicator.failover import apply_failover, parse_time
+
+    at_ms = parse_time(at) if at is not None else None
+    result = apply_failover(
+        load_config(config_path),
+        flow,
+        groups=groups,
+        at_ms=at_ms,
+        planned=planned,
+        timeout_s=timeout,
+        stale_after_s=stale_after,
+    )
+    if fmt == "json":
+        out = {
+            "plan": _plan_json(result.plan),
+            "groups": [asdict(g) for g in result.groups],
+            "failover_event_id": result.event.event_id if result.event else None,
+        }
+        click.echo(json.dumps(out, indent=2))
+        return
+    _echo_plan(result.plan)
+    click.echo("")
+    for g in result.groups:
+        click.echo(f"group {g.group}: {g.outcome}" + (f" ({g.detail})" if g.detail else ""))
+        for topic, partition, decision, before, after, why in g.decisions:
+            click.echo(f"  {topic}[{partition}] {decision}: {before} -> {after}" + (f" ({why})" if why else ""))
+    if result.event is None:
+        click.echo("nothing moved: no failover event written")
+    else:
+        click.echo(f"failover event {result.event.event_id} written ({', '.join(result.event.groups)})")
+
+
+def _plan_json(plan: Any) -> dict[str, Any]:
+    out = asdict(plan)
+    out["records_unreplicated"] = plan.records_unreplicated
+    out["bytes_unreplicated"] = plan.bytes_unreplicated
+    out["seconds_unreplicated"] = plan.seconds_unreplicated
+    for g, data in zip(plan.groups, out["groups"], strict=True):
+        data["active_on_target"] = g.active_on_target
+    return out
+
+
+def _n(value: Any) -> str:
+    return "?" if value is None else str(value)
+
+
+def _echo_plan(plan: Any) -> None:
+    from replicator.failover.times import format_time
+
+    click.echo(f"failover plan {plan.flow}: {plan.target_cluster} takes over from {plan.source_cluster}")
+    click.echo(
+        f"  as of {format_time(plan.planned_at_ms)}"
+        + (f", resuming at {format_time(plan.at_ms)}" if plan.at_ms else "")
+    )
+    running = "; ".join(plan.running_replicators) or "none"
+    click.echo(f"  replicators still running: {running}")
+    click.echo(
+        f"  not replicated at the last observation: {_n(plan.records_unreplicated)} records, "
+        f"{_n(plan.bytes_unreplicated)} bytes, oldest {_n(plan.seconds_unreplicated)} s"
+    )
+    click.echo(f"  consistent cut: {format_time(plan.consistent_cut_ms)}")
+    click.echo("")
+    click.echo(f"  {'source topic':30} {'part':>4} {'records':>8} {'bytes':>10} {'seconds':>8}  exact  observed")
+    for p in plan.partitions:
+        click.echo(
+            f"  {p.source_topic:30} {p.partition:>4} {_n(p.records):>8} {_n(p.bytes):>10} {_n(p.seconds):>8}  "
+            f"{'yes' if p.exact else 'no ':5}  {format_time(p.observed_at_ms)}"
+        )
+    for g in plan.groups:
+        state = f"ACTIVE on {plan.target_cluster} ({g.members_on_target} members)" if g.active_on_target else "inactive"
+        click.echo("")
+        click.echo(
+            f"group {g.group}: {state}; lost {g.total('records_lost')}, re-read {g.total('records_reread')}, "
+            f"unreplicated {g.total('records_unreplicated')}, re-read at the cut {g.total('reread_at_cut')}"
+        )
+        click.echo(
+            f"  {'target topic':30} {'part':>4} {'committed':>10} {'resume at':>10} {'method':>16} "
+            f"{'lost':>6} {'reread':>6} {'dup':>5} {'unrepl':>7} {'exact at':>9}"
+        )
+        for r in g.partitions:
+            click.echo(
+                f"  {r.target_topic:30} {r.partition:>4} {r.committed_offset:>10} {_n(r.target_offset):>10} "
+                f"{r.method:>16} {_n(r.records_lost):>6} {_n(r.records_reread):>6} {_n(r.records_duplicated):>5} "
+                f"{_n(r.records_unreplicated):>7} {_n(r.exact_offset):>9}"
+            )
+
+
+@click.group()
+def failback() -> None:
+    """After a failover, once the old source is back: what never reached the target."""
+
+
+@failback.command("plan")
+@click.option("--flow", required=True, help="the flow that was failed over (A->B)")
+@click.option("--export", "export", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="write the records as JSON lines (key/value base64, headers, timestamp, coordinates)")  # fmt: skip
+@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
+def failback_plan_cmd(flow: str, export: Path | None, fmt: str, config_path: Path) -> None:
+    """Per partition, the source's records after the last copy (needs the source; changes nothing)."""
+    from replicator.failover import failback_plan
+    from replicator.failover.times import format_time
+
+    rows = failback_plan(load_config(config_path), flow, export=export)
+    if fmt == "json":
+        click.echo(json.dumps([asdict(r) for r in rows], indent=2))
+        return
+    click.echo(f"  {'source topic':30} {'part':>4} {'offsets':>17} {'records':>8} {'bytes':>10}  time range")
+    for r in rows:
+        span = f"{r.start_offset}-{r.end_offset}"
+        times = f"{format_time(r.first_timestamp_ms)} .. {format_time(r.last_timestamp_ms)}" if r.records else "-"
+        click.echo(f"  {r.source_topic:30} {r.partition:>4} {span:>17} {r.records:>8} {r.bytes:>10}  {times}")
+    if export is not None:
+        click.echo(f"exported {sum(r.records for r in rows)} records to {export}")

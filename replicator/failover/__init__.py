@@ -1,0 +1,30 @@
+"""Failover as an operation (no Spark): plan it from the target's state topic, then apply it.
+
+``plan_failover(config, "A->B")`` says, per group and partition, where the group resumes on the
+target, what it loses, re-reads and sees twice, whether it is active there, what was never
+replicated, and the consistent cut across topics; ``apply_failover`` writes the offsets on the
+target for groups inactive there and records a ``failover`` event. The source cluster may be gone.
+"""
+
+from replicator.failover.api import AppliedGroup, FailoverResult, apply_failover, plan_failover, running_replicators
+from replicator.failover.failback import NeverReplicated, failback_plan
+from replicator.failover.plan import FailoverPlan, GroupPartitionPlan, GroupPlan, PartitionRisk
+from replicator.failover.state import FlowState, read_flow_state
+from replicator.failover.times import parse_time
+
+__all__ = [
+    "AppliedGroup",
+    "FailoverPlan",
+    "FailoverResult",
+    "FlowState",
+    "GroupPartitionPlan",
+    "GroupPlan",
+    "NeverReplicated",
+    "PartitionRisk",
+    "apply_failover",
+    "failback_plan",
+    "parse_time",
+    "plan_failover",
+    "read_flow_state",
+    "running_replicators",
+]

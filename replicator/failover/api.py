@@ -1,0 +1,281 @@
+"""Planning and applying a failover of one flow: ``plan_failover`` and ``apply_failover``.
+
+Both read the target's state topic once per attempt (``replicator.failover.state``) and ask the
+target cluster for group activity and positions by time; the source is only asked, when it
+answers, whether the flow's consumer group still has members and, for ``--planned``, the groups'
+committed offsets.
+
+A replicator of the flow counts as *running* when (a) its latest ``lifecycle`` event on the flow
+is ``started`` and it emitted any event of the flow in the last ``stale_after_s`` seconds (a live
+flow emits heartbeats and watermarks every few seconds; a killed one falls silent), or (b) the
+source answers and the flow's consumer group ``mirrorlake.<flow>`` has members there. ``apply``
+refuses while one runs: a replicator coming back would copy records behind the moved groups.
+
+``apply`` writes offsets on the target only for groups with no members there, through the
+replicator's own group-offset rules (``replicator.tasks.group_sync``: never while active, never
+rewinding, a ``group_sync`` event per decision), then records a ``failover`` event. Groups named
+in an earlier ``failover`` event of the flow are left alone: a rerun is a no-op (nothing written,
+no event), and consumers that resumed since are never moved back.
+"""
+
+from __future__ import annotations
+
+import getpass
+import logging
+import os
+import socket
+import time
+from dataclasses import dataclass
+from typing import Literal
+
+from confluent_kafka import KafkaException
+
+from replicator.client.group_offsets import GroupOffset, committed_offsets
+from replicator.config import MirrorlakeConfig
+from replicator.errors import FailoverError
+from replicator.events import Checkpoint, Failover, FailoverOffset
+from replicator.failover.plan import FailoverPlan, GroupPlan, build_plan, select_groups
+from replicator.failover.state import FlowState, read_flow_state
+from replicator.failover.target import group_activity, positions_at
+from replicator.kafka.admin import admin_client
+from replicator.kafka.connectivity import answers_metadata
+from replicator.kafka.settings import consumer_group_id
+from replicator.kafka.state_log import StateLog
+from replicator.tasks.base import StateView, TaskContext, task_producer
+from replicator.tasks.group_sync import GroupOffsetSync
+
+__all__ = ["plan_failover", "apply_failover", "running_replicators", "AppliedGroup", "FailoverResult"]
+
+_log = logging.getLogger(__name__)
+STALE_AFTER_S = 60.0
+
+
+def running_replicators(config: MirrorlakeConfig, state: FlowState, stale_after_s: float = STALE_AFTER_S) -> list[str]:
+    """Who still runs the flow, in words (empty: nobody as far as the target and source can tell)."""
+    flow = state.flow
+    found = [
+        f"replicator {rid} (started, last event {(state.read_at_ms - state.last_seen_ms.get(rid, 0)) / 1000:.0f} s ago)"
+        for rid, event in sorted(state.lifecycle.items())
+        if event.state == "started" and state.read_at_ms - state.last_seen_ms.get(rid, 0) <= stale_after_s * 1000
+    ]
+    source_conf = config.cluster(flow.source).client_config()
+    if answers_metadata(source_conf, timeout_s=3.0):
+        group = consumer_group_id(flow)
+        try:
+            activity = group_activity(admin_client(source_conf), [group])[group]
+        except FailoverError:
+            activity = None
+        if activity is not None and activity.active:
+            found.append(f"{activity.members} member(s) of consumer group {group} on {flow.source}")
+    return found
+
+
+def _plan(
+    config: MirrorlakeConfig,
+    state: FlowState,
+    groups: str | None,
+    at_ms: int | None,
+    stale_after_s: float,
+) -> FailoverPlan:
+    chosen = select_groups(state, groups)
+    target_conf = config.cluster(state.flow.target).client_config()
+    activity = group_activity(admin_client(target_conf), chosen)
+    return build_plan(
+        state,
+        chosen,
+        activity,
+        lambda partitions, ts: positions_at(target_conf, partitions, ts),
+        at_ms=at_ms,
+        running=tuple(running_replicators(config, state, stale_after_s)),
+    )
+
+
+def plan_failover(
+    config: MirrorlakeConfig,
+    flow: str,
+    *,
+    groups: str | None = None,
+    at_ms: int | None = None,
+    stale_after_s: float = STALE_AFTER_S,
+) -> FailoverPlan:
+    """The plan of failing ``flow`` over now (dry run: nothing is written anywhere)."""
+    return _plan(config, read_flow_state(config, flow), groups, at_ms, stale_after_s)
+
+
+@dataclass(frozen=True)
+class AppliedGroup:
+    group: str
+    outcome: str  # moved | unchanged | skipped_active_on_target | skipped_already_failed_over | skipped_cost | ...
+    decisions: tuple[tuple[str, int, str, int | None, int | None, str | None], ...] = ()  # topic, p, decision, ...
+    detail: str | None = None
+
+
+@dataclass(frozen=True)
+class FailoverResult:
+    plan: FailoverPlan
+    groups: tuple[AppliedGroup, ...]
+    event: Failover | None  # None: nothing was moved (a rerun, or every group skipped)
+
+
+def _planned_blockers(config: MirrorlakeConfig, plan: FailoverPlan) -> list[str]:
+    """Why a planned failover cannot go now (empty: ready)."""
+    why = [f"still running: {r}" for r in plan.running_replicators]
+    topics = {p.source_topic for g in plan.groups for p in g.partitions}
+    pending = [p for p in plan.partitions if p.source_topic in topics and (not p.exact or p.records != 0)]
+    why += [f"{p.source_topic}[{p.partition}] has {p.records} records not replicated" for p in pending[:5]]
+    source_conf = config.cluster(plan.source_cluster).client_config()
+    admin = admin_client(source_conf)
+    for g in plan.groups:
+        try:
+            now = {(o.topic, o.partition): o.offset for o in committed_offsets(admin, g.group)}
+        except KafkaException as exc:
+            why.append(f"cannot read group {g.group} on {plan.source_cluster}: {exc}")
+            continue
+        stale = [p for p in g.partitions if now.get((p.source_topic, p.partition)) != p.committed_offset]
+        why += [f"group {g.group}: checkpoint of {p.source_topic}[{p.partition}] is not current" for p in stale[:3]]
+    return why
+
+
+def _checkpoints_to_write(plan: FailoverPlan, g: GroupPlan) -> tuple[list[Checkpoint], list[GroupOffset]]:
+    mapped = [
+        Checkpoint(
+            flow=plan.flow,
+            replicator_id="failover",
+            source_cluster=plan.source_cluster,
+            target_cluster=plan.target_cluster,
+            group=g.group,
+            source_topic=p.source_topic,
+            target_topic=p.target_topic,
+            partition=p.partition,
+            upstream_offset=p.committed_offset,
+            downstream_offset=p.target_offset,
+            method=p.method,
+        )
+        for p in g.partitions
+        if p.target_offset is not None
+    ]
+    unmapped = [
+        GroupOffset(p.source_topic, p.partition, p.committed_offset) for p in g.partitions if p.target_offset is None
+    ]
+    return mapped, unmapped
+
+
+def apply_failover(
+    config: MirrorlakeConfig,
+    flow: str,
+    *,
+    groups: str | None = None,
+    at_ms: int | None = None,
+    planned: bool = False,
+    timeout_s: float = 300.0,
+    stale_after_s: float = STALE_AFTER_S,
+) -> FailoverResult:
+    """Plan, then move the groups on the target; see the module doc for every rule.
+
+    ``planned``: poll (one state read per second) until nothing is pending, nobody runs the flow
+    and every group's checkpoint equals its committed offset on the source, up to ``timeout_s``;
+    then move only the groups whose plan loses 0 and re-reads 0.
+    """
+    deadline = time.monotonic() + timeout_s
+    while True:
+        state = read_flow_state(config, flow)
+        plan = _plan(config, state, groups, at_ms, stale_after_s)
+        blockers = _planned_blockers(config, plan) if planned else []
+        if not planned or not blockers or time.monotonic() >= deadline:
+            break
+        time.sleep(1.0)  # an operation waiting on the cluster, not a test: the next state read
+    if planned and blockers:
+        raise FailoverError(f"planned failover of {flow} not ready after {timeout_s:g} s: " + "; ".join(blockers))
+    if plan.running_replicators:
+        raise FailoverError(
+            f"flow {flow} still runs ({'; '.join(plan.running_replicators)}): stop it before failing over "
+            f"(a replicator silent for {stale_after_s:g} s counts as stopped)"
+        )
+    done = {g for f in state.failovers for g in f.groups}
+    mode: Literal["planned", "at_time", "unplanned"] = (
+        "planned" if planned else "at_time" if at_ms is not None else "unplanned"
+    )
+    target_conf = config.cluster(plan.target_cluster).client_config()
+    replicator_id = f"failover@{socket.gethostname()}-{os.getpid()}"
+    producer = task_producer(target_conf, replicator_id)
+    ctx = TaskContext(
+        config, state.flow, replicator_id, StateLog(producer, config.state_topic), dict, StateView(config, state.flow)
+    )
+    syncer = GroupOffsetSync(ctx, admin_client(target_conf))
+    applied: list[AppliedGroup] = []
+    written: list[FailoverOffset] = []
+    for g in plan.groups:
+        if g.group in done:
+            applied.append(AppliedGroup(g.group, "skipped_already_failed_over", detail="an earlier failover moved it"))
+            continue
+        if planned and (g.total("records_lost") or g.total("records_reread")):
+            applied.append(AppliedGroup(g.group, "skipped_cost", detail="a planned failover moves only exact groups"))
+            continue
+        mapped, unmapped = _checkpoints_to_write(plan, g)
+        decisions = syncer.sync(g.group, mapped, unmapped)
+        kinds = {d[1] for d in decisions}
+        outcome = (
+            "moved"
+            if "synced" in kinds and kinds <= {"synced", "unchanged"}
+            else kinds.pop()
+            if len(kinds) == 1
+            else "partly_moved"
+            if "synced" in kinds
+            else "skipped"
+        )
+        applied.append(
+            AppliedGroup(
+                g.group,
+                outcome,
+                tuple((c.target_topic, c.partition, d, before, after, why) for c, d, before, after, why in decisions),
+            )
+        )
+        rows = {(p.target_topic, p.partition): p for p in g.partitions}
+        for c, decision, _before, after, _why in decisions:
+            if decision in ("synced", "unchanged") and after is not None:
+                p = rows[(c.target_topic, c.partition)]
+                written.append(
+                    FailoverOffset(
+                        g.group,
+                        p.source_topic,
+                        p.target_topic,
+                        p.partition,
+                        p.committed_offset,
+                        after,
+                        p.records_lost or 0,
+                        p.records_reread or 0,
+                        p.records_unreplicated,
+                    )
+                )
+    event = None
+    moved = tuple(sorted({o.group for o in written}))
+    if moved:
+        event = Failover(
+            flow=plan.flow,
+            replicator_id=replicator_id,
+            source_cluster=plan.source_cluster,
+            target_cluster=plan.target_cluster,
+            mode=mode,
+            at_ms=at_ms,
+            groups=moved,
+            offsets=tuple(written),
+            records_lost=sum(o.records_lost for o in written),
+            records_reread=sum(o.records_reread for o in written),
+            records_unreplicated=plan.records_unreplicated,
+            bytes_unreplicated=plan.bytes_unreplicated,
+            seconds_unreplicated=plan.seconds_unreplicated,
+            consistent_cut_ms=plan.consistent_cut_ms,
+            host=socket.gethostname(),
+            user=_user(),
+        )
+        ctx.emit(event)
+    if producer.flush(30) != 0 or ctx.state.failed is not None:
+        raise FailoverError(f"could not write the failover's events to {config.state_topic} on {plan.target_cluster}")
+    return FailoverResult(plan, tuple(applied), event)
+
+
+def _user() -> str:
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return "unknown"

@@ -1,0 +1,285 @@
+"""A failover plan: per group and partition where it resumes on the target and what that costs.
+
+Definitions (DESIGN.md): a group that committed source offset ``c`` and resumes at target offset
+``t`` *loses* the replicated records ``>= c`` with no copy at or after ``t``, *re-reads* the copies
+at or after ``t`` of records ``< c``, and sees *duplicated* extra copies of records ``>= c``
+(``replicator.client.failover_cost``, the rule the lakehouse uses too). Records never replicated
+are the RPO, reported apart: per partition from the latest source watermark (exact with watermark
+v2: the tail after the flow's read position, read and counted; an offset bound with v1), and per
+group for the records ``>= c``.
+
+* ``c`` is the group's latest checkpoint (the source is not asked: it may be gone).
+* The resume offset is the exact translation of ``c`` through the mapping as it stands now, or
+  with ``at_ms`` the first target record with timestamp ``>= at_ms`` (Kafka's ``--to-datetime``),
+  costed against ``c`` beside the exact translation.
+* The consistent cut is the latest time T such that every record with timestamp < T of every
+  selected partition (the partitions of the selected groups' topics) was replicated at the last
+  observation: the timestamp of each partition's first unreplicated record (its observation time
+  when nothing is pending), minimum over partitions. It assumes timestamps grow with offsets in a
+  partition (CreateTime from ordered producers). ``reread_at_cut``/``lost_at_cut``: the cost of
+  resuming every group at T.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from replicator.client.failover_cost import failover_cost
+from replicator.client.mapping import translate
+from replicator.errors import FailoverError
+from replicator.events import OffsetSync, Watermark
+from replicator.failover.state import FlowState
+from replicator.failover.target import GroupActivity, TimePosition
+
+__all__ = ["PartitionRisk", "GroupPartitionPlan", "GroupPlan", "FailoverPlan", "build_plan", "select_groups"]
+
+PositionsAt = Callable[[list[tuple[str, int]], int], Mapping[tuple[str, int], TimePosition]]
+
+
+@dataclass(frozen=True)
+class PartitionRisk:
+    """A source partition at the last observation: what was not replicated."""
+
+    source_topic: str
+    target_topic: str | None
+    partition: int
+    records: int | None
+    bytes: int | None
+    seconds: float | None
+    exact: bool  # measured by reading the tail (watermark v2), not an offset bound
+    observed_at_ms: int | None
+    read_position: int | None
+    log_end_offset: int | None
+    replicated_until_ms: int | None  # every record with a smaller timestamp was replicated
+
+
+@dataclass(frozen=True)
+class GroupPartitionPlan:
+    group: str
+    source_topic: str
+    target_topic: str
+    partition: int
+    committed_offset: int
+    checkpoint_offset: int
+    checkpointed_at_ms: int
+    target_offset: int | None  # where the group resumes (None: nothing of the partition replicated)
+    method: str  # exact | after_last_copy | before_first_copy | timestamp | no_mapping
+    records_lost: int | None
+    records_reread: int | None
+    records_duplicated: int | None
+    records_unreplicated: int | None
+    exact_offset: int | None  # the exact translation (equal to target_offset unless --at)
+    lost_at_exact: int | None
+    reread_at_exact: int | None
+    lost_at_cut: int | None = None
+    reread_at_cut: int | None = None
+
+
+@dataclass(frozen=True)
+class GroupPlan:
+    group: str
+    members_on_target: int
+    state_on_target: str
+    partitions: tuple[GroupPartitionPlan, ...]
+
+    @property
+    def active_on_target(self) -> bool:
+        return self.members_on_target > 0
+
+    def total(self, name: str) -> int:
+        return sum(getattr(p, name) or 0 for p in self.partitions)
+
+
+@dataclass(frozen=True)
+class FailoverPlan:
+    flow: str
+    source_cluster: str
+    target_cluster: str
+    planned_at_ms: int
+    at_ms: int | None
+    groups: tuple[GroupPlan, ...]
+    partitions: tuple[PartitionRisk, ...]
+    consistent_cut_ms: int | None
+    running_replicators: tuple[str, ...]
+
+    @property
+    def records_unreplicated(self) -> int | None:
+        values = [p.records for p in self.partitions]
+        return None if any(v is None for v in values) else sum(v for v in values if v is not None)
+
+    @property
+    def bytes_unreplicated(self) -> int | None:
+        values = [p.bytes for p in self.partitions]
+        return None if any(v is None for v in values) else sum(v for v in values if v is not None)
+
+    @property
+    def seconds_unreplicated(self) -> float | None:
+        values = [p.seconds for p in self.partitions if p.seconds is not None]
+        return max(values) if values else None
+
+
+def select_groups(state: FlowState, pattern: str | None) -> list[str]:
+    """Groups with checkpoints on the flow matching ``pattern`` (full match); none is an error."""
+    known = state.groups()
+    if not known:
+        raise FailoverError(f"flow {state.flow.name}: no group has a checkpoint in the target's state topic")
+    if pattern is None:
+        return known
+    try:
+        rx = re.compile(pattern)
+    except re.error as exc:
+        raise FailoverError(f"--groups {pattern!r} is not a valid regular expression: {exc}") from None
+    chosen = [g for g in known if rx.fullmatch(g)]
+    if not chosen:
+        shown = ", ".join(known[:20]) + (" ..." if len(known) > 20 else "")
+        raise FailoverError(f"--groups {pattern!r} matches no group of flow {state.flow.name} (groups: {shown})")
+    return chosen
+
+
+def partition_risk(mark: Watermark, last: OffsetSync | None, target_topic: str | None) -> PartitionRisk:
+    """What was not replicated at ``mark``'s observation (exact with a v2 watermark)."""
+    observed = mark.observed_at_ms
+    if mark.unreplicated_records is not None:
+        records, nbytes, exact = mark.unreplicated_records, mark.unreplicated_bytes, True
+        oldest = mark.oldest_unreplicated_timestamp_ms
+    else:
+        nxt = mark.read_position if mark.read_position is not None else None
+        if nxt is None:
+            nxt = last.upstream_offset + 1 if last is not None else mark.log_start_offset
+        records = max(0, mark.log_end_offset - max(nxt, mark.log_start_offset))
+        nbytes, exact = None, False
+        oldest = last.upstream_timestamp_ms + 1 if last is not None and records else None
+    if records == 0:
+        seconds: float | None = 0.0
+        until: int | None = observed
+    else:
+        seconds = max(0.0, (observed - oldest) / 1000) if oldest is not None else None
+        until = oldest
+    return PartitionRisk(
+        mark.source_topic,
+        target_topic,
+        mark.partition,
+        records,
+        nbytes,
+        seconds,
+        exact,
+        observed,
+        mark.read_position,
+        mark.log_end_offset,
+        until,
+    )
+
+
+def _group_unreplicated(mark: Watermark | None, last: OffsetSync | None, committed: int) -> int | None:
+    """Records ``>= committed`` not replicated at the last observation (exact when measurable)."""
+    if mark is None:
+        return None
+    pos = mark.read_position
+    if mark.unreplicated_records is not None and pos is not None and committed <= pos:
+        return mark.unreplicated_records
+    nxt = pos if pos is not None else (last.upstream_offset + 1 if last is not None else mark.log_start_offset)
+    return max(0, mark.log_end_offset - max(committed, nxt, mark.log_start_offset))
+
+
+def _check_time(at_ms: int, now_ms: int, found: Mapping[tuple[str, int], TimePosition]) -> None:
+    if at_ms > now_ms:
+        raise FailoverError(f"--at {at_ms} ms is in the future (now is {now_ms} ms)")
+    for (topic, partition), pos in sorted(found.items()):
+        if pos.log_start > 0 and pos.offset <= pos.log_start:
+            raise FailoverError(
+                f"--at {at_ms} ms is at or before the log start of {topic}[{partition}] on the target "
+                f"(records before offset {pos.log_start} were deleted): choose a later time"
+            )
+
+
+def build_plan(
+    state: FlowState,
+    groups: list[str],
+    activity: Mapping[str, GroupActivity],
+    positions_at: PositionsAt,
+    *,
+    at_ms: int | None = None,
+    running: tuple[str, ...] = (),
+) -> FailoverPlan:
+    """The plan for ``groups`` (already selected); ``positions_at`` looks positions up on the target."""
+    flow = state.flow
+    chosen = set(groups)
+    checkpoints = sorted(
+        (c for (g, _t, _p), c in state.checkpoints.items() if g in chosen),
+        key=lambda c: (c.group, c.source_topic, c.partition),
+    )
+    risks = tuple(
+        partition_risk(mark, state.last_copy.get(key), state.index.target_topic(flow.name, key[0]))
+        for key, mark in sorted(state.source_marks.items())
+    )
+    topics = {c.source_topic for c in checkpoints}
+    selected = [r for r in risks if r.source_topic in topics] or list(risks)
+    untils = [r.replicated_until_ms for r in selected]
+    cut = min(u for u in untils if u is not None) if untils and None not in untils else None
+    targets = sorted({(c.target_topic, c.partition) for c in checkpoints})
+    if at_ms is not None:
+        at_positions = positions_at(targets, at_ms)
+        _check_time(at_ms, state.read_at_ms, at_positions)
+    cut_positions = positions_at(targets, cut) if cut is not None else {}
+
+    rows: dict[str, list[GroupPartitionPlan]] = {g: [] for g in groups}
+    for c in checkpoints:
+        segs = state.index.segments(flow.name, c.source_topic, c.partition)
+        committed = c.upstream_offset
+        exact = translate(segs, committed)
+        exact_cost = failover_cost(segs, committed, exact.downstream) if exact is not None else None
+        target, method, cost = (
+            (exact.downstream, exact.method, exact_cost) if exact is not None else (None, "no_mapping", None)
+        )
+        if at_ms is not None:
+            target = at_positions[(c.target_topic, c.partition)].offset
+            method, cost = "timestamp", failover_cost(segs, committed, target)
+        at_cut = cut_positions.get((c.target_topic, c.partition))
+        cut_cost = failover_cost(segs, committed, at_cut.offset) if at_cut is not None else None
+        key = (c.source_topic, c.partition)
+        rows[c.group].append(
+            GroupPartitionPlan(
+                group=c.group,
+                source_topic=c.source_topic,
+                target_topic=c.target_topic,
+                partition=c.partition,
+                committed_offset=committed,
+                checkpoint_offset=c.downstream_offset,
+                checkpointed_at_ms=c.emitted_at_ms,
+                target_offset=target,
+                method=method,
+                records_lost=cost.lost if cost else None,
+                records_reread=cost.reread if cost else None,
+                records_duplicated=cost.duplicated if cost else None,
+                records_unreplicated=_group_unreplicated(
+                    state.source_marks.get(key), state.last_copy.get(key), committed
+                ),
+                exact_offset=exact.downstream if exact else None,
+                lost_at_exact=exact_cost.lost if exact_cost else None,
+                reread_at_exact=exact_cost.reread if exact_cost else None,
+                lost_at_cut=cut_cost.lost if cut_cost else None,
+                reread_at_cut=cut_cost.reread if cut_cost else None,
+            )
+        )
+    plans = tuple(
+        GroupPlan(
+            g,
+            activity[g].members if g in activity else 0,
+            activity[g].state if g in activity else "UNKNOWN",
+            tuple(rows[g]),
+        )
+        for g in groups
+    )
+    return FailoverPlan(
+        flow=flow.name,
+        source_cluster=flow.source,
+        target_cluster=flow.target,
+        planned_at_ms=state.read_at_ms,
+        at_ms=at_ms,
+        groups=plans,
+        partitions=risks,
+        consistent_cut_ms=cut,
+        running_replicators=running,
+    )

@@ -1,0 +1,264 @@
+"""Failover end to end on real clusters: the source's broker is killed, the plan is made and applied
+with it down, and consumers on the target lose exactly what the plan said, re-reading nothing;
+once the source is back, failback lists (and exports) exactly those records.
+
+The source is this module's own cluster X (the session's clusters are shared, this one is killed
+with SIGKILL and restarted); the target is the session's B. X->B runs under load and is stopped;
+more records arrive on X and ``observe`` records what is left behind; then X's broker dies.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import yaml
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+
+from mirrorlake.groundtruth import read_partition
+from mirrorlake.localkafka import down, local_brokers, up
+from mirrorlake.localkafka.ports import find_free_port_pair
+from mirrorlake.traffic import ensure_topic
+from replicator.config import MirrorlakeConfig, parse_config
+from replicator.errors import ConfigError, FailoverError
+from replicator.failover import apply_failover, failback_plan, plan_failover
+from replicator.flow.runtime import Replicator
+from replicator.tasks.observe import observe_once
+from tests.test_state_events import _commit
+from tests.waiting import wait_for
+
+pytestmark = pytest.mark.kafka
+
+FLOW = "X->B"
+
+
+@dataclass
+class Source:
+    fleet: MirrorlakeConfig
+    bootstrap: str
+
+    def kill(self) -> None:
+        (broker,) = local_brokers(self.fleet)
+        pid = broker.pid()
+        assert pid is not None
+        os.kill(pid, signal.SIGKILL)
+        wait_for(lambda: not broker.is_running(), "broker X gone")
+
+    def restart(self) -> None:
+        up(self.fleet)
+
+
+@pytest.fixture(scope="module")
+def source(tmp_path_factory) -> Iterator[Source]:
+    port = find_free_port_pair()
+    fleet = parse_config(
+        {
+            "clusters": {"X": {"bootstrap_servers": f"127.0.0.1:{port}"}},
+            "local_kafka": {"work_dir": str(tmp_path_factory.mktemp("cluster-x"))},
+        },
+        source="test_failover_e2e",
+    )
+    try:
+        up(fleet)
+        yield Source(fleet, f"127.0.0.1:{port}")
+    finally:
+        down(fleet)
+
+
+def _load(bootstrap: str, topic: str, prefix: str, n: int) -> None:
+    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 5})
+    for i in range(n):
+        producer.produce(topic, b"v" * (i % 50), f"{prefix}-{i}".encode(), i % 2)
+        producer.poll(0)
+    assert producer.flush(30) == 0
+
+
+def _resume_on_target(bootstrap: str, group: str, topic: str) -> list[bytes]:
+    """Keys a consumer of ``group`` reads on the target from its committed offsets to the end."""
+    consumer = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": group, "auto.offset.reset": "latest", "enable.auto.commit": False}
+    )
+    try:
+        committed = consumer.committed([TopicPartition(topic, p) for p in (0, 1)], timeout=30)
+        assert all(tp.offset >= 0 for tp in committed), committed
+        consumer.assign(committed)
+        ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1] for p in (0, 1)}
+        keys: list[bytes] = []
+
+        def done() -> bool:
+            keys.extend(m.key() for m in consumer.consume(1000, timeout=0.5) if m.error() is None)
+            return all(tp.offset >= ends[tp.partition] for tp in consumer.position(committed))
+
+        wait_for(done, "consumer on the target at the end")
+        return keys
+    finally:
+        consumer.close()
+
+
+def _count(bootstrap: str, topic: str) -> int:
+    try:
+        return len(read_partition(bootstrap, topic, 0))
+    except KafkaException:  # the remote topic is not created yet
+        return 0
+
+
+def _member_on_target(bootstrap: str, group: str, topic: str) -> Consumer:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "auto.offset.reset": "earliest"})
+    consumer.subscribe([topic])
+    wait_for(lambda: bool(consumer.poll(0.2) or consumer.assignment()), f"{group} joined on the target")
+    return consumer
+
+
+def _config_data(kafka_clusters, source: Source, topic: str) -> dict:
+    return {
+        "clusters": {
+            **{alias: {"bootstrap_servers": bs} for alias, bs in kafka_clusters.bootstraps.items()},
+            "X": {"bootstrap_servers": source.bootstrap},
+        },
+        "flows": [
+            {
+                "source": "X",
+                "target": "B",
+                "topics": [topic],
+                "audit": False,
+                "emit_checkpoints_interval_seconds": 1,
+                "watermarks_interval_seconds": 1,
+            }
+        ],
+        "heartbeats_topic": f"heartbeats-{topic[-12:]}",
+    }
+
+
+def test_failover_with_the_source_killed_loses_exactly_the_reported_records(
+    source: Source, kafka_clusters, unique_topic, tmp_path: Path
+):
+    b = kafka_clusters.bootstrap("B")
+    topic, app, busy = unique_topic("fo"), unique_topic("fo-app"), unique_topic("fo-busy")
+    ensure_topic(source.bootstrap, topic, 2)
+    _load(source.bootstrap, topic, "first", 2000)
+    _commit(source.bootstrap, app, [(topic, 0, 400), (topic, 1, 300)])
+    _commit(source.bootstrap, busy, [(topic, 0, 10), (topic, 1, 10)])
+    data = _config_data(kafka_clusters, source, topic)
+    config = parse_config(data, source="test_failover_e2e")
+    config_file = tmp_path / "failover.yaml"
+    config_file.write_text(yaml.safe_dump(data))
+
+    # under load: the replicator runs while records keep arriving; apply refuses while it runs
+    replicator = Replicator(config, status_port=None)
+    replicator.start()
+    load = threading.Thread(target=_load, args=(source.bootstrap, topic, "load", 20_000))
+    load.start()
+    remote = f"X.{topic}"
+    wait_for(lambda: _count(b, remote) > 1000, "replication under way")
+    with pytest.raises(FailoverError, match="still runs"):
+        apply_failover(config, FLOW, groups=app)
+    replicator.stop()
+    replicator.wait()
+    load.join()
+    _load(source.bootstrap, topic, "late", 30)  # certainly after the replicator stopped
+    assert observe_once(config) == {FLOW: {}}  # what it left behind, measured on X
+    source.kill()
+
+    # with X down: plan (CLI, json), bad input, apply, rerun
+    run = [sys.executable, "-m", "mirrorlake.cli", "failover", "plan", "-c", str(config_file), "--flow", FLOW]
+    out = subprocess.run([*run, "--groups", f"{app}|{busy}", "--format", "json"], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    plan = json.loads(out.stdout)
+    reported = {(p["source_topic"], p["partition"]): p for p in plan["partitions"]}
+    assert all(reported[(topic, p)]["exact"] for p in (0, 1))
+    (app_plan,) = [g for g in plan["groups"] if g["group"] == app]
+    assert [(r["method"], r["records_lost"], r["records_reread"]) for r in app_plan["partitions"]] == [
+        ("exact", 0, 0)
+    ] * 2
+    bad = subprocess.run([*run, "--groups", "no-such-group"], capture_output=True, text=True)
+    assert bad.returncode == 21 and bad.stderr.startswith("error: --groups 'no-such-group' matches no group"), bad
+    assert "Traceback" not in bad.stderr
+    with pytest.raises(ConfigError, match="unknown flow"):
+        plan_failover(config, "Q->B")
+
+    on_b = {p: read_partition(b, remote, p) for p in (0, 1)}
+    at_ms = on_b[0][350].timestamp  # resume at a time: a few records before the group's position
+    timed = plan_failover(config, FLOW, groups=app, at_ms=at_ms)
+    (timed_app,) = timed.groups
+    with pytest.raises(FailoverError, match="in the future"):
+        plan_failover(config, FLOW, groups=app, at_ms=timed.planned_at_ms + 3_600_000)
+
+    member = _member_on_target(b, busy, remote)
+    try:
+        first = apply_failover(config, FLOW, groups=f"{app}|{busy}", stale_after_s=0)
+    finally:
+        member.close()
+    outcomes = {g.group: g.outcome for g in first.groups}
+    assert outcomes == {app: "moved", busy: "skipped_active_on_target"}, first.groups
+    assert first.event is not None and first.event.groups == (app,)
+    apply = [sys.executable, "-m", "mirrorlake.cli", "failover", "apply", "-c", str(config_file), "--flow", FLOW]
+    again = subprocess.run([*apply, "--groups", app, "--stale-after", "0"], capture_output=True, text=True)
+    assert again.returncode == 0, again.stderr
+    assert f"group {app}: skipped_already_failed_over" in again.stdout and "nothing moved" in again.stdout
+
+    # consumers resume on B; X comes back and is compared by content
+    read_on_b = set(_resume_on_target(b, app, remote))
+    source.restart()
+    committed = {0: 400, 1: 300}
+    export = tmp_path / "never-replicated.jsonl"
+    never_replicated = failback_plan(config, FLOW, export=export)
+    for p in (0, 1):
+        on_x = read_partition(source.bootstrap, topic, p)
+        should_read = [r for r in on_x if r.offset >= committed[p]]
+        lost = [r for r in should_read if r.key not in read_on_b]
+        reread = [r for r in on_x if r.offset < committed[p] and r.key in read_on_b]
+        assert len(lost) == reported[(topic, p)]["records"] > 0, (p, len(lost), reported[(topic, p)])
+        assert sum(len(r.key or b"") + len(r.value or b"") for r in lost) == reported[(topic, p)]["bytes"]
+        assert reread == []
+        row = next(r for r in app_plan["partitions"] if r["partition"] == p)
+        assert row["records_unreplicated"] == len(lost)
+        # the time-based plan's cost, against the clusters' content
+        offset_on_x = {r.key: r.offset for r in on_x}
+        t = next((r.offset for r in on_b[p] if r.timestamp >= at_ms), len(on_b[p]))
+        after_t = [offset_on_x[r.key] for r in on_b[p] if r.offset >= t]
+        copied = {offset_on_x[r.key] for r in on_b[p]}
+        timed_row = next(r for r in timed_app.partitions if r.partition == p)
+        assert timed_row.target_offset == t and timed_row.method == "timestamp"
+        assert timed_row.records_reread == sum(1 for u in after_t if u < committed[p])
+        assert timed_row.records_lost == len({u for u in copied if u >= committed[p]} - set(after_t))
+        assert (timed_row.exact_offset, timed_row.lost_at_exact, timed_row.reread_at_exact) == (
+            row["target_offset"],
+            0,
+            0,
+        )
+        # failback: what never reached B, listed and exported, equals what was lost
+        (never,) = [r for r in never_replicated if r.source_topic == topic and r.partition == p]
+        assert never.records == len(lost) and never.bytes == reported[(topic, p)]["bytes"]
+        exported = [json.loads(line) for line in export.read_text().splitlines()]
+        keys = [base64.b64decode(e["key"]) for e in exported if e["topic"] == topic and e["partition"] == p]
+        assert keys == [r.key for r in lost]
+
+
+def test_planned_failover_loses_and_rereads_nothing(source: Source, kafka_clusters, unique_topic):
+    source.restart()  # no-op when it runs
+    b = kafka_clusters.bootstrap("B")
+    topic, group = unique_topic("fo-planned"), unique_topic("fo-planned-app")
+    ensure_topic(source.bootstrap, topic, 2)
+    _load(source.bootstrap, topic, "p", 600)
+    committed = {0: 100, 1: 120}
+    _commit(source.bootstrap, group, [(topic, p, c) for p, c in committed.items()])
+    config = parse_config(_config_data(kafka_clusters, source, topic), source="test_failover_e2e")
+    Replicator(config, status_port=None).run_until_caught_up()
+
+    result = apply_failover(config, FLOW, groups=group, planned=True, timeout_s=60, stale_after_s=0)
+    assert [g.outcome for g in result.groups] == ["moved"], result.groups
+    assert result.event is not None and result.event.mode == "planned"
+    assert (result.event.records_lost, result.event.records_reread) == (0, 0)
+    read = _resume_on_target(b, group, f"X.{topic}")
+    on_x = {p: read_partition(source.bootstrap, topic, p) for p in committed}
+    expected = [r.key for p, c in committed.items() for r in on_x[p] if r.offset >= c]
+    assert sorted(read) == sorted(expected)  # nothing lost, nothing read twice

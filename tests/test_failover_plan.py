@@ -1,0 +1,125 @@
+"""``replicator.failover.plan`` on hand-made state (pure: no cluster): figures, cut, time, bad input."""
+
+from __future__ import annotations
+
+import pytest
+
+from replicator.config import parse_config
+from replicator.errors import FailoverError
+from replicator.events import Checkpoint, Failover, Lifecycle, OffsetSync, Watermark
+from replicator.failover.plan import build_plan, select_groups
+from replicator.failover.state import flow_state_from_events
+from replicator.failover.target import GroupActivity, TimePosition
+from replicator.failover.times import parse_time
+
+T = 1_700_000_000_000
+CONFIG = parse_config(
+    {
+        "clusters": {"A": {"bootstrap_servers": "127.0.0.1:1"}, "B": {"bootstrap_servers": "127.0.0.1:2"}},
+        "flows": [{"source": "A", "target": "B", "topics": ["orders"]}],
+    },
+    source="test",
+)
+FLOW = CONFIG.flow("A->B")
+BASE = {"flow": "A->B", "replicator_id": "r1"}
+ENDS = {"source_cluster": "A", "target_cluster": "B", "source_topic": "orders", "target_topic": "A.orders"}
+
+
+def _events(committed: int = 50, measured: bool = True) -> list:
+    extra = (
+        {
+            "read_position": 100,
+            "position_source": "flow",
+            "unreplicated_records": 10,
+            "unreplicated_bytes": 100,
+            "oldest_unreplicated_timestamp_ms": T + 100,
+        }
+        if measured
+        else {}
+    )
+    return [
+        OffsetSync(**BASE, **ENDS, partition=0, upstream_offset=0, downstream_offset=0, upstream_timestamp_ms=T,
+                   reason="first", emitted_at_ms=T + 1),
+        OffsetSync(**BASE, **ENDS, partition=0, upstream_offset=99, downstream_offset=99, upstream_timestamp_ms=T + 99,
+                   reason="flush", previous_upstream_offset=98, previous_downstream_offset=98, emitted_at_ms=T + 2),
+        Checkpoint(**BASE, **ENDS, group="g", partition=0, upstream_offset=committed, downstream_offset=committed,
+                   method="exact", emitted_at_ms=T + 3),
+        Watermark(**BASE, cluster="A", side="source", topic="orders", source_topic="orders", partition=0,
+                  log_start_offset=0, log_end_offset=110, observed_at_ms=T + 200, **extra),
+        Lifecycle(**BASE, state="started", emitted_at_ms=T),
+    ]  # fmt: skip
+
+
+def _positions_at(partitions, ts):
+    """The target holds offset o with timestamp T + o, offsets 0..99."""
+    return {tp: TimePosition(min(100, max(0, ts - T)), 0, 100) for tp in partitions}
+
+
+def _plan(events, **kw):
+    state = flow_state_from_events(FLOW, events, T + 1000)
+    return build_plan(state, select_groups(state, None), {"g": GroupActivity(0, "EMPTY")}, _positions_at, **kw)
+
+
+def test_exact_translation_rpo_and_consistent_cut():
+    plan = _plan(_events())
+    (risk,) = plan.partitions
+    assert (risk.records, risk.bytes, risk.seconds, risk.exact) == (10, 100, 0.1, True)
+    assert plan.consistent_cut_ms == T + 100
+    (row,) = plan.groups[0].partitions
+    assert (row.target_offset, row.method, row.records_lost, row.records_reread) == (50, "exact", 0, 0)
+    assert row.records_unreplicated == 10
+    assert (row.lost_at_cut, row.reread_at_cut) == (50, 0)  # the cut is past what the group read
+
+
+def test_a_group_past_the_last_copy_resumes_after_it():
+    plan = _plan(_events(committed=50) + [_late_checkpoint(105)])
+    (row,) = plan.groups[0].partitions
+    assert (row.method, row.target_offset, row.records_lost, row.records_reread) == ("after_last_copy", 100, 0, 0)
+    assert row.records_unreplicated == 110 - 105  # past the read position: an offset bound
+    assert (row.lost_at_cut, row.reread_at_cut) == (0, 0)
+
+
+def _late_checkpoint(c: int) -> Checkpoint:
+    return Checkpoint(**BASE, **ENDS, group="g", partition=0, upstream_offset=c, downstream_offset=100,
+                      method="after_last_copy", emitted_at_ms=T + 4)  # fmt: skip
+
+
+def test_time_based_cost_beside_the_exact_translation():
+    plan = _plan(_events(), at_ms=T + 40)
+    (row,) = plan.groups[0].partitions
+    assert (row.target_offset, row.method, row.records_reread, row.records_lost) == (40, "timestamp", 10, 0)
+    assert (row.exact_offset, row.lost_at_exact, row.reread_at_exact) == (50, 0, 0)
+
+
+def test_v1_watermark_gives_an_offset_bound_and_unknown_bytes():
+    plan = _plan(_events(measured=False))
+    (risk,) = plan.partitions
+    assert (risk.records, risk.bytes, risk.exact) == (10, None, False)
+
+
+def test_bad_input_is_a_clear_error():
+    with pytest.raises(FailoverError, match="in the future"):
+        _plan(_events(), at_ms=T + 10_000)
+    state = flow_state_from_events(FLOW, _events(), T + 1000)
+    with pytest.raises(FailoverError, match="matches no group"):
+        select_groups(state, "nope.*")
+    with pytest.raises(FailoverError, match="not a valid regular expression"):
+        select_groups(state, "(")
+    with pytest.raises(FailoverError, match="no group has a checkpoint"):
+        select_groups(flow_state_from_events(FLOW, [], T), None)
+    trimmed = lambda parts, ts: {tp: TimePosition(20, 20, 100) for tp in parts}  # noqa: E731
+    with pytest.raises(FailoverError, match="log start"):
+        build_plan(state, ["g"], {}, trimmed, at_ms=T + 5)
+    with pytest.raises(FailoverError, match="neither an ISO 8601"):
+        parse_time("yesterday")
+    assert parse_time("2023-11-14T22:13:20Z") == T == parse_time(str(T))
+
+
+def test_state_keeps_earlier_failovers_and_the_latest_of_each_thing():
+    done = Failover(**BASE, source_cluster="A", target_cluster="B", mode="unplanned", groups=("g",), offsets=(),
+                    records_lost=0, records_reread=0, host="h", user="u")  # fmt: skip
+    state = flow_state_from_events(FLOW, [*_events(), _late_checkpoint(120), done], T + 1000)
+    assert [f.groups for f in state.failovers] == [("g",)]
+    assert state.checkpoints[("g", "orders", 0)].upstream_offset == 120
+    assert state.last_copy[("orders", 0)].upstream_offset == 99
+    assert state.lifecycle["r1"].state == "started"
