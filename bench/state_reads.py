@@ -36,7 +36,7 @@ from mirrorlake.localkafka.ports import find_free_port_pair
 from mirrorlake.traffic import ensure_topic
 from replicator.client.state_snapshot import write_snapshot
 from replicator.config import MirrorlakeConfig, parse_config
-from replicator.events import Checkpoint, OffsetSync, encode
+from replicator.events import Checkpoint, OffsetSync, SyncReason, encode
 from replicator.kafka.state_log import key_of
 
 _log = logging.getLogger("bench.state_reads")
@@ -72,7 +72,8 @@ def _events(start: int, count: int, upstream_base: list[int]):
             yield OffsetSync(
                 flow=FLOW, source_cluster="A", target_cluster="B", source_topic="orders", target_topic="A.orders",
                 partition=p, upstream_offset=u, downstream_offset=u + 5, upstream_timestamp_ms=0,
-                reason="gap", previous_upstream_offset=u - 2, previous_downstream_offset=u + 3, replicator_id="bench",
+                reason=SyncReason.UPSTREAM_GAP, previous_upstream_offset=u - 2, previous_downstream_offset=u + 3,
+                replicator_id="bench",
             )  # fmt: skip
 
 

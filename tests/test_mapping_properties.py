@@ -18,7 +18,7 @@ from replicator.flow.offset_sync import OffsetSyncTracker
 
 
 def points_of(syncs) -> list[Point]:
-    """The copied-record points of offset syncs (``SyncPoint`` or ``OffsetSync``: same fields)."""
+    """The copied-record points of offset syncs (the tracker makes ``OffsetSync`` events)."""
     return [
         pt
         for sp in syncs
