@@ -28,7 +28,7 @@ STATE_TOPIC_CONFIG = {"retention.ms": "-1", "retention.bytes": "-1", "cleanup.po
 # Exactly-once source positions: one record per partition, latest wins.
 POSITIONS_TOPIC_CONFIG = {"cleanup.policy": "compact", "min.compaction.lag.ms": "0"}
 STATE_TOPIC_PARTITIONS = 3
-_ADMIN_TIMEOUT_S = 30.0
+_ADMIN_TIMEOUT_S = 10.0  # the copy loop waits at most this long for an admin answer, then backs off
 
 
 @dataclass(frozen=True)
