@@ -91,7 +91,7 @@ def _produce(bootstrap: str, topic: str, events) -> None:
 
 
 _PROBE = """
-import json, resource, sys, time
+import json, sys, time
 from replicator.config import parse_config
 config = parse_config(json.loads(sys.argv[2]), source="probe")
 started = time.monotonic()
@@ -104,7 +104,9 @@ else:
     view.refresh()
     n = len(view.index.partitions("A->B"))
     view.close()
-rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+# VmHWM: this process's peak RSS (ru_maxrss would include the parent's peak, kept across exec)
+hwm_kb = next(int(line.split()[1]) for line in open("/proc/self/status") if line.startswith("VmHWM:"))
+rss_mb = hwm_kb / 1024
 print(json.dumps({"seconds": time.monotonic() - started, "rss_mb": rss_mb, "n": n}))
 """
 
