@@ -42,11 +42,13 @@ def test_the_replicator_waits_out_a_broker_fault_and_loses_nothing(fault_pair, t
     expected_side = "target" if scenario.side == "T" else "source"
     # a frozen target may also hold the copy loop in an admin request: health then says "loop"
     assert outcome.waiting_for.startswith((expected_side, "loop")), outcome.waiting_for
-    if scenario.side == "T":
+    held = outcome.waiting_for.startswith("loop")  # held in an admin request: not reading either
+    if scenario.side == "T" and not held:
         assert outcome.paused_seen, "reading was not paused while the target was down"
     assert outcome.error_lines == 0, "ERROR lines or a traceback in the replicator's log:\n" + log[-4000:]
     waits = log.count(f"waiting for the {expected_side} cluster")
-    assert 1 <= waits <= 3, f"{waits} 'waiting for' lines: one per outage expected, not one per retry"
+    assert waits <= 3, f"{waits} 'waiting for' lines: one per outage expected, not one per retry"
+    assert held or waits >= 1, "no 'waiting for' line"
 
 
 def test_an_outage_is_logged_once_with_bounded_back_off(caplog):

@@ -40,8 +40,9 @@ class _LibrdkafkaLog:
     """
 
     _CHURN = re.compile(
-        r"Connection refused|Connect to .* failed|Disconnected|[Tt]ransport failure|"
-        r"brokers are down|timed out|Connection reset|No route to host|Failed to resolve|load in progress"
+        r"Connection refused|Connect to .* failed|Disconnected|transport failure|brokers are down|timed out|"
+        r"Connection reset|No route to host|Failed to resolve|load in progress|not found in cache",
+        re.IGNORECASE,
     )
 
     def __init__(self, name: str) -> None:
