@@ -19,6 +19,8 @@ from replicator.events import (
     Checkpoint,
     ConfigSnapshot,
     Event,
+    Failover,
+    FailoverOffset,
     Heartbeat,
     OffsetSync,
     Watermark,
@@ -140,6 +142,25 @@ def heartbeat(path: Sequence[str], origin_t: int, received_t: int | None) -> Hea
     )
 
 
+def failover(t: int, group: str, offsets: Sequence[tuple[int, int, int]]) -> Failover:
+    """A failover event moving ``group``: (partition, committed, target offset) per partition."""
+    return Failover(
+        flow=FLOW,
+        replicator_id="failover@h",
+        emitted_at_ms=T0 + t,
+        source_cluster="A",
+        target_cluster="B",
+        mode="unplanned",
+        groups=(group,),
+        offsets=tuple(FailoverOffset(group, TOPIC, REMOTE, p, c, d, 0, 0, 5) for p, c, d in offsets),
+        records_lost=0,
+        records_reread=0,
+        records_unreplicated=5,
+        host="h",
+        user="u",
+    )
+
+
 def assert_same_rows(left, right, what: str) -> None:  # noqa: ANN001 - pyspark DataFrames
     """Equal as multisets of rows (column order by name), with a readable difference otherwise."""
     right = right.select(*left.columns)
@@ -194,6 +215,7 @@ def rounds() -> list[list]:
         heartbeat(["A"], 1000, None),
         heartbeat(["A", "B"], 1000, 1030),
         heartbeat(["A", "B", "C"], 1000, 1075),
+        failover(850, "g1", [(0, 170, 179)]),
     ]
     r3 = [
         sync(1, 90, 90, 750, "flush", (89, 89)),  # late: emitted before round 2's watermark
@@ -212,6 +234,7 @@ def rounds() -> list[list]:
         heartbeat(["A", "B"], 2000, 2040),
         heartbeat(["A", "C"], 2000, 2020),
         heartbeat(["A", "B", "C"], 2000, 2090),
+        failover(2100, "g2", [(0, 120, 99), (1, 80, 80)]),
     ]
     return [r1, r2, r3, r3[:4]]  # round 4: only events seen before
 

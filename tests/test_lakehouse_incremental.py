@@ -54,6 +54,13 @@ def test_every_new_event_type_has_a_silver_table(built: Built, spark):
         assert count == sum(1 for e in distinct.values() if e.event_type == event_type), event_type
 
 
+def test_failovers_one_row_per_offset_written(built: Built, spark):
+    rows = _table(spark, built.config, "failovers").collect()
+    got = sorted((r["group"], r["partition"], r["committed_offset"], r["target_offset"]) for r in rows)
+    assert got == [("g1", 0, 170, 179), ("g2", 0, 120, 99), ("g2", 1, 80, 80)]
+    assert {r["records_unreplicated"] for r in rows} == {5} and {r["user"] for r in rows} == {"u"}
+
+
 def test_group_offsets_recompute_the_exact_translation(built: Built, spark):
     syncs = [e for e in built.events if e.event_type == "offset_sync" and e.partition == 0]
     points = [
