@@ -68,11 +68,15 @@ def _events(start: int, count: int, upstream_base: list[int]):
                 method="exact", error_bound=0, replicator_id="bench",
             )  # fmt: skip
         else:
-            u = upstream_base[p] = upstream_base[p] + 2  # a gap each time: every sync is a new segment
+            # every 100th record synced (MM2's offset.lag.max); every 50th sync follows a gap in the
+            # source (transaction markers): ~0.02 segments per sync, as measured on real flows
+            gap = (i // PARTITIONS) % 50 == 0
+            u = upstream_base[p] = upstream_base[p] + (102 if gap else 100)
             yield OffsetSync(
                 flow=FLOW, source_cluster="A", target_cluster="B", source_topic="orders", target_topic="A.orders",
                 partition=p, upstream_offset=u, downstream_offset=u + 5, upstream_timestamp_ms=0,
-                reason=SyncReason.UPSTREAM_GAP, previous_upstream_offset=u - 2, previous_downstream_offset=u + 3,
+                reason=SyncReason.UPSTREAM_GAP if gap else SyncReason.LAG_MAX,
+                previous_upstream_offset=u - 3 if gap else None, previous_downstream_offset=u + 2 if gap else None,
                 replicator_id="bench",
             )  # fmt: skip
 

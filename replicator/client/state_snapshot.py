@@ -134,9 +134,11 @@ def write_snapshot(producer: Producer, state_topic: str, snap: FlowSnapshot, pre
 
 
 def load_snapshot(
-    client_conf: Mapping[str, Any], state_topic: str, flow: str, *, timeout_s: float = 30.0
+    client_conf: Mapping[str, Any], state_topic: str, flow: str, *, timeout_s: float = 30.0, mapping: bool = True
 ) -> FlowSnapshot | None:
     """The flow's snapshot, or None when there is none (no topic, or no position marker of the flow).
+
+    ``mapping=False`` leaves the segments out (a reader of checkpoints only does not parse them).
 
     Records that do not decode are logged and ignored: the log replay from the marker (or from the
     beginning, without one) supplies the truth.
@@ -155,7 +157,7 @@ def load_snapshot(
         raise ReplicationError(f"cannot read state snapshot {topic}: {kafka_error_reason(exc)}") from exc
     finally:
         consumer.close()
-    return _fold(records, flow)
+    return _fold(records, flow, mapping=mapping)
 
 
 def _read_until(consumer: Consumer, end: int, timeout_s: float) -> list[tuple[bytes, bytes | None]]:
@@ -173,7 +175,7 @@ def _read_until(consumer: Consumer, end: int, timeout_s: float) -> list[tuple[by
     return out
 
 
-def _fold(records: list[tuple[bytes, bytes | None]], flow: str) -> FlowSnapshot | None:
+def _fold(records: list[tuple[bytes, bytes | None]], flow: str, *, mapping: bool = True) -> FlowSnapshot | None:
     snap = FlowSnapshot(flow)
     marked = False
     handlers: dict[str, Callable[[list[str], bytes], None]] = {
@@ -186,6 +188,8 @@ def _fold(records: list[tuple[bytes, bytes | None]], flow: str) -> FlowSnapshot 
     for key, value in records:
         parts = key.decode("utf-8", "replace").split("|")
         if len(parts) < 3 or parts[0] != _VERSION or parts[2] != flow or value is None or parts[1] not in handlers:
+            continue
+        if parts[1] == "mapping" and not mapping:
             continue
         try:
             handlers[parts[1]](parts[3:], value)

@@ -63,7 +63,7 @@ def translate_offsets(config: MirrorlakeConfig, flow: str, group: str) -> dict[t
     """
     target = _flow_target(config, flow)
     conf = config.cluster(target).client_config()
-    snap = load_snapshot(conf, config.state_topic, flow)
+    snap = load_snapshot(conf, config.state_topic, flow, mapping=False)
     start = snap.positions if snap else None
     read = read_state_log(conf, config.state_topic, event_types=["checkpoint"], start_offsets=start)
     events = [*(snap.latest.values() if snap else ()), *read.events]
