@@ -14,6 +14,7 @@ need_apt=()
 command -v java >/dev/null 2>&1 || need_apt+=(openjdk-17-jre-headless)
 command -v mvn >/dev/null 2>&1 || need_apt+=(maven)
 [ -x /usr/bin/chromium ] || need_apt+=(chromium)
+command -v openssl >/dev/null 2>&1 || need_apt+=(openssl)  # certificates of the secured test clusters
 "$PYTHON" -c "import venv, ensurepip" >/dev/null 2>&1 || need_apt+=(python3-venv)
 if [ ${#need_apt[@]} -gt 0 ]; then
   echo "bootstrap: installing ${need_apt[*]} with apt-get"
