@@ -142,7 +142,7 @@ def _settled(page) -> None:  # noqa: ANN001
 
 def _open(page, url: str, slug: str, title: str) -> None:  # noqa: ANN001
     page.goto(f"{url}/" if slug == PAGES[0].slug else f"{url}/{slug}")  # the first page is the app's root
-    page.get_by_role("heading", name=title).first.wait_for()
+    page.get_by_role("heading", name=title, level=1).wait_for()  # the page's title, not the sidebar's heading
     _settled(page)
     assert page.locator('[data-testid="stException"]').count() == 0, page.inner_text("body")
 
