@@ -34,7 +34,7 @@ def utc(ms: int | None) -> str:
 
 
 def duration_ms(ms: float | None) -> str:
-    """A duration with the unit people read fastest: ``850 ms``, ``4.2 s``, ``3 min 20 s``, ``2 h 5 min``, ``3 d``."""
+    """A duration in the unit people read fastest: ``850 ms``, ``4.2 s``, ``3 min 20 s``, ``2 h 5 min``, ``3.0 y``."""
     if ms is None or missing(ms):
         return UNKNOWN
     sign, ms = ("-" if ms < 0 else ""), abs(ms)
@@ -52,7 +52,7 @@ def duration_ms(ms: float | None) -> str:
     days = hours // 24
     if days < 730:
         return f"{sign}{days} d"
-    return f"{sign}{days / 365.25:.1f} years"
+    return f"{sign}{days / 365.25:.1f} y"
 
 
 def ago(ms: int | None, now_ms: int) -> str:
@@ -67,7 +67,7 @@ def ago(ms: int | None, now_ms: int) -> str:
 
 
 def _coarse(ms: int) -> str:
-    """One unit, rounded down: ``42 s``, ``16 min``, ``5 h``, ``3 d``, ``2.1 years``."""
+    """One unit, rounded down: ``42 s``, ``16 min``, ``5 h``, ``3 d``, ``2.1 y``."""
     seconds = ms // 1000
     if seconds < 60:
         return f"{seconds} s"

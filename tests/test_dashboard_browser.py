@@ -142,9 +142,19 @@ def _settled(page) -> None:  # noqa: ANN001
 
 def _open(page, url: str, slug: str, title: str) -> None:  # noqa: ANN001
     page.goto(f"{url}/" if slug == PAGES[0].slug else f"{url}/{slug}")  # the first page is the app's root
-    page.get_by_role("heading", name=title).first.wait_for()
+    page.get_by_role("heading", name=title, level=1).wait_for()  # the page's title, not the sidebar's heading
     _settled(page)
     assert page.locator('[data-testid="stException"]').count() == 0, page.inner_text("body")
+
+
+def _drawn(page) -> bool:  # noqa: ANN001
+    """Graphs and tables are drawn in the browser after the script ends: wait for them before a screenshot."""
+    graphs = page.locator('[data-testid="stGraphVizChart"]').count()
+    tables = page.locator('[data-testid="stDataFrame"]').count()
+    return (
+        page.locator('[data-testid="stGraphVizChart"] svg').count() >= graphs
+        and page.locator('[data-testid="stDataFrame"] canvas').count() >= tables
+    )
 
 
 def _metric(page, label: str) -> str:  # noqa: ANN001
@@ -182,6 +192,7 @@ def test_every_page_loads_without_an_exception(page, dashboard: str, screenshots
     for p in PAGES:
         _open(page, dashboard, p.slug, p.title)
         assert page.get_by_role("button", name="Deploy").count() == 0  # viewer mode: no developer toolbar
+        wait_for(lambda: _drawn(page), f"the graphs and tables of {p.title} to be drawn", timeout_s=60)
         page.screenshot(path=str(screenshots / f"{p.slug}.png"), full_page=True)
 
 
