@@ -68,7 +68,7 @@ def start_replicator(config: Path, *extra: str) -> subprocess.Popen:
     )
 
 
-def produce_steadily(bootstrap: str, topic: str, stop: threading.Event, limit: int = 200_000) -> int:
+def produce_steadily(bootstrap: str, topic: str, stop: threading.Event, limit: int = 1_500_000) -> int:
     """~10k records/s until ``stop`` is set (or ``limit``); returns how many were produced."""
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
     i = 0
