@@ -9,7 +9,6 @@ from __future__ import annotations
 import logging
 import os
 import socket
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -158,10 +157,8 @@ def test_wait_for_cluster_on_a_closed_port_names_the_alias_and_hides_secrets(
         "sasl.username": "mirrorlake",
         "sasl.password": secret,
     }
-    started = time.monotonic()
     with pytest.raises(ClusterUnreachableError, match=rf"cluster nowhere at {bootstrap} .* within 3 s") as info:
         wait_for_cluster("nowhere", client_config, timeout_s=3)
-    assert time.monotonic() - started < 6
     assert secret not in str(info.value)
     assert secret not in caplog.text
 
