@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -161,8 +162,6 @@ def load_snapshot(
 
 
 def _read_until(consumer: Consumer, end: int, timeout_s: float) -> list[tuple[bytes, bytes | None]]:
-    import time
-
     out: list[tuple[bytes, bytes | None]] = []
     position, deadline = 0, time.monotonic() + timeout_s
     while position < end and time.monotonic() < deadline:
