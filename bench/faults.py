@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
+import os
 import signal
 import socket
 import subprocess
@@ -280,14 +281,17 @@ def run_scenario(
             [sys.executable, "-m", "mirrorlake.cli", *(["-vv"] if verbose else []), "replicate", str(config),
              "--status-port", str(port)],
             cwd=ROOT, stdout=log_file, stderr=subprocess.STDOUT, text=True,
+            env={**os.environ, "PYTHONFAULTHANDLER": "1"},  # a crash in native code leaves its stack in the log
         )  # fmt: skip
     recover_s: float | None = None
     degraded: list[str] = []
     seen = {"paused": False, "gauge": False}
     try:
         producer.start()
-        if not _wait(lambda: end_offsets(target, remote) >= rate, 120):
+        if not _wait(lambda: proc.poll() is not None or end_offsets(target, remote) >= rate, 120):
             raise RuntimeError(f"{scenario.name}: nothing arrived on the target before the fault")
+        if proc.poll() is not None:
+            raise RuntimeError(f"{scenario.name}: the replicator exited with {proc.returncode} before the fault")
         broker = pair.brokers[scenario.side]
 
         def watch_health() -> None:

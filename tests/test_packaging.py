@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -103,3 +104,17 @@ def test_the_dashboard_loads_no_spark():
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     assert [m for m in result.stdout.split() if m.split(".")[0] in ("pyspark", "delta")] == []
+
+
+def test_no_code_reads_group_offsets_through_the_admin_api():
+    """librdkafka's ListConsumerGroupOffsets segfaults on NOT_COORDINATOR (librdkafka#5040): a new
+    cluster or a moving coordinator killed the replicator. Group offsets are read through a
+    consumer (replicator.client.group_offsets); this keeps the crash-prone call out."""
+    root = Path(__file__).resolve().parent.parent
+    callers = [
+        str(path.relative_to(root))
+        for package in ("replicator", "mirrorlake", "lakehouse", "ingest", "dashboards", "examples", "bench")
+        for path in (root / package).rglob("*.py")
+        if "list_consumer_group_offsets(" in path.read_text()
+    ]
+    assert callers == []

@@ -187,7 +187,7 @@ def test_group_sync_decisions_and_offsets_renamed_back(kafka_clusters, unique_to
         member.join()
 
     on_b = {
-        g: {(o.topic, o.partition): o.offset for o in committed_offsets(AdminClient({"bootstrap.servers": b}), g)}
+        g: {(o.topic, o.partition): o.offset for o in committed_offsets({"bootstrap.servers": b}, g)}
         for g in (inactive, active, rewind, renamed)
     }
     assert on_b[inactive] == {(f"A.{topic}", 0): 30}

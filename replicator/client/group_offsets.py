@@ -1,11 +1,20 @@
-"""Reading a consumer group's committed offsets through the admin API."""
+"""Reading a consumer group's committed offsets.
+
+Through a consumer of the group (``committed``), never the admin API: librdkafka's
+``ListConsumerGroupOffsets`` dereferences a NULL consumer group when the broker answers
+NOT_COORDINATOR (librdkafka#5040, still open in 2.16), and kills the whole process with SIGSEGV.
+That answer is routine: on a new cluster while ``__consumer_offsets`` is being created, and on
+every cluster while a group's coordinator moves (a broker restart). A consumer that never
+subscribes does not join the group, so reading its offsets leaves the group's members alone.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
-from confluent_kafka import ConsumerGroupTopicPartitions
-from confluent_kafka.admin import AdminClient
+from confluent_kafka import Consumer, TopicPartition
 
 __all__ = ["GroupOffset", "committed_offsets"]
 
@@ -20,12 +29,31 @@ class GroupOffset:
     metadata: str | None = None
 
 
-def committed_offsets(admin: AdminClient, group: str) -> list[GroupOffset]:
-    """The group's committed offsets (partitions without a commit are left out)."""
-    futures = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)], request_timeout=_TIMEOUT_S)
-    result = futures[group].result(timeout=_TIMEOUT_S)
+def committed_offsets(conf: Mapping[str, Any], group: str, topics: Iterable[str] | None = None) -> list[GroupOffset]:
+    """The group's committed offsets on the cluster of client settings ``conf`` (partitions
+    without a commit are left out), over ``topics`` or every topic but Kafka's internal ones.
+
+    Raises ``KafkaException`` when the cluster or the group's coordinator does not answer in time.
+    """
+    consumer = Consumer(
+        {**conf, "group.id": group, "enable.auto.commit": False, "reconnect.backoff.max.ms": 1000, "log_level": 2}
+    )
+    try:
+        metadata = consumer.list_topics(timeout=_TIMEOUT_S).topics
+        names = [t for t in metadata if not t.startswith("__")] if topics is None else list(topics)
+        partitions = [
+            TopicPartition(name, p)
+            for name in sorted(set(names))
+            if name in metadata and metadata[name].error is None
+            for p in sorted(metadata[name].partitions)
+        ]
+        if not partitions:
+            return []
+        committed = consumer.committed(partitions, timeout=_TIMEOUT_S)
+    finally:
+        consumer.close()
     return [
         GroupOffset(tp.topic, tp.partition, tp.offset, tp.metadata or None)
-        for tp in result.topic_partitions or []
+        for tp in committed
         if tp.offset >= 0 and tp.error is None
     ]

@@ -124,10 +124,9 @@ def _planned_blockers(config: MirrorlakeConfig, plan: FailoverPlan) -> list[str]
     pending = [p for p in plan.partitions if p.source_topic in topics and (not p.exact or p.records != 0)]
     why += [f"{p.source_topic}[{p.partition}] has {p.records} records not replicated" for p in pending[:5]]
     source_conf = config.cluster(plan.source_cluster).client_config()
-    admin = admin_client(source_conf)
     for g in plan.groups:
         try:
-            now = {(o.topic, o.partition): o.offset for o in committed_offsets(admin, g.group)}
+            now = {(o.topic, o.partition): o.offset for o in committed_offsets(source_conf, g.group)}
         except KafkaException as exc:
             why.append(f"cannot read group {g.group} on {plan.source_cluster}: {exc}")
             continue
@@ -201,7 +200,7 @@ def apply_failover(
     ctx = TaskContext(
         config, state.flow, replicator_id, StateLog(producer, config.state_topic), dict, StateView(config, state.flow)
     )
-    syncer = GroupOffsetSync(ctx, admin_client(target_conf))
+    syncer = GroupOffsetSync(ctx, target_conf)
     applied: list[AppliedGroup] = []
     written: list[FailoverOffset] = []
     for g in plan.groups:

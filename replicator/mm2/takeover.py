@@ -118,7 +118,7 @@ def seed_from_mm2(
     admin_conf: dict[str, Any] = {**config.cluster(flow.source).client_config(), "logger": RDKAFKA_LOG}
     admin = admin_client(admin_conf)
     try:
-        have = {(o.topic, o.partition) for o in committed_offsets(admin, group)}
+        have = {(o.topic, o.partition) for o in committed_offsets(admin_conf, group)}
         seed = {tp: u + 1 for tp, u in sorted(found.items()) if tp not in have}
         if seed:
             tps = [TopicPartition(t, p, o) for (t, p), o in seed.items()]

@@ -55,11 +55,12 @@ class CheckpointTask:
         self._policy = policy
         self.interval_s = ctx.flow.emit_checkpoints_interval_seconds
         self._source = admin_client(source_conf)
+        self._source_conf = source_conf
         self._filter = RegexGroupFilter.for_flow(ctx.flow)
         self._own_group = consumer_group_id(ctx.flow)
         self._last: dict[tuple[str, str, int], tuple[int, int]] = {}
         target_admin = admin_client(target_conf)
-        self.group_sync = GroupOffsetSync(ctx, target_admin) if ctx.flow.sync_group_offsets else None
+        self.group_sync = GroupOffsetSync(ctx, target_conf) if ctx.flow.sync_group_offsets else None
         self.mm2 = (
             Mm2TopicWriter(ctx.state.producer, target_admin, policy.checkpoints_topic(ctx.flow.source))
             if ctx.flow.emit_checkpoints and ctx.flow.emit_mm2_checkpoints
@@ -83,7 +84,7 @@ class CheckpointTask:
         self._ctx.view.refresh()
         for group in groups:
             try:
-                offsets = committed_offsets(self._source, group)
+                offsets = committed_offsets(self._source_conf, group)
             except KafkaException as exc:
                 _log.warning("flow %s: cannot read offsets of group %s: %s", self._ctx.flow.name, group, exc)
                 continue

@@ -13,14 +13,14 @@ the log has each decision once rather than once per interval.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from confluent_kafka import ConsumerGroupState, ConsumerGroupTopicPartitions, KafkaException, TopicPartition
-from confluent_kafka.admin import AdminClient
 
 from replicator.client.group_offsets import GroupOffset, committed_offsets
 from replicator.events import Checkpoint, GroupSync
+from replicator.kafka.admin import admin_client
 from replicator.kafka.errors import kafka_error_reason
 
 if TYPE_CHECKING:
@@ -36,9 +36,10 @@ INACTIVE_STATES = frozenset({ConsumerGroupState.EMPTY, ConsumerGroupState.DEAD, 
 
 
 class GroupOffsetSync:
-    def __init__(self, ctx: TaskContext, target: AdminClient) -> None:
+    def __init__(self, ctx: TaskContext, target_conf: Mapping[str, Any]) -> None:
         self._ctx = ctx
-        self._target = target
+        self._target = admin_client(target_conf)
+        self._target_conf = target_conf
         self._last: dict[tuple[str, str, int], tuple[str, int | None, int | None, int | None]] = {}
 
     def _target_state(self, group: str) -> tuple[bool, dict[tuple[str, int], int]]:
@@ -46,7 +47,7 @@ class GroupOffsetSync:
         described = self._target.describe_consumer_groups([group], request_timeout=_TIMEOUT_S)[group]
         description = described.result(timeout=_TIMEOUT_S)
         active = bool(description.members) or description.state not in INACTIVE_STATES
-        offsets = {(o.topic, o.partition): o.offset for o in committed_offsets(self._target, group)}
+        offsets = {(o.topic, o.partition): o.offset for o in committed_offsets(self._target_conf, group)}
         return active, offsets
 
     def sync(self, group: str, checkpoints: Sequence[Checkpoint], unmapped: Sequence[GroupOffset]) -> list[Decision]:

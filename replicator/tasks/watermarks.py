@@ -86,6 +86,7 @@ class WatermarkTask:
         self.interval_s = ctx.flow.watermarks_interval_seconds
         self._admins = {"source": admin_client(source_conf), "target": admin_client(target_conf)}
         self._target_conf = target_conf
+        self._source_conf = source_conf
         self._read_positions = read_positions
         self._tails = TailReader(source_conf, f"{ctx.replicator_id}-{ctx.flow.name}-tails")
         self._last: dict[tuple[str, str, int], tuple[tuple[Any, ...], float]] = {}
@@ -102,7 +103,7 @@ class WatermarkTask:
                 store = PositionStore(self._ctx.config.positions_topic, flow.name, self._target_conf)
                 committed = store.read(missing)
             else:
-                offsets = committed_offsets(self._admins["source"], consumer_group_id(flow))
+                offsets = committed_offsets(self._source_conf, consumer_group_id(flow), {t for t, _ in missing})
                 committed = {(o.topic, o.partition): o.offset for o in offsets}
             out.update({tp: (committed[tp], "committed") for tp in missing if tp in committed})
         return out
