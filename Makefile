@@ -13,8 +13,10 @@ setup:
 demo: setup
 	$(BIN)/mirrorlake demo
 
+# two workers: one runs every test of the session's clusters and Spark session (started once,
+# there only), the other everything that needs neither (unit tests, faults on clusters of their own)
 test: setup
-	$(BIN)/pytest
+	$(BIN)/pytest -n 2 --dist loadgroup
 
 test-fast: setup
 	$(BIN)/pytest -m "not kafka and not spark"

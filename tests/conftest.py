@@ -28,6 +28,19 @@ pytest_plugins = ["tests.lakehouse_support"]
 ALIASES = ("A", "B", "C")
 
 
+# What a test needs from the session decides the xdist worker it runs on (``make test`` runs
+# ``-n 2 --dist loadgroup``): every test of the shared clusters, Spark session or built lakehouse
+# goes to one worker, so they are started once per run; the rest runs beside them on the other.
+SESSION_RESOURCES = frozenset({"kafka_clusters", "spark", "built"})
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    # by module, so that a module's own fixtures (its clusters) are made on one worker only
+    shared = {item.path for item in items if SESSION_RESOURCES & set(getattr(item, "fixturenames", ()))}
+    for item in items:
+        item.add_marker(pytest.mark.xdist_group("session-clusters" if item.path in shared else "standalone"))
+
+
 @dataclass(frozen=True)
 class KafkaClusters:
     """The session's clusters: ``bootstrap(alias)``, and ``config(...)`` to build a config on them."""
