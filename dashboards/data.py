@@ -22,6 +22,9 @@ __all__ = [
     "divergence",
     "rpo_now",
     "failover_now",
+    "failover_plan",
+    "consistent_cut",
+    "failovers_applied",
 ]
 
 
@@ -120,5 +123,31 @@ def failover_now(sql: LakehouseSQL, flow: str) -> pd.DataFrame:
         'SELECT "group", source_topic, partition, committed_offset, resume_offset, method, exact_offset, '
         "records_unreplicated, records_lost, records_lost_total, records_reread, records_duplicated, as_of_ms "
         "FROM failover_now(?)",
+        [flow],
+    )
+
+
+def failover_plan(sql: LakehouseSQL, flow: str) -> pd.DataFrame:
+    """``mirrorlake failover plan``'s figures: per group and partition, the exact target offset and its cost."""
+    if not has(sql, "rpo", "rpo_groups"):
+        return pd.DataFrame()
+    return sql.arrow("SELECT * FROM failover_plan(?)", [flow]).to_pandas()
+
+
+def consistent_cut(sql: LakehouseSQL, flow: str) -> pd.DataFrame:
+    """One row: the latest time up to which every partition of ``flow`` was replicated (``cut_ms``, null: unknown)."""
+    return frame(sql, "rpo", "SELECT cut_ms, partitions, records_unreplicated FROM consistent_cut(?)", [flow])
+
+
+def failovers_applied(sql: LakehouseSQL, flow: str) -> pd.DataFrame:
+    """Every failover of ``flow`` applied so far, one row per failover (gold ``failovers``), newest first."""
+    return frame(
+        sql,
+        "failovers",
+        "SELECT failover_event_id, any_value(applied_at_ms) AS applied_at_ms, any_value(mode) AS mode, "
+        'count(DISTINCT "group") AS groups, sum(records_lost) AS records_lost, '
+        "sum(records_reread) AS records_reread, any_value(consistent_cut_ms) AS consistent_cut_ms, "
+        'any_value("user") AS "user" FROM failovers WHERE flow = ? '
+        "GROUP BY failover_event_id ORDER BY applied_at_ms DESC",
         [flow],
     )

@@ -5,6 +5,13 @@ JVM packages come from Maven Central through Spark's ivy (``spark.jars.packages`
 and delta-spark. The resolved jar list is recorded there, so later sessions pass the jars directly
 (``spark.jars``) and skip ivy: quieter and faster.
 
+Ivy resolves from Maven Central only (``spark.jars.ivySettings``: an ``ivysettings.xml`` written to
+the cache with Maven Central as the one resolver; ivy's own cache in the same directory is read
+first), not from Spark's default chain of local Maven/Ivy repositories and spark-packages, whose
+unreachable entries and warnings scrolled past the user. While ivy resolves, the process's stdout
+and stderr (which the Spark JVM started then inherits, for its lifetime) go to ``ivy/resolve.log``
+in the cache; the screen gets one log line per package and one when resolution is done.
+
 Avro decoding is done by fastavro in Arrow batches (``lakehouse.decode``), which also resolves each
 writer schema to the newest reader schema by fingerprint; spark-avro is not needed (and its jar
 for this Spark version is not on the reachable Maven Central).
@@ -17,6 +24,9 @@ import logging
 import os
 import shutil
 import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from importlib.metadata import version
 from pathlib import Path
 
@@ -24,9 +34,19 @@ from replicator.config import SparkConfig
 from replicator.config.cache import cache_root
 from replicator.errors import DependencyResolutionError, ToolMissingError
 
-__all__ = ["spark_session", "spark_packages", "LOCAL_TUNING"]
+__all__ = ["spark_session", "spark_packages", "ivy_settings", "IVY_SETTINGS", "LOCAL_TUNING"]
 
 _log = logging.getLogger(__name__)
+
+MAVEN_CENTRAL = "https://repo1.maven.org/maven2/"
+IVY_SETTINGS = f"""<ivysettings>
+  <!-- written by mirrorlake (ingest/spark.py): resolve Spark's packages from Maven Central only -->
+  <settings defaultResolver="central"/>
+  <resolvers>
+    <ibiblio name="central" m2compatible="true" root="{MAVEN_CENTRAL}"/>
+  </resolvers>
+</ivysettings>
+"""
 
 # Measured on the 2-core development machine: ~2.5x faster local runs.
 LOCAL_TUNING: dict[str, str] = {
@@ -72,28 +92,70 @@ def spark_session(config: SparkConfig | None = None, *, app_name: str = "mirrorl
     builder = SparkSession.builder.master(config.master).appName(app_name)
     manifest = _manifest_path()
     jars = _resolved_jars(manifest)
+    ivy = cache_root() / "ivy"
+    packages = {"spark.jars.packages": ",".join(spark_packages()), "spark.jars.ivySettings": str(ivy_settings(ivy))}
     settings = {
         **LOCAL_TUNING,
-        **({"spark.jars": ",".join(jars)} if jars else {"spark.jars.packages": ",".join(spark_packages())}),
-        "spark.jars.ivy": str(cache_root() / "ivy"),
+        **({"spark.jars": ",".join(jars)} if jars else packages),
+        "spark.jars.ivy": str(ivy),
         "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
         "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
         **config.conf,
     }
     for key, value in settings.items():
         builder = builder.config(key, value)
+    log = ivy / "resolve.log"
     try:
-        spark = builder.getOrCreate()
+        if jars:
+            spark = builder.getOrCreate()
+        else:
+            for package in spark_packages():
+                _log.info("resolving %s from Maven Central (ivy's output: %s)", package, log)
+            started = time.monotonic()
+            with _output_to(log):
+                spark = builder.getOrCreate()
+            _log.info("Spark packages resolved into %s in %.0f s", ivy, time.monotonic() - started)
     except PySparkRuntimeError as exc:
         raise DependencyResolutionError(
             f"Spark did not start ({exc.getErrorClass() if hasattr(exc, 'getErrorClass') else exc}). "
             f"Spark resolves {', '.join(spark_packages())} from Maven Central into "
-            f"{cache_root() / 'ivy'} on first use: check that Maven Central is reachable."
+            f"{ivy} on first use: check that Maven Central is reachable (ivy's output: {log})."
         ) from exc
     spark.sparkContext.setLogLevel("WARN")
     if not jars:
         _record_resolved_jars(manifest, spark.sparkContext.getConf().get("spark.jars", ""))
     return spark
+
+
+def ivy_settings(ivy_dir: Path) -> Path:
+    """``ivy_dir/ivysettings.xml`` with Maven Central as the only resolver (written when missing or changed)."""
+    path = ivy_dir / "ivysettings.xml"
+    if not path.is_file() or path.read_text() != IVY_SETTINGS:
+        ivy_dir.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(IVY_SETTINGS)
+        tmp.replace(path)
+    return path
+
+
+@contextmanager
+def _output_to(log: Path) -> Iterator[None]:
+    """Send this process's file descriptors 1 and 2 to ``log`` for the block (a JVM started then keeps them)."""
+    log.parent.mkdir(parents=True, exist_ok=True)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = [os.dup(1), os.dup(2)]
+    with open(log, "ab") as out:
+        os.dup2(out.fileno(), 1)
+        os.dup2(out.fileno(), 2)
+    try:
+        yield
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        for fd, copy in zip((1, 2), saved, strict=True):
+            os.dup2(copy, fd)
+            os.close(copy)
 
 
 def _manifest_path() -> Path:

@@ -10,6 +10,7 @@ all of silver instead of MERGEing what new events touch (same result, slower).
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from delta.tables import DeltaTable
@@ -60,20 +61,43 @@ def check_bronze(query: StreamingQuery) -> None:
         raise LakehouseBuildError(f"bronze ingest {query.name} failed: {query.exception()}")
 
 
-def build_lakehouse(spark: SparkSession, config: MirrorlakeConfig, *, full: bool = False) -> BuildReport:
-    """One build: bronze, silver, then every gold table (incremental unless ``full``)."""
+def build_lakehouse(
+    spark: SparkSession,
+    config: MirrorlakeConfig,
+    *,
+    full: bool = False,
+    on_stage: Callable[[str], None] | None = None,
+) -> BuildReport:
+    """One build: bronze, silver, then every gold table (incremental unless ``full``).
+
+    ``on_stage(name)`` is called as each stage starts (``bronze``, ``silver``, ``gold <table>``,
+    ``counting rows``): a progress display's hook (``mirrorlake.progress.Steps.stage``).
+    """
     paths = LakehousePaths(config.lakehouse.path.resolve())
+    if on_stage is not None:
+        on_stage("bronze: ingest the state topics")
     run_bronze(spark, config, paths)
-    return refresh(spark, config, paths, full=full)
+    return refresh(spark, config, paths, full=full, on_stage=on_stage)
 
 
-def refresh(spark: SparkSession, config: MirrorlakeConfig, paths: LakehousePaths, *, full: bool = False) -> BuildReport:
+def refresh(
+    spark: SparkSession,
+    config: MirrorlakeConfig,
+    paths: LakehousePaths,
+    *,
+    full: bool = False,
+    on_stage: Callable[[str], None] | None = None,
+) -> BuildReport:
     """Silver and gold from what bronze holds (the part of a build after ingest)."""
+    if on_stage is not None:
+        on_stage("silver: decode and merge")
     try:
         update_silver(spark, paths)
     except RuntimeError as exc:
         raise LakehouseBuildError(str(exc)) from exc
-    updates = update_gold(spark, paths, config=config, full=full)
+    updates = update_gold(spark, paths, config=config, full=full, on_stage=on_stage)
+    if on_stage is not None:
+        on_stage("counting rows")
     gold_rows = {spec.name: _count(spark, str(paths.gold(spec.name))) for spec in GOLD_TABLES}
     return BuildReport(
         bronze_rows=_count(spark, str(paths.bronze)),

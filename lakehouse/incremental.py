@@ -20,7 +20,7 @@ import json
 import logging
 import os
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import reduce
 from typing import Literal
@@ -71,11 +71,16 @@ def update_gold(
     config: MirrorlakeConfig | None = None,
     full: bool = False,
     tables: Sequence[GoldTable] = GOLD_TABLES,
+    on_stage: Callable[[str], None] | None = None,
 ) -> list[GoldUpdate]:
-    """Bring every gold table up to date with silver; ``full`` recomputes every table from scratch."""
+    """Bring every gold table up to date with silver; ``full`` recomputes every table from scratch.
+
+    ``on_stage(f"gold {table}")`` is called as each table starts (a progress display's hook)."""
     versions = silver_versions(spark, paths)
     updates = []
     for spec in tables:
+        if on_stage is not None:
+            on_stage(f"gold {spec.name}")
         started = time.monotonic()
         update = _update_table(spark, paths, spec, versions, config, full)
         _log.info(

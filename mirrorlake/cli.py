@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 import click
 
 from mirrorlake.cli_mm2 import takeover_mm2
+from mirrorlake.progress import Steps
 from replicator.config import load_config
 from replicator.errors import ExitCode, MirrorlakeError
 
@@ -142,8 +143,12 @@ def replicate(
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: replicator.stop())
     replicator.start(until_caught_up=until_caught_up)
-    while replicator.alive:
-        replicator.wait(timeout=0.5)
+    with Steps(rich=None if until_caught_up else False) as steps:
+        while replicator.alive:
+            replicator.wait(timeout=0.5)
+            if until_caught_up:  # records copied and remaining per flow
+                for name, stats in replicator.flow_stats().items():
+                    steps.counts(f"{name} records", stats.records, sum(stats.lag.values()))
     for name, stats in replicator.wait().items():
         click.echo(f"{name}: {stats.records} records, {stats.bytes} bytes, {stats.syncs} offset syncs")
 
@@ -241,7 +246,9 @@ def lakehouse_build(config_path: Path, full: bool) -> None:
     from lakehouse.build import build_lakehouse
 
     config = load_config(config_path)
-    report = build_lakehouse(spark_session(config.spark), config, full=full)
+    with Steps() as steps:
+        steps.stage("start Spark")
+        report = build_lakehouse(spark_session(config.spark), config, full=full, on_stage=steps.stage)
     click.echo(
         f"bronze rows: {report.bronze_rows}, quarantined: {report.quarantined}, "
         f"offset syncs: {report.offset_syncs}, mapping segments: {report.mapping_segments}"
@@ -334,7 +341,9 @@ def demo(config_path: Path, records: int) -> None:
     from mirrorlake.demo import render_summary, run_demo
 
     config = load_config(config_path)
-    click.echo(render_summary(run_demo(config, records=records), config))
+    with Steps() as steps:
+        summary = run_demo(config, records=records, steps=steps)
+    click.echo(render_summary(summary, config))
 
 
 def _register() -> None:

@@ -15,6 +15,7 @@ from ingest.spark import spark_session
 from lakehouse.build import BuildReport, build_lakehouse
 from lakehouse.sql import LakehouseSQL
 from mirrorlake.localkafka import up
+from mirrorlake.progress import Steps
 from mirrorlake.traffic import TrafficReport, ensure_topic, produce_sample_traffic
 from replicator.client.translation import translate_offsets
 from replicator.config import MirrorlakeConfig
@@ -62,20 +63,30 @@ class DemoSummary:
     group_offsets: list[tuple[str, int, int, int]]  # target topic, partition, source offset, target offset
 
 
-def run_demo(config: MirrorlakeConfig, *, records: int = 20_000, partitions: int = 3) -> DemoSummary:
+def run_demo(
+    config: MirrorlakeConfig, *, records: int = 20_000, partitions: int = 3, steps: Steps | None = None
+) -> DemoSummary:
+    """Run the demo's steps, reported to ``steps`` (default: plain log lines)."""
     flows = [f for f in config.enabled_flows() if DEMO_TOPIC in f.topics or ".*" in f.topics]
     if not flows:
         raise ConfigError(f"the demo needs an enabled flow whose topics include {DEMO_TOPIC!r}")
     flow = flows[0]
-    up(config)
+    steps = steps or Steps(rich=False)
+    with steps.step("start the local Kafka clusters"):
+        up(config)
     source = config.cluster(flow.source).bootstrap_servers
-    ensure_topic(source, DEMO_TOPIC, partitions)
-    traffic = produce_sample_traffic(source, DEMO_TOPIC, records=records, partitions=partitions)
-    _consume_some(source, DEMO_TOPIC, records // 2)
-    stats = Replicator(config, flows=[flow.name], status_port=None).run_until_caught_up()
+    with steps.step(f"produce {records} sample records to {DEMO_TOPIC}"):
+        ensure_topic(source, DEMO_TOPIC, partitions)
+        traffic = produce_sample_traffic(source, DEMO_TOPIC, records=records, partitions=partitions)
+    with steps.step(f"consume half as group {DEMO_GROUP}"):
+        _consume_some(source, DEMO_TOPIC, records // 2)
+    with steps.step(f"replicate {flow.name} until caught up"):
+        stats = Replicator(config, flows=[flow.name], status_port=None).run_until_caught_up()
     checkpoints = translate_offsets(config, flow.name, DEMO_GROUP)
-    spark = spark_session(config.spark)
-    report = build_lakehouse(spark, config)
+    with steps.step("start Spark (the first run resolves its packages)"):
+        spark = spark_session(config.spark)
+    report = build_lakehouse(spark, config, on_stage=steps.stage)
+    steps.stage("query the lakehouse")
     sql = LakehouseSQL(config.lakehouse.path)
     try:
         key = [flow.name, DEMO_TOPIC]

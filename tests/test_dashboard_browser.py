@@ -213,6 +213,10 @@ def test_pages_show_the_figures_sql_returns(page, dashboard: str, built: Built):
     _wait_metric(page, "Segments", fmt.count(segments))
     _open(page, dashboard, "failover", "Failover")
     _wait_metric(page, "Records at risk (RPO)", fmt.count(at_risk))
+    cut = _sql(built, "SELECT cut_ms FROM consistent_cut('A->B')")
+    _wait_metric(page, "Consistent cut", fmt.utc(cut) if cut is not None else "unknown")
+    plan_lost = _sql(built, "SELECT sum(records_lost) FROM failover_plan('A->B')")
+    _wait_metric(page, "Lost at the exact offsets", fmt.count(plan_lost))
 
 
 def _ground_truth(built: Built, partition: int, committed: int) -> int:

@@ -152,3 +152,58 @@ def test_a_bad_config_is_a_message_not_a_traceback(tmp_path: Path, monkeypatch: 
     app = _app(monkeypatch, tmp_path / "missing.yaml")
     assert "Cannot read the configuration" in app.info[0].value
     assert "missing.yaml" in app.info[0].value
+
+
+def _failover_plan_page(cut_ms: int | None, with_plan: bool) -> None:
+    """The Failover page's plan section over hand-made macro answers (run by AppTest as a script)."""
+    import pandas as pd
+
+    from dashboards.views.failover import plan_section
+
+    plan = pd.DataFrame(
+        {
+            "group": ["app", "app", "other"],
+            "source_topic": ["orders", "orders", "orders"],
+            "partition": [0, 1, 0],
+            "committed_offset": [100, 80, 50],
+            "target_offset": [100, 78, 50],
+            "records_lost": [0, 2, 5],
+            "records_reread": [3, 0, 0],
+            "partition_records_unreplicated": [0, 2, 0],
+            "as_of_ms": [1_763_800_000_000] * 3,
+        }
+    )
+    answers = {
+        "failover_plan": plan if with_plan else pd.DataFrame(),
+        "consistent_cut": pd.DataFrame({"cut_ms": [cut_ms], "partitions": [2], "records_unreplicated": [2]}),
+        "failovers_applied": pd.DataFrame(),
+    }
+
+    class StubView:
+        now_ms = 1_763_800_060_000
+
+        def get(self, fn, *args):
+            return answers[fn.__name__]
+
+    plan_section(StubView(), "A->B", ["app"])
+
+
+def test_failover_page_shows_the_plan_figures_and_the_consistent_cut():
+    app = AppTest.from_function(_failover_plan_page, kwargs={"cut_ms": NOW, "with_plan": True}, default_timeout=60)
+    app.run()
+    assert not app.exception, app.exception
+    metrics = {m.label: m.value for m in app.metric}
+    assert metrics["Consistent cut"] == fmt.utc(NOW)
+    assert metrics["Lost at the exact offsets"] == fmt.count(2)  # the chosen group only
+    assert metrics["Re-read at the exact offsets"] == fmt.count(3)
+    table = app.dataframe[0].value
+    assert list(table["target offset"]) == [100, 78] and list(table["group"]) == ["app", "app"]
+    assert "mirrorlake failover apply" in app.caption[-1].value  # read-only: applying stays a CLI action
+
+
+def test_failover_page_without_a_plan_names_the_commands():
+    app = AppTest.from_function(_failover_plan_page, kwargs={"cut_ms": None, "with_plan": False}, default_timeout=60)
+    app.run()
+    assert not app.exception, app.exception
+    assert {m.label: m.value for m in app.metric}["Consistent cut"] == "unknown"
+    assert "mirrorlake failover plan --flow 'A->B'" in app.info[0].value

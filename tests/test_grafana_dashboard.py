@@ -1,4 +1,4 @@
-"""The Grafana dashboard shipped for the replicator's /metrics queries only metrics the replicator exports."""
+"""The Grafana boards for the replicator's /metrics: ours, and Strimzi's MM2 board, query only what it exports."""
 
 from __future__ import annotations
 
@@ -7,20 +7,39 @@ import re
 from pathlib import Path
 
 from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.parser import text_string_to_metric_families
 
+from replicator.events.model import now_ms
+from replicator.flow.mm2_metrics import SAMPLE_S, WindowedValue
 from replicator.flow.observability import FlowCollector
 from replicator.flow.runner import FlowStats
 
 BOARD = Path(__file__).parent.parent / "dashboards" / "grafana" / "mirrorlake-replicator.json"
+STRIMZI_MM2_BOARD = Path(__file__).parent / "data" / "strimzi-mm2-dashboard-metrics.txt"
+
+
+def _metrics_text() -> str:
+    stats = FlowStats(records=10, bytes=1000, syncs=2, lag={("orders", 0): 5}, last_record_age_s=0.5)
+    stats.source, stats.target = "A", "B"
+    stats.latency.observe(0.02)
+    stats.mm2.partition("A.orders", 0).copied(10, 1000, now_ms() - 50)
+    stats.mm2.partition("A.orders", 0).replication_latency_ms.add(20.0)
+    stats.mm2.checkpoint_written(("app", "A.orders", 0), 12.0)
+    registry = CollectorRegistry()
+    registry.register(FlowCollector(lambda: [("A->B", stats)]))
+    return generate_latest(registry).decode()
 
 
 def _exported() -> set[str]:
-    stats = FlowStats(records=10, bytes=1000, syncs=2, lag={("orders", 0): 5}, last_record_age_s=0.5)
-    stats.latency.observe(0.02)
-    registry = CollectorRegistry()
-    registry.register(FlowCollector(lambda: [("A->B", stats)]))
-    text = generate_latest(registry).decode()
+    text = _metrics_text()
     return {line.split("{")[0].split(" ")[0] for line in text.splitlines() if line and not line.startswith("#")}
+
+
+def strimzi_mm2_board() -> tuple[set[str], set[str]]:
+    """(names /metrics must export, names documented as not exported) of Strimzi's MM2 board."""
+    lines = [line for line in STRIMZI_MM2_BOARD.read_text().splitlines() if line and not line.startswith("#")]
+    exported = {line.strip() for line in lines if "#" not in line}
+    return exported, {line.split("#")[0].strip() for line in lines if "#" in line}
 
 
 def _queried(board: dict) -> set[str]:
@@ -38,6 +57,35 @@ def test_every_metric_the_board_queries_is_exported():
 
 
 def test_every_exported_metric_has_a_panel():
-    families = {re.sub(r"_(total|bucket|sum|count)$", "", n) for n in _exported()}
+    """Of mirrorlake's own metrics (the MM2-named ones are for MM2's boards)."""
+    families = {re.sub(r"_(total|bucket|sum|count)$", "", n) for n in _exported() if n.startswith("mirrorlake_")}
     shown = {re.sub(r"_(total|bucket|sum|count)$", "", n) for n in _queried(json.loads(BOARD.read_text()))}
     assert families <= shown, f"exported but on no panel: {sorted(families - shown)}"
+
+
+def test_every_mirror_connector_series_strimzis_mm2_board_queries_is_exported_with_its_labels():
+    wanted, not_exported = strimzi_mm2_board()
+    assert len(wanted) == 11 and not any(n.startswith("kafka_connect_mirror_") for n in not_exported)
+    assert not wanted - _exported(), f"missing: {sorted(wanted - _exported())}"
+    labels = {
+        s.name: set(s.labels)
+        for family in text_string_to_metric_families(_metrics_text())
+        for s in family.samples
+        if s.name.startswith("kafka_connect_mirror_")
+    }
+    source = {"source", "target", "topic", "partition"}
+    assert all(v == source for k, v in labels.items() if "mirrorsourceconnector" in k)
+    assert labels["kafka_connect_mirror_mirrorcheckpointconnector_checkpoint_latency_ms"] == source | {"group"}
+
+
+def test_windowed_value_keeps_min_max_avg_and_rate_over_two_samples():
+    w = WindowedValue()
+    assert w.window(0.0) is None and w.rate(0.0) == 0.0 and w.last is None
+    w.add(10.0, now=0.0)
+    w.add(30.0, now=1.0)
+    w.add(20.0, now=SAMPLE_S + 1)  # a second sample
+    assert w.window(SAMPLE_S + 2) == (10.0, 30.0, 20.0) and w.last == 20.0
+    assert w.rate(SAMPLE_S + 2) == 60.0 / (SAMPLE_S + 2)
+    assert w.window(2 * SAMPLE_S + 0.5) == (20.0, 20.0, 20.0)  # the first sample left the window
+    w.add(5.0, now=3 * SAMPLE_S)  # a third sample pushes the oldest out
+    assert w.window(3 * SAMPLE_S) == (5.0, 20.0, 12.5)

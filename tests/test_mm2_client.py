@@ -30,6 +30,7 @@ from confluent_kafka import Consumer, KafkaException, TopicPartition
 from bench.translation_vs_mm2 import commit_groups
 from mirrorlake.groundtruth import GroundTruth, copies_by_content, read_partition
 from mirrorlake.traffic import ensure_topic, produce_sample_traffic
+from replicator.client.state_snapshot import load_snapshot
 from replicator.config import parse_config
 from replicator.flow.runtime import Replicator
 from replicator.mm2.records import decode_offset_sync
@@ -210,6 +211,31 @@ def test_mm2_offset_syncs_name_real_copies_up_to_the_last_record(kafka_clusters,
         mine = [(s.upstream_offset, s.downstream_offset) for s in syncs if s.partition == p]
         assert mine and set(mine) <= copies  # every sync is a record and where it landed
         assert max(u for u, _d in mine) == source[-1].offset  # up to the last copied record
+
+
+def test_mm2_offset_syncs_turned_on_later_start_from_the_state_snapshot(kafka_clusters, unique_topic):
+    """The syncs a state snapshot covers are not in the log the task reads: it writes them from the snapshot."""
+    tag = uuid.uuid4().hex[:6]
+    P, Q = f"P{tag}", f"Q{tag}"  # noqa: N806 (cluster aliases)
+    a, b = kafka_clusters.bootstrap("A"), kafka_clusters.bootstrap("B")
+    topic = unique_topic("mm2snap").replace("-", "_")
+    ensure_topic(a, topic, PARTITIONS)
+    produce_sample_traffic(a, topic, records=200, partitions=PARTITIONS)
+    doc = {
+        "clusters": {P: {"bootstrap_servers": a}, Q: {"bootstrap_servers": b}},
+        "flows": [{"source": P, "target": Q, "topics": [topic], "emit_heartbeats": False}],  # audits read the log
+        "state_topic": f"mirrorlake.mm2snap-{tag}",
+    }
+    Replicator(parse_config(doc), status_port=None).run_until_caught_up()  # its last round writes a snapshot
+    snap = load_snapshot({"bootstrap.servers": b}, doc["state_topic"], f"{P}->{Q}")
+    assert snap is not None and snap.segments
+    doc["flows"][0]["emit_mm2_offset_syncs"] = True
+    Replicator(parse_config(doc), status_port=None).run_until_caught_up()  # nothing new to copy
+
+    syncs = [decode_offset_sync(r.key, r.value) for r in read_partition(a, f"mm2-offset-syncs.{Q}.internal", 0)]
+    for p in range(PARTITIONS):
+        last = read_partition(a, topic, p)[-1].offset
+        assert max(s.upstream_offset for s in syncs if s.topic == topic and s.partition == p) == last
 
 
 def test_takeover_from_mm2_names_what_is_wrong(kafka_clusters, tmp_path):

@@ -10,10 +10,13 @@ import urllib.request
 
 import pytest
 from confluent_kafka import Producer
+from prometheus_client.parser import text_string_to_metric_families
 
+from bench.translation_vs_mm2 import commit_groups
 from mirrorlake.groundtruth import read_partition
 from mirrorlake.traffic import ensure_topic
 from replicator.flow.runtime import Replicator
+from tests.test_grafana_dashboard import strimzi_mm2_board
 from tests.waiting import wait_for
 
 pytestmark = pytest.mark.kafka
@@ -99,15 +102,22 @@ def test_metrics_and_health_endpoints(kafka_clusters, unique_topic):
     for i in range(500):
         producer.produce(topic, key=str(i).encode(), value=b"x" * 100, partition=i % 2)
     producer.flush(10)
-    flow = {"source": "A", "target": "B", "topics": [topic], "emit_heartbeats": False}  # exact counts below
+    group = f"{topic}-app"
+    commit_groups(a, topic, {group: {0: 100, 1: 100}})  # checkpointed: MM2's checkpoint latency
+    flow = {
+        "source": "A", "target": "B", "topics": [topic], "emit_heartbeats": False,  # exact counts below
+        "groups": [group], "emit_checkpoints_interval_seconds": 1,
+    }  # fmt: skip
     replicator = Replicator(kafka_clusters.config(flows=[flow]), status_port=0)
     replicator.start()
     try:
         port = replicator.status_port
         wait_for(lambda: replicator.health()["flows"]["A->B"]["records"] == 500, "the records to be copied")
         wait_for(lambda: 'mirrorlake_record_lag{flow="A->B"' in get(f"http://127.0.0.1:{port}/metrics")[1], "lag")
+        wait_for(lambda: f'group="{group}"' in get(f"http://127.0.0.1:{port}/metrics")[1], "checkpoint latency")
         code, text = get(f"http://127.0.0.1:{port}/metrics")
         assert code == 200
+        assert_mm2_metrics(text, topic, group)
         assert 'mirrorlake_records_total{flow="A->B"} 500.0' in text
         assert 'mirrorlake_bytes_total{flow="A->B"}' in text
         assert 'mirrorlake_replication_latency_seconds_count{flow="A->B"}' in text
@@ -123,3 +133,25 @@ def test_metrics_and_health_endpoints(kafka_clusters, unique_topic):
         replicator.stop()
         replicator.wait(60)
     assert replicator.health()["status"] == "degraded"  # stopped flows are not healthy
+
+
+def assert_mm2_metrics(text: str, topic: str, group: str) -> None:
+    """Every MM2 series Strimzi's board queries is there, per partition, and the counts are the copies."""
+    samples = [s for family in text_string_to_metric_families(text) for s in family.samples]
+    names = {s.name for s in samples}
+    wanted, _ = strimzi_mm2_board()
+    assert not wanted - names, f"missing: {sorted(wanted - names)}"
+
+    def value(attribute: str, partition: int) -> float:
+        name = f"kafka_connect_mirror_mirrorsourceconnector_{attribute}"
+        labels = {"source": "A", "target": "B", "topic": f"A.{topic}", "partition": str(partition)}
+        return next(s.value for s in samples if s.name == name and s.labels == labels)
+
+    for p in (0, 1):
+        assert value("record_count", p) == 250  # records copied of the partition
+        assert value("byte_count", p) == sum(len(str(i)) + 100 for i in range(p, 500, 2))  # key + value
+        assert value("record_rate", p) > 0 and value("byte_rate", p) > 0
+        assert value("record_age_ms_max", p) >= value("record_age_ms_min", p) >= 0
+        assert value("replication_latency_ms_max", p) >= value("replication_latency_ms_min", p) >= 0
+    latency = [s for s in samples if s.name.endswith("checkpoint_latency_ms_max") and s.labels["group"] == group]
+    assert {s.labels["topic"] for s in latency} == {f"A.{topic}"} and all(s.value >= 0 for s in latency)

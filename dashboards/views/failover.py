@@ -1,9 +1,9 @@
 """Failover (read-only): what failing a flow's groups over now would cost, from the lakehouse alone.
 
 Today's figures are gold ``rpo_now`` (records at risk per partition) and ``failover_now`` (per
-group and partition: lost, re-read, duplicated at the checkpoint's resume offset). The plan for a
-chosen time and the consistent cut come from ``mirrorlake failover plan`` (``replicator.failover``,
-being built): ``plan_section`` is where its figures go. Applying a failover stays a CLI action.
+group and partition: lost, re-read, duplicated at the checkpoint's resume offset); ``plan_section``
+shows ``mirrorlake failover plan``'s figures (the ``failover_plan`` macro: the exact translation's
+target offset and cost) and the flow's ``consistent_cut``. Applying a failover stays a CLI action.
 """
 
 from __future__ import annotations
@@ -95,10 +95,65 @@ def render(view: View) -> None:
 
 
 def plan_section(view: View, flow: str, groups: list[str]) -> None:
-    """The failover plan for ``flow`` and ``groups``: filled by ``mirrorlake failover plan`` once it exists."""
-    st.subheader("Plan")
-    st.info(
-        f"A plan for a chosen time (per partition: target offset, lost, re-read) and the consistent cut come from "
-        f"`mirrorlake failover plan --flow '{flow}'`; this page will show its figures. Applying a failover stays a "
-        "CLI action. Applied failovers will be listed here once the replicator records them as events."
+    """``mirrorlake failover plan``'s figures for ``flow`` and ``groups``, and the flow's consistent cut.
+
+    Read from the lakehouse macros ``failover_plan(flow)`` and ``consistent_cut(flow)`` (the CLI computes
+    the same from the state topic); nothing here applies a failover.
+    """
+    st.subheader("Plan at the exact translation")
+    plan = view.get(data.failover_plan, flow)
+    cut = view.get(data.consistent_cut, flow)
+    cut_ms = None if cut.empty or pd.isna(cut["cut_ms"].iloc[0]) else int(cut["cut_ms"].iloc[0])
+    cols = st.columns(4)
+    cols[0].metric(
+        "Consistent cut",
+        fmt.utc(cut_ms) if cut_ms is not None else "unknown",
+        help="every partition of the flow is replicated up to this time (the first record not copied yet)",
+    )
+    cols[1].metric("Cut is", fmt.ago(cut_ms, view.now_ms) if cut_ms is not None else "n/a")
+    picked = plan[plan["group"].isin(groups)] if not plan.empty else plan
+    cols[2].metric("Lost at the exact offsets", fmt.count(None if picked.empty else _sum(picked["records_lost"])))
+    cols[3].metric("Re-read at the exact offsets", fmt.count(None if picked.empty else _sum(picked["records_reread"])))
+    if picked.empty:
+        st.info(
+            "No plan yet: it needs group checkpoints and watermarks (`mirrorlake replicate`, then "
+            "`mirrorlake lakehouse build`). The CLI gives the same figures: "
+            f"`mirrorlake failover plan --flow '{flow}'`."
+        )
+    else:
+        st.dataframe(
+            pd.DataFrame(
+                {
+                    "group": picked["group"],
+                    "partition": picked["source_topic"] + "[" + picked["partition"].astype(str) + "]",
+                    "committed": picked["committed_offset"],
+                    "target offset": picked["target_offset"],
+                    "lost": picked["records_lost"],
+                    "re-read": picked["records_reread"],
+                    "partition at risk": picked["partition_records_unreplicated"],
+                    "as of": [fmt.when(None if pd.isna(v) else int(v), view.now_ms) for v in picked["as_of_ms"]],
+                }
+            ),
+            hide_index=True,
+            width="stretch",
+        )
+    st.subheader("Failovers applied")
+    applied = view.get(data.failovers_applied, flow)
+    if applied.empty:
+        st.caption(f"None. Applying stays a CLI action: `mirrorlake failover apply --flow '{flow}'`.")
+        return
+    st.dataframe(
+        pd.DataFrame(
+            {
+                "applied": [fmt.when(int(v), view.now_ms) for v in applied["applied_at_ms"]],
+                "mode": applied["mode"],
+                "groups": applied["groups"],
+                "lost": applied["records_lost"],
+                "re-read": applied["records_reread"],
+                "consistent cut": [fmt.utc(None if pd.isna(v) else int(v)) for v in applied["consistent_cut_ms"]],
+                "by": applied["user"],
+            }
+        ),
+        hide_index=True,
+        width="stretch",
     )

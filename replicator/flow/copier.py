@@ -10,6 +10,9 @@ per partition).
 
 Per delivery the ``SyncLedger`` is told (upstream, downstream); the tracker's common case
 (next offset on both sides) returns at its first test, so only sync points cost more.
+
+MM2's per-partition metrics (``mm2_metrics``) are fed once per run of one partition in a batch
+(at the lane switch the loop does anyway) and at sync points, never per record.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
 from replicator.client.provenance import Provenance
 from replicator.errors import ReplicationError
+from replicator.flow.mm2_metrics import SourcePartitionMetrics
 from replicator.flow.stats import FlowStats
 from replicator.flow.sync_ledger import SyncLedger
 from replicator.kafka.errors import kafka_error
@@ -40,12 +44,13 @@ _PURGED = frozenset({KafkaError._PURGE_QUEUE, KafkaError._PURGE_INFLIGHT})
 class _Lane:
     """What is in flight to one target partition, oldest first."""
 
-    __slots__ = ("source_topic", "upstream", "timestamps")
+    __slots__ = ("source_topic", "upstream", "timestamps", "metrics")
 
-    def __init__(self, source_topic: str) -> None:
+    def __init__(self, source_topic: str, metrics: SourcePartitionMetrics) -> None:
         self.source_topic = source_topic
         self.upstream: deque[int] = deque()
         self.timestamps: deque[int] = deque()
+        self.metrics = metrics
 
 
 class Copier:
@@ -94,6 +99,9 @@ class Copier:
         lane_u: deque[int] = deque()
         lane_ts: deque[int] = deque()
         copied = nbytes = skipped = 0
+        run: SourcePartitionMetrics | None = None  # the partition of the current run, its counts so far
+        run_copied = run_bytes = 0
+        ts = -1
         for msg in messages:
             if (err := msg.error()) is not None:
                 self._consumer_error(err)
@@ -105,11 +113,14 @@ class Copier:
             if consumed is not None:
                 consumed((topic, partition), upstream + 1)
             if partition != last_partition or topic != last_topic:
+                if run is not None and copied > run_copied:
+                    run.copied(copied - run_copied, nbytes - run_bytes, ts)
                 target = self._remote_for(topic, partition).target_topic
                 lane = lanes.get((target, partition))
                 if lane is None:
-                    lane = lanes[(target, partition)] = _Lane(topic)
+                    lane = lanes[(target, partition)] = _Lane(topic, self._stats.mm2.partition(target, partition))
                 lane_u, lane_ts = lane.upstream, lane.timestamps
+                run, run_copied, run_bytes = lane.metrics, copied, nbytes
                 last_topic, last_partition = topic, partition
             headers = msg.headers()
             if headers is not None or stamp_all:
@@ -130,6 +141,8 @@ class Copier:
             lane_ts.append(ts)
             copied += 1
             nbytes += (len(value) if value else 0) + (len(key) if key else 0)
+        if run is not None and copied > run_copied:
+            run.copied(copied - run_copied, nbytes - run_bytes, ts)
         self.in_flight += copied
         stats = self._stats
         stats.records += copied
@@ -155,7 +168,9 @@ class Copier:
             if err.code() not in _PURGED:  # purged by an aborted transaction: copied again from its position
                 self.delivery_error = err
         elif self._delivered(lane.source_topic, partition, upstream, out.offset(), ts, target) and ts > 0:  # type: ignore[arg-type]
-            self._stats.latency.observe(max(0.0, time.time() - ts / 1000))  # sampled: syncs are rare
+            latency_s = max(0.0, time.time() - ts / 1000)  # sampled: syncs are rare
+            self._stats.latency.observe(latency_s)
+            lane.metrics.replication_latency_ms.add(latency_s * 1000)
 
     def _produce_slowly(
         self, topic: str, value: bytes | None, key: bytes | None, partition: int, ts: int, headers: Headers | None

@@ -23,7 +23,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-__all__ = ["FlowCollector", "LatencyHistogram", "StatusServer", "LATENCY_BUCKETS", "waiting_for"]
+__all__ = ["FlowCollector", "LatencyHistogram", "StatusServer", "LATENCY_BUCKETS", "mm2_families", "waiting_for"]
 
 _log = logging.getLogger(__name__)
 
@@ -67,7 +67,8 @@ class FlowCollector(Collector):
         recoveries = CounterMetricFamily(
             "mirrorlake_outage_recoveries", "cluster outages the flow waited out and resumed from", labels=["flow"]
         )
-        for name, stats in self._flows():
+        flows = self._flows()
+        for name, stats in flows:
             waits = waiting_for(stats)
             for side in ("source", "target", "loop"):
                 waiting.add_metric([name, side], 1.0 if side in waits else 0.0)
@@ -84,6 +85,53 @@ class FlowCollector(Collector):
             buckets, total = stats.latency.snapshot()
             latency.add_metric([name], buckets=buckets, sum_value=total)
         yield from (records, size, syncs, skipped, lag, age, latency, waiting, paused, recoveries)
+        yield from mm2_families([stats for _name, stats in flows])
+
+
+_SOURCE = "kafka_connect_mirror_mirrorsourceconnector_"
+_CHECKPOINT = "kafka_connect_mirror_mirrorcheckpointconnector_"
+_NAN = float("nan")
+
+
+def mm2_families(flows: list[Any]) -> list[Metric]:
+    """MM2's connector metrics of ``flows`` (``FlowStats``), named and labelled as Strimzi's JMX rules do.
+
+    All gauges (Strimzi's rules type them so); min/max/avg are NaN while their 60 s window is
+    empty, as Kafka's metrics report them. See ``replicator.flow.mm2_metrics``.
+    """
+    labels = ["source", "target", "topic", "partition"]
+    source: dict[str, GaugeMetricFamily] = {}
+
+    def gauge(prefix: str, attribute: str, names: list[str], out: dict[str, GaugeMetricFamily]) -> GaugeMetricFamily:
+        if attribute not in out:
+            out[attribute] = GaugeMetricFamily(
+                prefix + attribute, f"MirrorMaker 2 {attribute} (mirrorlake)", labels=names
+            )
+        return out[attribute]
+
+    def windowed(
+        prefix: str, attribute: str, names: list[str], out: dict[str, GaugeMetricFamily], key: list[str], w: Any
+    ) -> None:
+        gauge(prefix, attribute, names, out).add_metric(key, _NAN if w.last is None else w.last)
+        low, high, avg = w.window() or (_NAN, _NAN, _NAN)
+        for suffix, value in (("min", low), ("max", high), ("avg", avg)):
+            gauge(prefix, f"{attribute}_{suffix}", names, out).add_metric(key, value)
+
+    checkpoint: dict[str, GaugeMetricFamily] = {}
+    checkpoint_labels = ["source", "target", "group", "topic", "partition"]
+    for stats in flows:
+        for (topic, partition), m in sorted(stats.mm2.source.items()):
+            key = [stats.source, stats.target, topic, str(partition)]
+            gauge(_SOURCE, "record_count", labels, source).add_metric(key, m.record_count)
+            gauge(_SOURCE, "record_rate", labels, source).add_metric(key, m.records.rate())
+            gauge(_SOURCE, "byte_count", labels, source).add_metric(key, m.byte_count)
+            gauge(_SOURCE, "byte_rate", labels, source).add_metric(key, m.bytes.rate())
+            windowed(_SOURCE, "record_age_ms", labels, source, key, m.record_age_ms)
+            windowed(_SOURCE, "replication_latency_ms", labels, source, key, m.replication_latency_ms)
+        for (group, topic, partition), w in sorted(stats.mm2.checkpoint_latency_ms.items()):
+            key = [stats.source, stats.target, group, topic, str(partition)]
+            windowed(_CHECKPOINT, "checkpoint_latency_ms", checkpoint_labels, checkpoint, key, w)
+    return [*source.values(), *checkpoint.values()]
 
 
 def waiting_for(stats: Any) -> dict[str, str]:

@@ -85,7 +85,7 @@ class FlowRunner:
         self.flow = flow
         self.replicator_id = replicator_id
         self.policy = policy or policy_from_config(config.replication_policy)
-        self.stats = FlowStats()
+        self.stats = FlowStats(source=flow.source, target=flow.target)
         self._selector = TopicSelector(
             self.policy,
             RegexTopicFilter.for_flow(flow),
@@ -177,6 +177,7 @@ class FlowRunner:
             assigned=lambda: self.stats.assigned,
             continuous=not until_caught_up,
             read_positions=self.read_positions.request,
+            metrics=self.stats.mm2,
         )
         self.stats.task_errors = tasks.errors
         self._tasks = tasks

@@ -149,6 +149,10 @@ class Replicator:
         self.start(until_caught_up=True)
         return self.wait()
 
+    def flow_stats(self) -> dict[str, FlowStats]:
+        """Each started flow's live counters (read-only: the flow threads write them)."""
+        return {r.runner.flow.name: r.runner.stats for r in self._running}
+
     @property
     def alive(self) -> bool:
         return any(r.thread.is_alive() for r in self._running)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
+from replicator.flow.mm2_metrics import Mm2Metrics
 from replicator.flow.observability import LatencyHistogram
 
 __all__ = ["FlowStats"]
@@ -30,3 +31,6 @@ class FlowStats:
     paused: bool = False  # reading paused: the target is down or its queue is full
     recoveries: int = 0  # outages the flow waited out
     turned_at: float = field(default_factory=time.monotonic)  # the copy loop's last turn (liveness)
+    source: str = ""  # the flow's source cluster alias (a label of the MM2-named metrics)
+    target: str = ""
+    mm2: Mm2Metrics = field(default_factory=Mm2Metrics)  # per partition, named as MM2's connectors

@@ -15,7 +15,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from confluent_kafka import Producer
@@ -25,6 +25,7 @@ from replicator.client.state_reader import StateLogFollower
 from replicator.client.state_snapshot import FlowSnapshot, load_snapshot
 from replicator.config import FlowConfig, MirrorlakeConfig
 from replicator.events import Event
+from replicator.flow.mm2_metrics import Mm2Metrics
 from replicator.kafka.settings import idempotent_producer_config
 from replicator.kafka.state_log import StateLog
 from replicator.metadata.topics import RemoteTopic
@@ -137,11 +138,13 @@ class TaskContext:
     state: StateLog  # the flow's state topic, written through the tasks' own producer
     remote_topics: Callable[[], dict[str, RemoteTopic]]  # the flow's current topic selection
     view: StateView
+    metrics: Mm2Metrics = field(default_factory=Mm2Metrics)  # the flow's MM2-named metrics (checkpoint latency)
 
-    def emit(self, event: Event) -> None:
+    def emit(self, event: Event, on_durable: Callable[[], None] | None = None) -> None:
+        """Write ``event`` to the state topic; ``on_durable`` runs (in a ``poll``) once it is acknowledged."""
         while True:
             try:
-                self.state.emit(event)
+                self.state.emit(event, on_durable)
                 return
             except BufferError:
                 self.state.producer.poll(0.05)

@@ -21,6 +21,7 @@ default) each emitted checkpoint is also written, from the same decision, as MM2
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from confluent_kafka import KafkaException
@@ -29,6 +30,7 @@ from replicator.client.group_offsets import GroupOffset, committed_offsets
 from replicator.client.mapping import Translation, TranslationMethod
 from replicator.client.policy import ReplicationPolicy
 from replicator.events import Checkpoint
+from replicator.events.model import now_ms
 from replicator.kafka.admin import admin_client
 from replicator.kafka.settings import consumer_group_id
 from replicator.metadata.filters import RegexGroupFilter
@@ -93,12 +95,17 @@ class CheckpointTask:
             for c in checkpoints:
                 key = (group, c.source_topic, c.partition)
                 if self._last.get(key) != (c.upstream_offset, c.downstream_offset):
-                    self._ctx.emit(c)
+                    self._ctx.emit(c, self._latency_of(c))
                     if self.mm2 is not None:
                         self.mm2.write(*encode_checkpoint(mm2_checkpoint(c)), timestamp_ms=c.emitted_at_ms)
                     self._last[key] = (c.upstream_offset, c.downstream_offset)
             if self.group_sync is not None:
                 self.group_sync.sync(group, checkpoints, self._unmapped(offsets, checkpoints))
+
+    def _latency_of(self, c: Checkpoint) -> Callable[[], None]:
+        """MM2's checkpoint-latency-ms of ``c``: its decision to the state topic's acknowledgement."""
+        key = (c.group, c.target_topic, c.partition)
+        return lambda: self._ctx.metrics.checkpoint_written(key, max(0, now_ms() - c.emitted_at_ms))
 
     def _unmapped(self, offsets: list[GroupOffset], checkpoints: list[Checkpoint]) -> list[GroupOffset]:
         done = {(c.source_topic, c.partition) for c in checkpoints}

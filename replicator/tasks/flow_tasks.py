@@ -6,6 +6,7 @@ from collections.abc import Callable
 
 from replicator.client.policy import ReplicationPolicy
 from replicator.config import FlowConfig, MirrorlakeConfig
+from replicator.flow.mm2_metrics import Mm2Metrics
 from replicator.flow.read_positions import PositionSnapshot
 from replicator.kafka.state_log import StateLog
 from replicator.metadata.topics import RemoteTopic
@@ -31,16 +32,19 @@ def flow_state_tasks(
     assigned: Callable[[], list[tuple[str, int]]],
     continuous: bool,
     read_positions: Callable[[], PositionSnapshot | None] | None = None,
+    metrics: Mm2Metrics | None = None,
 ) -> StateTasks:
     """The flow's tasks; heartbeats only when ``continuous`` (a batch run ends, its heartbeats would not).
 
-    ``read_positions``: the copy loop's replicated positions (none when observing without a loop).
+    ``read_positions``: the copy loop's replicated positions (none when observing without a loop);
+    ``metrics``: where the tasks keep their MM2-named metrics (the flow's ``FlowStats.mm2``).
     """
     source_conf = config.cluster(flow.source).client_config()
     target_conf = config.cluster(flow.target).client_config()
     producer = task_producer(target_conf, f"{replicator_id}-{flow.name}-state")
     view = StateView(config, flow)
-    ctx = TaskContext(config, flow, replicator_id, StateLog(producer, config.state_topic), remote_topics, view)
+    state = StateLog(producer, config.state_topic)
+    ctx = TaskContext(config, flow, replicator_id, state, remote_topics, view, metrics or Mm2Metrics())
     tasks: list[StateTask] = []
     if flow.emit_checkpoints or flow.sync_group_offsets:
         tasks.append(CheckpointTask(ctx, source_conf, target_conf, policy))

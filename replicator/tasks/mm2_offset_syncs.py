@@ -6,7 +6,9 @@ MM2's checkpoint connector translates from ``mm2-offset-syncs.<target>.internal`
 of its flow there as it reaches the state topic (a ``delta_change`` sync's previous record first:
 both are real copies), so an MM2 started on the same clusters later finds the positions mirrorlake
 copied. The backlog a process finds at start is written as compaction would leave it (the latest
-sync of each partition), not replayed whole.
+sync of each partition), not replayed whole: it comes from the view's mapping, which holds what the
+flow's state snapshot summarises as well as the log read after it (the syncs before the snapshot's
+position are not in the log the view reads, only in the snapshot's segments).
 
 Off the hot path: the syncs come from the state topic (``StateView``), not from the copy loop.
 """
@@ -59,16 +61,32 @@ class Mm2OffsetSyncTask:
         self._ctx.view.refresh()
         syncs, self._pending = self._pending, []
         if self._backlog:  # what compaction would keep of the history: each partition's latest sync
-            syncs = list({(s.source_topic, s.partition): s for s in syncs}.values())
+            records = self._latest_mapped()
             self._backlog = False
-        for s in syncs:
-            points = [(s.upstream_offset, s.downstream_offset)]
-            if s.previous_upstream_offset is not None and s.previous_downstream_offset is not None:
-                points.insert(0, (s.previous_upstream_offset, s.previous_downstream_offset))
-            for upstream, downstream in points:
-                record = Mm2OffsetSync(s.source_topic, s.partition, upstream, downstream)
-                self.writer.write(*encode_offset_sync(record))  # stamped now, as MM2 does
+        else:
+            records = [r for s in syncs for r in _records(s)]
+        for record in records:
+            self.writer.write(*encode_offset_sync(record))  # stamped now, as MM2 does
         self._producer.poll(0)
+
+    def _latest_mapped(self) -> list[Mm2OffsetSync]:
+        """Each partition's latest mapped point: the snapshot's segments and the log after them."""
+        flow, index = self._ctx.flow.name, self._ctx.view.index
+        records = []
+        for _flow, topic, partition in index.partitions(flow):
+            segments = index.segments(flow, topic, partition)
+            if segments:
+                last = segments[-1]
+                records.append(Mm2OffsetSync(topic, partition, last.upstream_end, last.downstream_end))
+        return records
 
     def close(self) -> None:
         self._producer.flush(30)
+
+
+def _records(s: OffsetSync) -> list[Mm2OffsetSync]:
+    """MM2's records of one sync: a ``delta_change`` sync's previous point first (both are real copies)."""
+    points = [(s.upstream_offset, s.downstream_offset)]
+    if s.previous_upstream_offset is not None and s.previous_downstream_offset is not None:
+        points.insert(0, (s.previous_upstream_offset, s.previous_downstream_offset))
+    return [Mm2OffsetSync(s.source_topic, s.partition, u, d) for u, d in points]
