@@ -347,8 +347,10 @@ def demo(config_path: Path, records: int) -> None:
 
 
 def _register() -> None:
+    from mirrorlake.cli_check import check
     from mirrorlake.cli_failover import failback, failover
 
+    cli.add_command(_config_argument_or_option(check))
     for group in (failover, failback):
         for command in group.commands.values():
             _config_option(command)
