@@ -351,7 +351,8 @@ def test_check_and_a_run_name_the_one_acl_a_least_privileged_principal_lacks(sec
             "S": {"bootstrap_servers": source.bootstrap, "client": client(source)},
             "T": {"bootstrap_servers": target.bootstrap, "client": client(target)},
         },
-        "flows": [{"source": "S", "target": "T", "topics": [topic]}],
+        # a literal group: with Describe on the cluster bob would see (and need) every group of S
+        "flows": [{"source": "S", "target": "T", "topics": [topic], "groups": [f"group-{topic}"]}],
         "replicator_id": "least-test",
         "state_topic": f"state-{topic}",
         "connect_timeout_seconds": 20,
