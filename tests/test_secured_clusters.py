@@ -15,6 +15,7 @@ import sys
 import time
 import uuid
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -321,13 +322,19 @@ def grant(broker: LocalBroker, user: str, perms: list[Permission]) -> None:
         future.result(timeout=30)
 
 
-def test_check_and_a_run_name_the_one_acl_a_least_privileged_principal_lacks(secured, tmp_path):
-    """bob holds exactly the ACLs ``required_permissions`` lists, less Read on the source topic.
+@dataclass
+class LeastPrivileged:
+    """A fresh SCRAM principal on both brokers, a source topic of 10 records and a flow's config file."""
 
-    ``mirrorlake check`` reports that one row MISSING and no other; ``replicate`` fails with an error
-    naming principal, topic and operation, the dedicated exit code, and no traceback. Once it is
-    granted, the flow copies everything with no authorization error logged: the list is sufficient.
-    """
+    user: str
+    password: str
+    topic: str
+    path: Path
+    perms: list[Permission]
+
+
+def least_privileged(secured, tmp_path: Path, withhold, **flow: object) -> LeastPrivileged:
+    """Grant the new principal every permission ``required_permissions`` lists for the flow but ``withhold``."""
     source, target = secured["S"], secured["T"]
     bob, password = f"bob-{uuid.uuid4().hex[:6]}", f"pw-{uuid.uuid4().hex}"
     for broker in (source, target):
@@ -352,18 +359,34 @@ def test_check_and_a_run_name_the_one_acl_a_least_privileged_principal_lacks(sec
             "T": {"bootstrap_servers": target.bootstrap, "client": client(target)},
         },
         # a literal group: with Describe on the cluster bob would see (and need) every group of S
-        "flows": [{"source": "S", "target": "T", "topics": [topic], "groups": [f"group-{topic}"]}],
+        "flows": [{"source": "S", "target": "T", "topics": [topic], "groups": [f"group-{topic}"], **flow}],
         "replicator_id": "least-test",
         "state_topic": f"state-{topic}",
         "connect_timeout_seconds": 20,
     }
     config = parse_config(data)
     perms = required_permissions(config, config.flows[0], source_topics=[topic])
-    withheld = next(p for p in perms if (p.cluster, p.name, p.operation) == ("S", topic, "READ"))
-    grant(source, bob, [p for p in perms if p.cluster == "S" and p != withheld])
-    grant(target, bob, [p for p in perms if p.cluster == "T"])
+    kept = [p for p in perms if not withhold(p, topic)]
+    grant(source, bob, [p for p in kept if p.cluster == "S"])
+    grant(target, bob, [p for p in kept if p.cluster == "T"])
     path = tmp_path / "least.yaml"
     path.write_text(yaml.safe_dump(data))
+    return LeastPrivileged(bob, password, topic, path, perms)
+
+
+def test_check_and_a_run_name_the_one_acl_a_least_privileged_principal_lacks(secured, tmp_path):
+    """bob holds exactly the ACLs ``required_permissions`` lists, less Read on the source topic.
+
+    ``mirrorlake check`` reports that one row MISSING and no other; ``replicate`` fails with an error
+    naming principal, topic and operation, the dedicated exit code, and no traceback. Once it is
+    granted, the flow copies everything with no authorization error logged: the list is sufficient.
+    """
+    source, target = secured["S"], secured["T"]
+    least = least_privileged(
+        secured, tmp_path, lambda p, topic: (p.cluster, p.name, p.operation) == ("S", topic, "READ")
+    )
+    bob, password, topic, path = least.user, least.password, least.topic, least.path
+    withheld = next(p for p in least.perms if (p.cluster, p.name, p.operation) == ("S", topic, "READ"))
 
     checked = subprocess.run(
         [sys.executable, "-m", "mirrorlake.cli", "check", str(path), "--format", "json"],
@@ -403,3 +426,26 @@ def test_check_and_a_run_name_the_one_acl_a_least_privileged_principal_lacks(sec
     assert ran.returncode == 0, ran.stderr[-3000:]
     assert "authorization" not in ran.stderr.lower(), ran.stderr[-3000:]
     assert keys(target.client_config("admin", mechanism="PLAIN"), f"S.{topic}") == [f"k{i}".encode() for i in range(10)]
+
+
+def test_an_exactly_once_flow_without_its_transactional_id_acl_fails_naming_it(secured, tmp_path):
+    """``check`` cannot probe a transactional id (it would fence a running flow): UNKNOWN, exit 0; the
+    run is refused by the broker and fails naming the transactional id ACLs to grant."""
+    least = least_privileged(
+        secured, tmp_path, lambda p, _topic: p.resource_type == "TRANSACTIONAL_ID", exactly_once=True
+    )
+    checked = subprocess.run(
+        [sys.executable, "-m", "mirrorlake.cli", "check", str(least.path), "--missing-only"],
+        cwd=ROOT, capture_output=True, text=True, timeout=180,
+    )  # fmt: skip
+    assert checked.returncode == 0, (checked.stdout, checked.stderr)
+    assert "TRANSACTIONAL_ID" in checked.stdout and "UNKNOWN" in checked.stdout
+    ran = subprocess.run(
+        [sys.executable, "-m", "mirrorlake.cli", "replicate", str(least.path), "--until-caught-up"],
+        cwd=ROOT, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert ran.returncode == MissingPermissionError.exit_code, (ran.returncode, ran.stderr[-3000:])
+    assert "Traceback" not in ran.stderr, ran.stderr[-3000:]
+    assert f"User:{least.user} Write on TRANSACTIONAL_ID 'mirrorlake.S->T.least-test' of cluster T" in ran.stderr, (
+        ran.stderr[-3000:]
+    )

@@ -388,22 +388,26 @@ def authorization_failure(
 ) -> MissingPermissionError | None:
     """A ``MissingPermissionError`` naming the ACLs to grant if ``exc`` is an authorization error, else None.
 
-    The ACLs are found by checking the flow's permissions now; if the check cannot tell (or the
-    cluster stopped answering), the error names the kind of resource the broker refused.
+    The ACLs are found by checking the flow's permissions now: the MISSING ones, or if none, the
+    UNKNOWN ones of the kind the broker refused (a transactional id is never probed: the refusal is
+    the answer). If the check cannot run, the error names the kind of resource refused.
     """
     err = _authorization_error(exc)
     if err is None:
         return None
     reason = f"flow {flow.name}: not authorized ({err.str()})"
+    kind = _RESOURCE_OF_CODE[err.code()]
     try:
-        missing = [c for c in check_permissions(config, [flow]) if c.status == "MISSING"]
+        checks = check_permissions(config, [flow])
     except (KafkaException, ClusterUnreachableError, TimeoutError) as check_exc:
         _log.debug("flow %s: permission check after an authorization error failed: %s", flow.name, check_exc)
-        missing = []
+        checks = []
+    missing = [c for c in checks if c.status == "MISSING"]
+    if not missing:  # e.g. a transactional id, which the check cannot probe: the broker just did
+        missing = [c for c in checks if c.status == "UNKNOWN" and c.permission.resource_type == kind]
     if missing:
         grants = "; ".join(f"{c.grant()} ({c.permission.feature})" for c in missing)
         return MissingPermissionError(f"{reason}; grant: {grants}")
-    kind = _RESOURCE_OF_CODE[err.code()]
     return MissingPermissionError(
         f"{reason}; grant the flow's principals the {kind} ACLs listed by 'mirrorlake check' "
         "(see the README's Least privilege table)"
