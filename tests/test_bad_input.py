@@ -162,6 +162,12 @@ CASES = [
     Bad("properties huge file", lambda p: p.write_bytes(PROPS.encode() + b"#" * (11 << 20)), ("larger than",),
         name="mm2.properties"),
     Bad("properties flow to itself", PROPS + "A->A.enabled = true\n", ("A->A",), name="mm2.properties"),
+    # -- mirrorlake check: an unreachable cluster is one line, not a table
+    Bad("check with a cluster that does not answer", A_B + "flows:\n  - {source: A, target: B}\n"
+        "connect_timeout_seconds: 0.5\n", ("cluster A at 127.0.0.1:1 did not answer",), args=("check", "{path}"),
+        code=3, names_file=False),
+    Bad("check of an unknown flow", A_B + "flows:\n  - {source: A, target: B}\n", ("unknown flow 'B->A'",),
+        args=("check", "{path}", "--flow", "B->A"), names_file=False),
     # -- lakehouse paths and Delta logs (DuckDB and plain file checks; no Spark)
     Bad("sql on a lakehouse path that is a file", "not a directory", ("{path}",),
         args=("sql", "SELECT 1", "--lakehouse", "{path}"), code=12, names_file=False),

@@ -35,7 +35,7 @@ from replicator.config import FlowConfig, MirrorlakeConfig
 from replicator.errors import ClusterUnreachableError, MissingPermissionError
 from replicator.kafka.admin import admin_client
 from replicator.kafka.connectivity import wait_for_cluster
-from replicator.kafka.errors import kafka_error
+from replicator.kafka.errors import kafka_error, kafka_error_reason
 from replicator.kafka.settings import (
     READER_GROUP_PREFIX,
     consumer_group_id,
@@ -230,11 +230,10 @@ def _check_flow(config: MirrorlakeConfig, flow: FlowConfig) -> list[PermissionCh
     admins = {alias: admin_client(conf) for alias, conf in confs.items()}
     source = admins[flow.source]
     try:
-        visible = list(source.list_topics(timeout=_TIMEOUT_S).topics)
-        listing = source.list_consumer_groups(request_timeout=_TIMEOUT_S).result(timeout=_TIMEOUT_S)
+        visible = list(source.list_topics(timeout=_TIMEOUT_S).topics)  # only those it may Describe
     except KafkaException as exc:
-        raise ClusterUnreachableError(f"cluster {flow.source}: cannot list topics and groups: {exc}") from exc
-    groups = [g.group_id for g in listing.valid]
+        raise ClusterUnreachableError(f"cluster {flow.source}: cannot list topics: {kafka_error_reason(exc)}") from exc
+    groups = _visible_groups(source, flow.source) if flow.emit_checkpoints else []
     policy = policy_from_config(config.replication_policy)
     selector = flow_topic_selector(config, flow, policy)
     perms = required_permissions(
@@ -247,6 +246,20 @@ def _check_flow(config: MirrorlakeConfig, flow: FlowConfig) -> list[PermissionCh
         who = principal(confs[alias])
         out += [PermissionCheck(p, status, who, detail) for p, (status, detail) in zip(mine, granted, strict=True)]
     return out
+
+
+def _visible_groups(admin: AdminClient, alias: str) -> list[str]:
+    """The groups the principal may Describe (all of them with Describe on the cluster)."""
+    try:
+        listing = admin.list_consumer_groups(request_timeout=_TIMEOUT_S).result(timeout=_TIMEOUT_S + 5)
+    except KafkaException as exc:
+        err = kafka_error(exc)
+        if err is not None and err.code() in AUTHORIZATION_CODES:
+            return []
+        raise ClusterUnreachableError(f"cluster {alias}: cannot list groups: {kafka_error_reason(exc)}") from exc
+    except TimeoutError as exc:
+        raise ClusterUnreachableError(f"cluster {alias}: cannot list groups: no answer in time") from exc
+    return [g.group_id for g in listing.valid]
 
 
 class _Probe:
