@@ -2,10 +2,30 @@
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["LakehousePaths"]
+from replicator.errors import ConfigError
+
+__all__ = ["LakehousePaths", "ensure_writable_root"]
+
+
+def ensure_writable_root(root: Path) -> Path:
+    """Create ``root`` if needed and prove it writable (a probe file made and removed), before Spark starts.
+
+    Raises ``ConfigError`` naming ``lakehouse.path`` and the reason when the directory cannot be
+    created or written: a path through a file, a read-only or pseudo file system (what denies root
+    too, where permission bits do not).
+    """
+    probe = root / f".mirrorlake-write-probe-{uuid.uuid4().hex}"
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as exc:
+        raise ConfigError(f"lakehouse.path: cannot write to {root}: {exc.strerror or exc}") from None
+    return root
 
 
 @dataclass(frozen=True)

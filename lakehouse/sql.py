@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from collections.abc import Collection, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -158,6 +159,11 @@ def parse_as_of(value: str) -> int | datetime:
     return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
+def _reason(exc: BaseException) -> str:
+    """DuckDB's message without the Rust backtrace the delta extension appends (``   0: <...>``)."""
+    return re.split(r"\n\s*0: ", str(exc), maxsplit=1)[0].rstrip()
+
+
 def is_delta_table(path: Path) -> bool:
     """Whether ``path`` holds a Delta table with at least one commit (a log directory alone is not one)."""
     log = path / "_delta_log"
@@ -231,7 +237,7 @@ class LakehouseSQL:
             try:
                 self.con.execute(f"CREATE VIEW {view} AS SELECT * FROM delta_scan('{path}'{at})")
             except duckdb.Error as exc:
-                raise TableNotFoundError(f"{path} is not a readable Delta table: {exc}") from None
+                raise TableNotFoundError(f"{path} is not a readable Delta table: {_reason(exc)}") from None
             self.views.append(view)
         if as_of is not None and not self.views:
             raise AsOfError(f"no table of {self.paths.root} existed at --as-of {as_of}")
@@ -245,7 +251,7 @@ class LakehouseSQL:
         except duckdb.CatalogException as exc:
             raise SQLError(f"{exc} (tables available: {', '.join(self.views) or 'none'})") from None
         except duckdb.Error as exc:
-            raise SQLError(str(exc)) from None
+            raise SQLError(_reason(exc)) from None
 
     def _execute(self, sql: str, params: Sequence[object] | None) -> duckdb.DuckDBPyConnection:
         return self.con.execute(sql, params) if params else self.con.execute(sql)

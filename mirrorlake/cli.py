@@ -19,7 +19,7 @@ import click
 from mirrorlake.cli_mm2 import takeover_mm2
 from mirrorlake.progress import Steps
 from replicator.config import load_config
-from replicator.errors import ExitCode, MirrorlakeError
+from replicator.errors import ConfigError, ExitCode, MirrorlakeError
 
 __all__ = ["main", "cli"]
 
@@ -134,12 +134,16 @@ def replicate(
     config_path = _pick_config(positional_config, option_config)
     from replicator.flow.runtime import Replicator
 
-    replicator = Replicator(
-        load_config(config_path),
-        flows=list(flows) or None,
-        target_clusters=list(targets) or None,
-        status_port="config" if status_port is None else status_port,
-    )
+    config = load_config(config_path)
+    try:  # the checks across keys (policy class, cycles, flows selected) name the file too
+        replicator = Replicator(
+            config,
+            flows=list(flows) or None,
+            target_clusters=list(targets) or None,
+            status_port="config" if status_port is None else status_port,
+        )
+    except ConfigError as exc:
+        raise ConfigError(f"{config_path}: {exc}") from None
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: replicator.stop())
     replicator.start(until_caught_up=until_caught_up)
@@ -242,10 +246,12 @@ def lakehouse() -> None:
 )
 def lakehouse_build(config_path: Path, full: bool) -> None:
     """Ingest the state topics (availableNow), update silver, then gold (incrementally unless --full)."""
+    from ingest.paths import ensure_writable_root
     from ingest.spark import spark_session
     from lakehouse.build import build_lakehouse
 
     config = load_config(config_path)
+    ensure_writable_root(config.lakehouse.path)  # before Spark starts
     with Steps() as steps:
         steps.stage("start Spark")
         report = build_lakehouse(spark_session(config.spark), config, full=full, on_stage=steps.stage)
@@ -288,10 +294,12 @@ def lakehouse_maintain(config_path: Path, retention_hours: float, force_unsafe_r
 @click.option("--trigger", type=click.FloatRange(min=0.1), default=5.0, show_default=True, help="ingest trigger (s)")
 def lakehouse_serve(config_path: Path, interval: float, trigger: float) -> None:
     """Ingest continuously and rebuild silver and gold every --interval seconds until SIGTERM/Ctrl-C."""
+    from ingest.paths import ensure_writable_root
     from ingest.spark import spark_session
     from lakehouse.serve import LakehouseService, ServeSettings
 
     config = load_config(config_path)
+    ensure_writable_root(config.lakehouse.path)  # before Spark starts
     service = LakehouseService(spark_session(config.spark), config, ServeSettings(interval, trigger))
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: service.stop())
@@ -347,8 +355,10 @@ def demo(config_path: Path, records: int) -> None:
 
 
 def _register() -> None:
+    from mirrorlake.cli_check import check
     from mirrorlake.cli_failover import failback, failover
 
+    cli.add_command(_config_argument_or_option(check))
     for group in (failover, failback):
         for command in group.commands.values():
             _config_option(command)

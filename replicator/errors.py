@@ -23,6 +23,7 @@ __all__ = [
     "ClusterStartError",
     "EventDecodeError",
     "ReplicationError",
+    "MissingPermissionError",
     "TranslationError",
     "FailoverError",
 ]
@@ -52,6 +53,7 @@ class ExitCode(IntEnum):
     UNSAFE_RETENTION = 14
     TRANSLATION = 20
     FAILOVER = 21
+    MISSING_PERMISSION = 22
     INTERRUPTED = 130
 
 
@@ -107,6 +109,12 @@ class ReplicationError(MirrorlakeError):
     """A flow cannot run: a missing source topic, a refused write, a fatal client error."""
 
     exit_code = ExitCode.REPLICATION
+
+
+class MissingPermissionError(ReplicationError):
+    """A principal lacks an ACL a flow needs; the message names principal, resource and operation."""
+
+    exit_code = ExitCode.MISSING_PERMISSION
 
 
 class TranslationError(MirrorlakeError):

@@ -15,6 +15,7 @@ import sys
 import time
 import uuid
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -28,6 +29,9 @@ from confluent_kafka.admin import (
     NewTopic,
     ResourcePatternType,
     ResourceType,
+    ScramCredentialInfo,
+    ScramMechanism,
+    UserScramCredentialUpsertion,
 )
 
 from bench.faults import free_port, health, metrics
@@ -36,9 +40,11 @@ from mirrorlake.localkafka.ports import find_free_port_pair
 from replicator.client.state_reader import read_state_log
 from replicator.config import LocalKafkaConfig, parse_config
 from replicator.config.cache import cache_root
+from replicator.errors import MissingPermissionError
 from replicator.events import Checkpoint
 from replicator.flow.outage import TRANSPORT_CODES
 from replicator.flow.runtime import Replicator
+from replicator.kafka.permissions import Permission, required_permissions
 from tests.waiting import wait_for
 
 pytestmark = pytest.mark.kafka
@@ -290,3 +296,156 @@ def test_the_bronze_stream_reads_a_sasl_ssl_state_topic(secured, spark, tmp_path
     rows = spark.read.format("delta").load(str(paths.bronze)).collect()
     assert sorted(bytes(r["value"]) for r in rows) == [f"raw-{i}".encode() for i in range(5)]
     assert {r["cluster"] for r in rows} == {"T"}
+
+
+def add_scram_user(broker: LocalBroker, user: str, password: str) -> None:
+    admin = AdminClient(broker.client_config("admin", mechanism="PLAIN"))
+    upsert = UserScramCredentialUpsertion(
+        user, ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 4096), password.encode()
+    )
+    for future in admin.alter_user_scram_credentials([upsert]).values():
+        future.result(timeout=30)
+
+
+def grant(broker: LocalBroker, user: str, perms: list[Permission]) -> None:
+    """ACLs for exactly ``perms`` (those of ``broker``'s cluster)."""
+    admin = AdminClient(broker.client_config("admin", mechanism="PLAIN"))
+    bindings = [
+        AclBinding(
+            ResourceType[p.resource_type.replace("CLUSTER", "BROKER")], p.name, ResourcePatternType[p.pattern],
+            f"User:{user}", "*",
+            AclOperation[p.operation], ALLOW,
+        )
+        for p in perms
+    ]  # fmt: skip
+    for future in admin.create_acls(bindings).values():
+        future.result(timeout=30)
+
+
+@dataclass
+class LeastPrivileged:
+    """A fresh SCRAM principal on both brokers, a source topic of 10 records and a flow's config file."""
+
+    user: str
+    password: str
+    topic: str
+    path: Path
+    perms: list[Permission]
+
+
+def least_privileged(secured, tmp_path: Path, withhold, **flow: object) -> LeastPrivileged:
+    """Grant the new principal every permission ``required_permissions`` lists for the flow but ``withhold``."""
+    source, target = secured["S"], secured["T"]
+    bob, password = f"bob-{uuid.uuid4().hex[:6]}", f"pw-{uuid.uuid4().hex}"
+    for broker in (source, target):
+        add_scram_user(broker, bob, password)
+    topic = f"least-{uuid.uuid4().hex[:8]}"
+    admin_s = AdminClient(source.client_config("admin", mechanism="PLAIN"))
+    for future in admin_s.create_topics([NewTopic(topic, 1, 1)]).values():
+        future.result(timeout=60)
+    producer = Producer(source.client_config("admin", mechanism="PLAIN"))
+    for i in range(10):
+        producer.produce(topic, key=f"k{i}".encode(), value=b"v")
+    assert producer.flush(60) == 0
+
+    def client(broker: LocalBroker) -> dict[str, str]:
+        conf = broker.client_config("alice")
+        return {**{k: v for k, v in conf.items() if k != "bootstrap.servers"}, "sasl.username": bob,
+                "sasl.password": password}  # fmt: skip
+
+    data = {
+        "clusters": {
+            "S": {"bootstrap_servers": source.bootstrap, "client": client(source)},
+            "T": {"bootstrap_servers": target.bootstrap, "client": client(target)},
+        },
+        # a literal group: with Describe on the cluster bob would see (and need) every group of S
+        "flows": [{"source": "S", "target": "T", "topics": [topic], "groups": [f"group-{topic}"], **flow}],
+        "replicator_id": "least-test",
+        "state_topic": f"state-{topic}",
+        "connect_timeout_seconds": 20,
+    }
+    config = parse_config(data)
+    perms = required_permissions(config, config.flows[0], source_topics=[topic])
+    kept = [p for p in perms if not withhold(p, topic)]
+    grant(source, bob, [p for p in kept if p.cluster == "S"])
+    grant(target, bob, [p for p in kept if p.cluster == "T"])
+    path = tmp_path / "least.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return LeastPrivileged(bob, password, topic, path, perms)
+
+
+def test_check_and_a_run_name_the_one_acl_a_least_privileged_principal_lacks(secured, tmp_path):
+    """bob holds exactly the ACLs ``required_permissions`` lists, less Read on the source topic.
+
+    ``mirrorlake check`` reports that one row MISSING and no other; ``replicate`` fails with an error
+    naming principal, topic and operation, the dedicated exit code, and no traceback. Once it is
+    granted, the flow copies everything with no authorization error logged: the list is sufficient.
+    """
+    source, target = secured["S"], secured["T"]
+    least = least_privileged(
+        secured, tmp_path, lambda p, topic: (p.cluster, p.name, p.operation) == ("S", topic, "READ")
+    )
+    bob, password, topic, path = least.user, least.password, least.topic, least.path
+    withheld = next(p for p in least.perms if (p.cluster, p.name, p.operation) == ("S", topic, "READ"))
+
+    checked = subprocess.run(
+        [sys.executable, "-m", "mirrorlake.cli", "check", str(path), "--format", "json"],
+        cwd=ROOT, capture_output=True, text=True, timeout=180,
+    )  # fmt: skip
+    assert checked.returncode == MissingPermissionError.exit_code, (checked.stdout, checked.stderr)
+    rows = json.loads(checked.stdout)
+    missing = [(r["cluster"], r["resource_type"], r["name"], r["operation"]) for r in rows if r["status"] == "MISSING"]
+    assert missing == [("S", "TOPIC", topic, "READ")], rows
+    assert f"User:{bob} Read on TOPIC '{topic}' of cluster S" in checked.stderr
+    assert "Traceback" not in checked.stderr
+
+    ran = subprocess.run(
+        [sys.executable, "-m", "mirrorlake.cli", "replicate", str(path), "--until-caught-up"],
+        cwd=ROOT, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert ran.returncode == MissingPermissionError.exit_code, (ran.returncode, ran.stderr[-3000:])
+    assert "Traceback" not in ran.stderr, ran.stderr[-3000:]
+    assert "error: flow S->T: not authorized" in ran.stderr, ran.stderr[-3000:]
+    assert f"User:{bob} Read on TOPIC '{topic}' of cluster S" in ran.stderr, ran.stderr[-3000:]
+    assert password not in ran.stderr + checked.stdout + checked.stderr
+
+    # the withheld ACL granted, the same principal holds exactly the listed ACLs: check passes, the flow copies
+    grant(source, bob, [withheld])
+    checked = subprocess.run(
+        [sys.executable, "-m", "mirrorlake.cli", "check", str(path)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert checked.returncode == 0, (checked.stdout, checked.stderr)
+    ran = subprocess.run(
+        [sys.executable, "-m", "mirrorlake.cli", "replicate", str(path), "--until-caught-up"],
+        cwd=ROOT, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert ran.returncode == 0, ran.stderr[-3000:]
+    assert "authorization" not in ran.stderr.lower(), ran.stderr[-3000:]
+    assert keys(target.client_config("admin", mechanism="PLAIN"), f"S.{topic}") == [f"k{i}".encode() for i in range(10)]
+
+
+def test_an_exactly_once_flow_without_its_transactional_id_acl_fails_naming_it(secured, tmp_path):
+    """``check`` cannot probe a transactional id (it would fence a running flow): UNKNOWN, exit 0; the
+    run is refused by the broker and fails naming the transactional id ACLs to grant."""
+    least = least_privileged(
+        secured, tmp_path, lambda p, _topic: p.resource_type == "TRANSACTIONAL_ID", exactly_once=True
+    )
+    checked = subprocess.run(
+        [sys.executable, "-m", "mirrorlake.cli", "check", str(least.path), "--missing-only"],
+        cwd=ROOT, capture_output=True, text=True, timeout=180,
+    )  # fmt: skip
+    assert checked.returncode == 0, (checked.stdout, checked.stderr)
+    assert "TRANSACTIONAL_ID" in checked.stdout and "UNKNOWN" in checked.stdout
+    ran = subprocess.run(
+        [sys.executable, "-m", "mirrorlake.cli", "replicate", str(least.path), "--until-caught-up"],
+        cwd=ROOT, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert ran.returncode == MissingPermissionError.exit_code, (ran.returncode, ran.stderr[-3000:])
+    assert "Traceback" not in ran.stderr, ran.stderr[-3000:]
+    assert f"User:{least.user} Write on TRANSACTIONAL_ID 'mirrorlake.S->T.least-test' of cluster T" in ran.stderr, (
+        ran.stderr[-3000:]
+    )

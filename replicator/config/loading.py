@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -10,7 +11,22 @@ from replicator.config.mm2_properties import load_mm2_properties
 from replicator.config.model import MirrorlakeConfig, parse_config
 from replicator.errors import ConfigError
 
-__all__ = ["load_config"]
+__all__ = ["load_config", "MAX_CONFIG_BYTES"]
+
+MAX_CONFIG_BYTES = 10 * 1024 * 1024  # a configuration is a few KB; a bigger file is not one
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """``yaml.SafeLoader`` that refuses a key given twice in one mapping (PyYAML keeps the last silently)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)  # type: ignore[no-untyped-call]
+            if isinstance(key, str | int | float | bool) and key in seen:
+                raise yaml.constructor.ConstructorError(None, None, f"duplicate key {key!r}", key_node.start_mark)
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
 
 
 def load_config(path: str | Path) -> MirrorlakeConfig:
@@ -22,14 +38,37 @@ def load_config(path: str | Path) -> MirrorlakeConfig:
     path = Path(path)
     if path.name.endswith(".properties"):
         return load_mm2_properties(path)
+    text = read_config_text(path, encoding="utf-8")
     try:
-        text = path.read_text(encoding="utf-8")
+        data = yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 (a SafeLoader)
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not valid YAML: {_yaml_reason(exc)}") from None
+    return parse_config(data, source=str(path))
+
+
+def _yaml_reason(exc: yaml.YAMLError) -> str:
+    """PyYAML's problem and where, on one line (its ``str`` spreads context over several)."""
+    problem = getattr(exc, "problem", None)
+    mark = getattr(exc, "problem_mark", None)
+    if problem is None:
+        return " ".join(str(exc).split())
+    where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
+    return f"{problem}{where}"
+
+
+def read_config_text(path: Path, *, encoding: str) -> str:
+    """The file's text; ``ConfigError`` naming ``path`` if it is missing, unreadable, too big or not text."""
+    try:
+        with path.open("rb") as f:
+            raw = f.read(MAX_CONFIG_BYTES + 1)
     except FileNotFoundError:
         raise ConfigError(f"{path}: configuration file not found") from None
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read configuration file: {exc.strerror}") from None
+    if len(raw) > MAX_CONFIG_BYTES:
+        raise ConfigError(f"{path}: larger than {MAX_CONFIG_BYTES // (1024 * 1024)} MiB: not a configuration file")
     try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: not valid YAML: {exc}") from None
-    return parse_config(data, source=str(path))
+        return raw.decode(encoding)
+    except UnicodeDecodeError as exc:
+        bad = raw[exc.start : exc.start + 1].hex()
+        raise ConfigError(f"{path}: not UTF-8 text (byte 0x{bad} at offset {exc.start})") from None

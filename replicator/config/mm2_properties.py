@@ -259,7 +259,11 @@ class _Translation:
         self.used: set[str] = set()
         if "clusters" not in props:
             raise ConfigError(f"{source}: clusters is required (MM2's list of cluster aliases, e.g. clusters = A, B)")
-        self.aliases = list(dict.fromkeys(_java_list(self.value("clusters"))))
+        listed = _java_list(self.value("clusters"))
+        self.aliases = list(dict.fromkeys(listed))
+        if len(self.aliases) != len(listed):
+            twice = sorted({a for a in listed if listed.count(a) > 1})
+            raise ConfigError(f"{source}: clusters: alias {', '.join(map(repr, twice))} listed twice")
         for alias in self.aliases:
             if re.search(r"[\s.#]|->", alias):
                 hint = " ('#' starts a comment only at the beginning of a line)" if "#" in alias else ""
@@ -547,12 +551,9 @@ def mm2_to_config_dict(props: Mapping[str, str], *, source: str) -> dict[str, An
 
 def load_mm2_properties(path: Path) -> MirrorlakeConfig:
     """Read, translate and validate a ``connect-mirror-maker.properties`` file; errors name ``path``."""
-    try:
-        text = path.read_text(encoding="iso-8859-1")  # what Properties.load(InputStream) assumes
-    except FileNotFoundError:
-        raise ConfigError(f"{path}: configuration file not found") from None
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read configuration file: {exc.strerror}") from None
+    from replicator.config.loading import read_config_text
+
+    text = read_config_text(path, encoding="iso-8859-1")  # what Properties.load(InputStream) assumes
     try:
         props = parse_properties(text)
     except ConfigError as exc:

@@ -268,6 +268,8 @@ def _describe(error: ErrorDetails) -> str:
     if kind == "missing":
         return f"{loc}: required key is missing"
     message = str(error["msg"]).removeprefix("Value error, ")
+    if not error["loc"] and kind == "value_error":
+        return message  # a check across keys: its message names them
     got = error.get("input")
     if isinstance(got, (str, int, float, bool)) and kind != "value_error":
         return f"{loc}: {message} (got {got!r})"
@@ -276,10 +278,15 @@ def _describe(error: ErrorDetails) -> str:
 
 def parse_config(data: Any, *, source: str = "<config>") -> MirrorlakeConfig:
     """Validate an already-parsed document; ``source`` names it in error messages."""
+    if data is None:
+        raise ConfigError(f"{source}: the file is empty (expected a mapping with at least 'clusters')")
     if not isinstance(data, dict):
         raise ConfigError(f"{source}: expected a mapping at the top level, got {type(data).__name__}")
     try:
         return MirrorlakeConfig.model_validate(data)
     except ValidationError as exc:
-        problems = "\n  ".join(_describe(e) for e in exc.errors(include_url=False))
-        raise ConfigError(f"{source}: invalid configuration:\n  {problems}") from None
+        problems = [_describe(e) for e in exc.errors(include_url=False)]
+        if len(problems) == 1:  # one line, file and key first
+            raise ConfigError(f"{source}: invalid configuration: {problems[0]}") from None
+        listed = "\n  ".join(problems)
+        raise ConfigError(f"{source}: invalid configuration:\n  {listed}") from None

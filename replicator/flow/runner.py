@@ -26,7 +26,6 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from replicator.client.policy import ReplicationPolicy, policy_from_config
 from replicator.client.provenance import Provenance
-from replicator.client.state_snapshot import snapshot_topic
 from replicator.config import FlowConfig, MirrorlakeConfig
 from replicator.config.topology import provenance_enabled
 from replicator.errors import ReplicationError
@@ -42,10 +41,10 @@ from replicator.flow.read_positions import ReadPositions
 from replicator.flow.stats import FlowStats
 from replicator.flow.sync_ledger import TP, SyncLedger
 from replicator.flow.topic_follower import TopicFollower
+from replicator.kafka.permissions import AUTHORIZATION_CODES
 from replicator.kafka.settings import QUEUE_MAX_MESSAGES, consumer_group_id
 from replicator.kafka.state_log import StateLog
-from replicator.metadata.filters import RegexTopicFilter
-from replicator.metadata.topics import RemoteTopic, TopicSelector
+from replicator.metadata.topics import RemoteTopic, flow_topic_selector
 from replicator.tasks.base import StateTasks
 from replicator.tasks.flow_tasks import flow_state_tasks
 
@@ -86,14 +85,7 @@ class FlowRunner:
         self.replicator_id = replicator_id
         self.policy = policy or policy_from_config(config.replication_policy)
         self.stats = FlowStats(source=flow.source, target=flow.target)
-        self._selector = TopicSelector(
-            self.policy,
-            RegexTopicFilter.for_flow(flow),
-            source=flow.source,
-            target=flow.target,
-            own_topics=(config.state_topic, snapshot_topic(config.state_topic), config.positions_topic),
-            heartbeats_topic=config.heartbeats_topic if flow.emit_heartbeats else None,
-        )
+        self._selector = flow_topic_selector(config, flow, self.policy)
         self._provenance = Provenance(flow.source, flow.target, enabled=provenance_enabled(config, self.policy))
         self._client_factory = clients
         self._task_factory = state_tasks
@@ -238,8 +230,8 @@ class FlowRunner:
                 break
 
     def _consumer_error(self, err: KafkaError) -> None:
-        if err.fatal():
-            raise ReplicationError(f"flow {self.flow.name}: fatal consumer error: {err.str()}")
+        if err.fatal() or err.code() in AUTHORIZATION_CODES:  # waiting would only stall: nobody grants it
+            raise ReplicationError(f"flow {self.flow.name}: consumer error: {err.str()}") from KafkaException(err)
         if not self._outages.failed("source", KafkaException(err)):
             _log.warning("flow %s: consumer error: %s", self.flow.name, err.str())
 
@@ -297,7 +289,9 @@ class FlowRunner:
             raise AbortTransaction(f"records not acknowledged by {self.flow.target} in time: {err.str()}")
         for err in (self._copier.delivery_error, self._state.failed):
             if err is not None:
-                raise ReplicationError(f"flow {self.flow.name}: write to {self.flow.target} failed: {err.str()}")
+                raise ReplicationError(
+                    f"flow {self.flow.name}: write to {self.flow.target} failed: {err.str()}"
+                ) from KafkaException(err)
 
     # -- rebalances and topics ---------------------------------------------------------------
     def _subscribe(self, topics: list[str]) -> None:

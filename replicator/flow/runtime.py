@@ -22,6 +22,7 @@ from replicator.config.topology import check_loop_free
 from replicator.errors import ConfigError, MirrorlakeError, PortInUseError, ReplicationError
 from replicator.flow.observability import FlowCollector, StatusServer, waiting_for
 from replicator.flow.runner import FlowRunner, FlowStats
+from replicator.kafka.permissions import authorization_failure
 
 __all__ = ["Replicator", "default_replicator_id"]
 
@@ -100,8 +101,8 @@ class Replicator:
         try:
             running.runner.run(self._stop, until_caught_up=until_caught_up)
         except BaseException as exc:  # reported by wait(); other flows are stopped too
-            running.error = exc
-            if not isinstance(exc, MirrorlakeError):
+            running.error = authorization_failure(self.config, running.runner.flow, exc) or exc
+            if not isinstance(running.error, MirrorlakeError):
                 _log.exception("flow %s failed", running.runner.flow.name)
             self._stop.set()
 

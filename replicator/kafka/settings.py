@@ -22,6 +22,9 @@ __all__ = [
     "producer_config",
     "idempotent_producer_config",
     "consumer_group_id",
+    "positions_group_id",
+    "heartbeat_group_prefix",
+    "READER_GROUP_PREFIX",
     "transactional_id",
     "reader_config",
 ]
@@ -59,9 +62,22 @@ class _LibrdkafkaLog:
 RDKAFKA_LOG = _LibrdkafkaLog("replicator.librdkafka")
 
 
+READER_GROUP_PREFIX = "mirrorlake.reader."  # assign-only readers' throwaway group ids
+
+
 def consumer_group_id(flow: FlowConfig) -> str:
     """The group that shares the flow's source partitions among replicator processes."""
     return f"mirrorlake.{flow.name}"
+
+
+def positions_group_id(flow: FlowConfig) -> str:
+    """The (never joined) group of an exactly-once flow's positions reader."""
+    return f"mirrorlake.positions-reader.{flow.name}"
+
+
+def heartbeat_group_prefix(flow: FlowConfig) -> str:
+    """Each heartbeat observer's (never joined) group id starts with this."""
+    return f"mirrorlake.heartbeats.{flow.name}."
 
 
 def transactional_id(flow: FlowConfig, instance: str) -> str:
@@ -135,7 +151,7 @@ def reader_config(conf: dict[str, Any], client_id: str) -> dict[str, Any]:
     """A read_committed consumer that only ``assign()``s and never commits (its group id is throwaway)."""
     return {
         **conf,
-        "group.id": f"mirrorlake.reader.{uuid.uuid4()}",
+        "group.id": f"{READER_GROUP_PREFIX}{uuid.uuid4()}",
         "enable.auto.commit": False,
         "isolation.level": "read_committed",
         "client.id": client_id,

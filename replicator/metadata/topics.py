@@ -14,12 +14,21 @@ from confluent_kafka import IsolationLevel, KafkaError, KafkaException, TopicPar
 from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic, OffsetSpec
 
 from replicator.client.policy import ReplicationPolicy
+from replicator.client.state_snapshot import snapshot_topic
+from replicator.config import FlowConfig, MirrorlakeConfig
 from replicator.errors import ReplicationError
 from replicator.kafka.admin import partition_counts
 from replicator.kafka.errors import kafka_error
-from replicator.metadata.filters import TopicFilter
+from replicator.metadata.filters import RegexTopicFilter, TopicFilter
 
-__all__ = ["TopicSelector", "TopicManager", "RemoteTopic", "STATE_TOPIC_CONFIG", "POSITIONS_TOPIC_CONFIG"]
+__all__ = [
+    "TopicSelector",
+    "flow_topic_selector",
+    "TopicManager",
+    "RemoteTopic",
+    "STATE_TOPIC_CONFIG",
+    "POSITIONS_TOPIC_CONFIG",
+]
 
 _log = logging.getLogger(__name__)
 
@@ -77,6 +86,18 @@ class TopicSelector:
             for t, n in sorted(source_partitions.items())
             if self.should_replicate(t)
         }
+
+
+def flow_topic_selector(config: MirrorlakeConfig, flow: FlowConfig, policy: ReplicationPolicy) -> TopicSelector:
+    """The selector of ``flow``: its filters, heartbeats, and mirrorlake's own topics left out."""
+    return TopicSelector(
+        policy,
+        RegexTopicFilter.for_flow(flow),
+        source=flow.source,
+        target=flow.target,
+        own_topics=(config.state_topic, snapshot_topic(config.state_topic), config.positions_topic),
+        heartbeats_topic=config.heartbeats_topic if flow.emit_heartbeats else None,
+    )
 
 
 class TopicManager:

@@ -26,6 +26,7 @@ from replicator.client.state_snapshot import FlowSnapshot, load_snapshot
 from replicator.config import FlowConfig, MirrorlakeConfig
 from replicator.events import Event
 from replicator.flow.mm2_metrics import Mm2Metrics
+from replicator.kafka.permissions import authorization_failure
 from replicator.kafka.settings import idempotent_producer_config
 from replicator.kafka.state_log import StateLog
 from replicator.metadata.topics import RemoteTopic
@@ -174,6 +175,7 @@ class StateTasks:
         self._is_leader = is_leader
         self.leading = False
         self.errors: dict[str, str] = {}
+        self._error_kinds: dict[str, str] = {}  # task -> exception type of its current failure
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -202,11 +204,17 @@ class StateTasks:
         try:
             task.run()
         except Exception as exc:  # noqa: BLE001 (logged and retried: the copy loop must go on)
-            error = f"{type(exc).__name__}: {exc}"
-            if self.errors.get(task.name, "").split(":")[0] != error.split(":")[0]:
-                _log.warning("flow %s: %s failed, retrying at its interval: %s", self.ctx.flow.name, task.name, exc)
-            self.errors[task.name] = error
+            kind = type(exc).__name__
+            if self._error_kinds.get(task.name) != kind:
+                # refused by an ACL: say which one to grant (asked once per change of kind, not every retry)
+                reason = authorization_failure(self.ctx.config, self.ctx.flow, exc) or exc
+                _log.warning("flow %s: %s failed, retrying at its interval: %s", self.ctx.flow.name, task.name, reason)
+                self.errors[task.name] = f"{type(reason).__name__}: {reason}"
+            elif not self.errors.get(task.name, "").startswith("MissingPermissionError"):
+                self.errors[task.name] = f"{kind}: {exc}"  # the latest reason of the same kind
+            self._error_kinds[task.name] = kind
             return
+        self._error_kinds.pop(task.name, None)
         if self.errors.pop(task.name, None) is not None:
             _log.info("flow %s: %s works again", self.ctx.flow.name, task.name)
 

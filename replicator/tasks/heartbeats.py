@@ -32,7 +32,7 @@ from replicator.client.provenance import Provenance
 from replicator.events import Heartbeat
 from replicator.events.model import now_ms
 from replicator.kafka.admin import admin_client
-from replicator.kafka.settings import RDKAFKA_LOG
+from replicator.kafka.settings import RDKAFKA_LOG, heartbeat_group_prefix
 from replicator.mm2.records import Mm2Heartbeat, Mm2RecordError, decode_heartbeat, encode_heartbeat
 from replicator.mm2.writer import Mm2TopicWriter
 from replicator.tasks.base import TaskContext
@@ -103,7 +103,7 @@ class HeartbeatObserver:
         self._consumer = Consumer(
             {
                 **target_conf,
-                "group.id": f"mirrorlake.heartbeats.{ctx.flow.name}.{uuid.uuid4()}",
+                "group.id": f"{heartbeat_group_prefix(ctx.flow)}{uuid.uuid4()}",
                 "auto.offset.reset": "latest",  # heartbeats from before this process started are history
                 "enable.auto.commit": False,
                 "client.id": f"{ctx.replicator_id}-{ctx.flow.name}-heartbeat-observer",

@@ -1,0 +1,224 @@
+"""Malformed input, table-driven: every row is an ``error:`` naming the file (and key), a non-zero exit,
+and no traceback. The CLI runs in-process (``mirrorlake.cli.main``): an exception other than a
+``MirrorlakeError`` would escape ``main`` and fail the row, so "no traceback" is checked by construction.
+
+Covered elsewhere, cited rather than repeated: corrupt and foreign records in the state topic
+become quarantine rows and leave the good events in place (``tests/test_end_to_end.py::
+test_rebuild_is_idempotent_and_bad_records_are_quarantined`` with Spark, ``tests/test_state_reader.py``
+for the replicator's own reader); a lakehouse build killed mid-commit (``tests/test_lakehouse_recovery.py``).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from mirrorlake.cli import main
+
+A_B = "clusters:\n  A: {bootstrap_servers: '127.0.0.1:1'}\n  B: {bootstrap_servers: '127.0.0.1:3'}\n"
+PROPS = "clusters = A, B\nA.bootstrap.servers = 127.0.0.1:1\nB.bootstrap.servers = 127.0.0.1:3\n"
+Content = str | bytes | Callable[[Path], object]
+
+
+@dataclass(frozen=True)
+class Bad:
+    """One malformed input: ``content`` written to ``name`` in a fresh directory, then ``args`` run
+    (``{path}`` is the written file, ``{dir}`` the directory); the exit code and the needles of stderr."""
+
+    id: str
+    content: Content
+    needles: tuple[str, ...]
+    name: str = "conf.yaml"
+    args: tuple[str, ...] = ("replicate", "{path}")
+    code: int = 2
+    names_file: bool = True
+
+
+def _huge(path: Path) -> None:
+    with path.open("w") as f:
+        f.write(A_B)
+        line = "# " + "x" * 1022 + "\n"
+        for _ in range(11 * 1024):  # 11 MiB of comments
+            f.write(line)
+
+
+def _delta_table(root: Path, *, truncate_log: bool) -> None:
+    """A one-file Delta table ``tables/gold/rpo`` written by hand (no Spark), its log cut mid-line if asked."""
+    table = root / "tables" / "gold" / "rpo"
+    (table / "_delta_log").mkdir(parents=True)
+    pq.write_table(pa.table({"flow": ["A->B"], "rpo_ms": [5]}), table / "part-0.parquet")
+    schema = {
+        "type": "struct",
+        "fields": [
+            {"name": "flow", "type": "string", "nullable": True, "metadata": {}},
+            {"name": "rpo_ms", "type": "long", "nullable": True, "metadata": {}},
+        ],
+    }
+    size = (table / "part-0.parquet").stat().st_size
+    actions = [
+        {"protocol": {"minReaderVersion": 1, "minWriterVersion": 2}},
+        {"metaData": {"id": "00000000-0000-0000-0000-000000000001", "format": {"provider": "parquet", "options": {}},
+                      "schemaString": json.dumps(schema), "partitionColumns": [], "configuration": {},
+                      "createdTime": 0}},
+        {"add": {"path": "part-0.parquet", "partitionValues": {}, "size": size, "modificationTime": 0,
+                 "dataChange": True}},
+    ]  # fmt: skip
+    text = "\n".join(json.dumps(a) for a in actions) + "\n"
+    (table / "_delta_log" / "00000000000000000000.json").write_text(text[: len(text) // 2] if truncate_log else text)
+
+
+def _lakehouse_at(lakehouse: str) -> Callable[[Path], object]:
+    def write(path: Path) -> None:
+        path.write_text(A_B + f"lakehouse: {{path: '{lakehouse.format(dir=path.parent)}'}}\n")
+
+    return write
+
+
+def _a_file_where_a_dir_goes(path: Path) -> None:
+    (path.parent / "not-a-dir").write_text("a file")
+    _lakehouse_at("{dir}/not-a-dir/lakehouse")(path)
+
+
+CASES = [
+    # -- YAML: empty, garbage, huge
+    Bad("empty file", "", ("the file is empty",)),
+    Bad("comments only", "# nothing here\n", ("the file is empty",)),
+    Bad("binary garbage", bytes(range(256)) * 4, ("not UTF-8 text",)),
+    Bad("UTF-16 text", A_B.encode("utf-16"), ("not UTF-8 text",)),
+    Bad("control characters", "clusters: \x00\x01\n", ("not valid YAML",)),
+    Bad("huge file", _huge, ("larger than 10 MiB",)),
+    Bad("tab indentation", "clusters:\n\tA: {bootstrap_servers: x}\n", ("not valid YAML",)),
+    Bad("unclosed bracket", "clusters: [1, 2\n", ("not valid YAML",)),
+    Bad("top-level list", "- a\n- b\n", ("expected a mapping at the top level", "list")),
+    Bad("top-level scalar", "hello\n", ("expected a mapping at the top level", "str")),
+    # -- YAML: unknown keys, wrong types, bad values
+    Bad("unknown top-level key", A_B + "flowz: []\n", ("flowz: unknown key",)),
+    Bad("unknown flow key", A_B + "flows:\n  - {source: A, target: B, topicz: [x]}\n",
+        ("flows.0.topicz: unknown key",)),
+    Bad("unknown cluster key", "clusters:\n  A: {bootstrap_servers: x, sasl: y}\n", ("clusters.A.sasl: unknown key",)),
+    Bad("missing clusters", "flows: []\n", ("clusters: required key is missing",)),
+    Bad("missing bootstrap_servers", "clusters:\n  A: {}\n", ("clusters.A.bootstrap_servers: required key",)),
+    Bad("empty bootstrap_servers", "clusters:\n  A: {bootstrap_servers: ''}\n", ("clusters.A.bootstrap_servers",)),
+    Bad("bootstrap_servers a number", "clusters:\n  A: {bootstrap_servers: 9092}\n", ("clusters.A.bootstrap_servers",)),
+    Bad("clusters a list", "clusters: [A, B]\n", ("clusters:",)),
+    Bad("no cluster at all", "clusters: {}\n", ("at least one cluster is required",)),
+    Bad("flows a mapping", A_B + "flows: {source: A, target: B}\n", ("flows:",)),
+    Bad("offset_lag_max a word", A_B + "flows:\n  - {source: A, target: B, offset_lag_max: many}\n",
+        ("flows.0.offset_lag_max", "many")),
+    Bad("exactly_once a word", A_B + "flows:\n  - {source: A, target: B, exactly_once: maybe}\n",
+        ("flows.0.exactly_once", "maybe")),
+    Bad("negative interval", A_B + "flows:\n  - {source: A, target: B, sync_interval_seconds: -1}\n",
+        ("flows.0.sync_interval_seconds",)),
+    Bad("status_port out of range", A_B + "status_port: 70000\n", ("status_port",)),
+    Bad("client setting a list", "clusters:\n  A: {bootstrap_servers: x, client: {sasl.password: [1, 2]}}\n",
+        ("clusters.A.client.sasl.password",)),
+    Bad("empty policy separator", A_B + "replication_policy: {separator: ''}\n", ("replication_policy.separator",)),
+    Bad("unknown policy class", A_B + "replication_policy: {class: 'no_such_module:Policy'}\nflows:\n"
+        "  - {source: A, target: B}\n", ("replication_policy.class", "no_such_module")),
+    Bad("unset secret variable",
+        "clusters:\n  A: {bootstrap_servers: x, client: {sasl.password: '${env:ML_UNSET_X}'}}\n"
+        "  B: {bootstrap_servers: y}\nflows:\n  - {source: A, target: B}\n", ("ML_UNSET_X",), names_file=False),
+    # -- YAML: aliases, flows, cycles, regexes
+    Bad("duplicate cluster alias", "clusters:\n  A: {bootstrap_servers: x}\n  A: {bootstrap_servers: y}\n",
+        ("duplicate key 'A' (line 3",)),
+    Bad("duplicate top-level key", A_B + "flows: []\nflows: []\n", ("duplicate key", "'flows'")),
+    Bad("alias with a space", "clusters:\n  'A B': {bootstrap_servers: x}\n", ("cluster alias 'A B'",)),
+    Bad("flow to an unknown cluster", A_B + "flows:\n  - {source: A, target: Q}\n", ("unknown cluster 'Q'", "A, B")),
+    Bad("flow from a cluster to itself", A_B + "flows:\n  - {source: A, target: A}\n", ("both 'A'",)),
+    Bad("flow declared twice", A_B + "flows:\n  - {source: A, target: B}\n  - {source: A, target: B}\n",
+        ("declared twice",)),
+    Bad("cycle under the identity policy", A_B + "replication_policy: {class: identity}\nprovenance_header: false\n"
+        "flows:\n  - {source: A, target: B}\n  - {source: B, target: A}\n", ("form a cycle",)),
+    Bad("bad topic regex", A_B + "flows:\n  - {source: A, target: B, topics: ['orders[']}\n",
+        ("flows.0.topics", "invalid regular expression")),
+    Bad("bad groups_exclude regex", A_B + "flows:\n  - {source: A, target: B, groups_exclude: ['(']}\n",
+        ("flows.0.groups_exclude", "invalid regular expression")),
+    Bad("bad config exclude regex", A_B + "flows:\n  - {source: A, target: B, config_properties_exclude: ['*x']}\n",
+        ("flows.0.config_properties_exclude",)),
+    # -- MM2 properties
+    Bad("empty properties", "", ("clusters is required",), name="mm2.properties"),
+    Bad("properties binary garbage", bytes(range(256)) * 4, ("mm2.properties",), name="mm2.properties"),
+    Bad("properties without bootstrap", "clusters = A, B\nA->B.enabled = true\n", ("bootstrap",),
+        name="mm2.properties"),
+    Bad("properties duplicate alias", "clusters = A, A\nA.bootstrap.servers = x\n", ("'A' listed twice",),
+        name="mm2.properties"),
+    Bad("properties flow to unknown cluster", PROPS + "A->C.enabled = true\n", ("unknown cluster 'C'",),
+        name="mm2.properties"),
+    Bad("properties bad regex", PROPS + "A->B.enabled = true\nA->B.topics = orders[\n", ("orders[",),
+        name="mm2.properties"),
+    Bad("properties wrong type", PROPS + "A->B.enabled = true\nA->B.offset.lag.max = many\n", ("offset",),
+        name="mm2.properties"),
+    Bad("properties unknown key", PROPS + "A->B.enabled = true\nA->B.topicz = x\n", ("topicz",),
+        name="mm2.properties"),
+    Bad("properties malformed unicode escape", PROPS + "x = \\uZZZZ\n", ("malformed \\uxxxx",),
+        name="mm2.properties"),
+    Bad("properties huge file", lambda p: p.write_bytes(PROPS.encode() + b"#" * (11 << 20)), ("larger than",),
+        name="mm2.properties"),
+    Bad("properties flow to itself", PROPS + "A->A.enabled = true\n", ("A->A",), name="mm2.properties"),
+    # -- mirrorlake check: an unreachable cluster is one line, not a table
+    Bad("check with a cluster that does not answer", A_B + "flows:\n  - {source: A, target: B}\n"
+        "connect_timeout_seconds: 0.5\n", ("cluster A at 127.0.0.1:1 did not answer",), args=("check", "{path}"),
+        code=3, names_file=False),
+    Bad("check of an unknown flow", A_B + "flows:\n  - {source: A, target: B}\n", ("unknown flow 'B->A'",),
+        args=("check", "{path}", "--flow", "B->A"), names_file=False),
+    # -- lakehouse paths and Delta logs (DuckDB and plain file checks; no Spark)
+    Bad("sql on a lakehouse path that is a file", "not a directory", ("{path}",),
+        args=("sql", "SELECT 1", "--lakehouse", "{path}"), code=12, names_file=False),
+    Bad("sql on a truncated Delta log", lambda p: _delta_table(p.parent / "lh", truncate_log=True),
+        ("rpo is not a readable Delta table", "Truncated"),
+        args=("sql", "SELECT * FROM rpo", "--lakehouse", "{dir}/lh"),
+        code=12, names_file=False),
+    Bad("build into a path under a file", _a_file_where_a_dir_goes, ("lakehouse.path", "not-a-dir"),
+        args=("lakehouse", "build", "-c", "{path}"), names_file=False),
+    Bad("build into a path root cannot create (/proc)", _lakehouse_at("/proc/mirrorlake-lakehouse"),
+        ("lakehouse.path", "/proc/mirrorlake-lakehouse"), args=("lakehouse", "build", "-c", "{path}"),
+        names_file=False),
+    Bad("serve into a path under a file", _a_file_where_a_dir_goes, ("lakehouse.path", "not-a-dir"),
+        args=("lakehouse", "serve", "-c", "{path}"), names_file=False),
+]  # fmt: skip
+
+
+def run_in_process(monkeypatch, capsys, args: list[str]) -> tuple[int, str]:
+    """``mirrorlake ARGS`` in this process: (exit code, stderr)."""
+    monkeypatch.setattr(sys, "argv", ["mirrorlake", *args])
+    try:
+        main()
+        code = 0
+    except SystemExit as exc:
+        code = int(exc.code or 0)
+    return code, capsys.readouterr().err
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+def test_bad_input_is_one_named_error(case: Bad, tmp_path: Path, monkeypatch, capsys):
+    path = tmp_path / case.name
+    if callable(case.content):
+        case.content(path)
+    elif isinstance(case.content, bytes):
+        path.write_bytes(case.content)
+    else:
+        path.write_text(case.content)
+    monkeypatch.delenv("ML_UNSET_X", raising=False)
+    monkeypatch.chdir(tmp_path)
+    args = [a.format(path=path, dir=tmp_path) for a in case.args]
+    code, err = run_in_process(monkeypatch, capsys, args)
+    assert code == case.code, (code, err)
+    assert err.startswith("error: "), err
+    first = err.splitlines()[0]
+    if case.names_file:
+        assert str(path) in first, err
+    for needle in case.needles:
+        assert needle.format(path=path) in err, (needle, err)
+    assert len(err) < 2000, err  # a message, not a dump
+
+
+def test_the_table_has_at_least_thirty_rows():
+    assert len(CASES) >= 30
+    assert len({c.id for c in CASES}) == len(CASES)
