@@ -184,3 +184,37 @@ def failback_plan_cmd(flow: str, export: Path | None, fmt: str, config_path: Pat
         click.echo(f"  {r.source_topic:30} {r.partition:>4} {span:>17} {r.records:>8} {r.bytes:>10}  {times}")
     if export is not None:
         click.echo(f"exported {sum(r.records for r in rows)} records to {export}")
+
+
+@failback.command("apply")
+@click.option("--flow", required=True, help="the flow that was failed over (A->B)")
+@click.option("--recover", is_flag=True, help="re-produce the never-replicated records to the target's remote topics")
+@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
+def failback_apply_cmd(flow: str, recover: bool, fmt: str, config_path: Path) -> None:
+    """Failback steps (need the source): --recover re-produces what `failback plan` lists to the target,
+    with a failback event, in one transaction; a rerun re-produces nothing already recovered."""
+    from replicator.errors import FailoverError
+    from replicator.failover import recover_never_replicated
+
+    if not recover:
+        raise FailoverError("failback apply: name a step (--recover)")
+    result = recover_never_replicated(load_config(config_path), flow)
+    if fmt == "json":
+        out = {
+            "ranges": [asdict(r) for r in result.ranges],
+            "skipped_cycle": result.skipped_cycle,
+            "failback_event_id": result.event.event_id if result.event else None,
+        }
+        click.echo(json.dumps(out, indent=2))
+        return
+    for r in result.ranges:
+        click.echo(
+            f"  {r.source_topic}[{r.partition}] {r.start_offset}-{r.end_offset} -> {r.target_topic}: "
+            f"{r.records} records, {r.bytes} bytes re-produced"
+        )
+    if result.skipped_cycle:
+        click.echo(f"  {result.skipped_cycle} records came from {flow.split('->')[-1]}: not copied back")
+    if result.event is None:
+        click.echo("nothing to recover: no failback event written")
+    else:
+        click.echo(f"failback event {result.event.event_id} written ({result.event.records} records recovered)")

@@ -29,7 +29,7 @@ from mirrorlake.localkafka import down, local_brokers, up
 from mirrorlake.localkafka.ports import find_free_port_pair
 from mirrorlake.traffic import ensure_topic
 from replicator.config import MirrorlakeConfig, parse_config
-from replicator.errors import ConfigError, FailoverError
+from replicator.errors import ClusterUnreachableError, ConfigError, FailoverError
 from replicator.failover import apply_failover, failback_plan, plan_failover
 from replicator.flow.runtime import Replicator
 from replicator.tasks.observe import observe_once
@@ -207,16 +207,26 @@ def test_failover_with_the_source_killed_loses_exactly_the_reported_records(
     assert again.returncode == 0, again.stderr
     assert f"group {app}: skipped_already_failed_over" in again.stdout and "nothing moved" in again.stdout
 
-    # consumers resume on B; X comes back and is compared by content
+    # consumers resume on B; failback needs X: a clear error while it is down; X comes back and is
+    # compared by content
     read_on_b = set(_resume_on_target(b, app, remote))
+    impatient = tmp_path / "impatient.yaml"
+    impatient.write_text(yaml.safe_dump({**data, "connect_timeout_seconds": 1}))
+    failback = [sys.executable, "-m", "mirrorlake.cli", "failback", "apply", "--flow", FLOW, "--recover"]
+    down = subprocess.run([*failback, "-c", str(impatient)], capture_output=True, text=True)
+    last = down.stderr.strip().splitlines()[-1]
+    assert down.returncode == ClusterUnreachableError.exit_code and "cluster X" in last, down.stderr
+    assert "Traceback" not in down.stderr
     source.restart()
     committed = {0: 400, 1: 300}
     export = tmp_path / "never-replicated.jsonl"
     never_replicated = failback_plan(config, FLOW, export=export)
+    lost_on_x: dict[int, list] = {}
     for p in (0, 1):
         on_x = read_partition(source.bootstrap, topic, p)
         should_read = [r for r in on_x if r.offset >= committed[p]]
         lost = [r for r in should_read if r.key not in read_on_b]
+        lost_on_x[p] = lost
         reread = [r for r in on_x if r.offset < committed[p] and r.key in read_on_b]
         assert len(lost) == reported[(topic, p)]["records"] > 0, (p, len(lost), reported[(topic, p)])
         assert sum(len(r.key or b"") + len(r.value or b"") for r in lost) == reported[(topic, p)]["bytes"]
@@ -243,6 +253,21 @@ def test_failover_with_the_source_killed_loses_exactly_the_reported_records(
         exported = [json.loads(line) for line in export.read_text().splitlines()]
         keys = [base64.b64decode(e["key"]) for e in exported if e["topic"] == topic and e["partition"] == p]
         assert keys == [r.key for r in lost]
+
+    # --recover re-produces exactly those records to B (key, value, headers, timestamp); a rerun adds none
+    recovered = subprocess.run([*failback, "-c", str(config_file)], capture_output=True, text=True)
+    assert recovered.returncode == 0 and "failback event" in recovered.stdout, recovered.stderr
+    again = subprocess.run([*failback, "-c", str(config_file), "--format", "json"], capture_output=True, text=True)
+    assert again.returncode == 0 and json.loads(again.stdout)["ranges"] == [], again.stderr
+    for p in (0, 1):
+        added = read_partition(b, remote, p)[len(on_b[p]) :]
+        content = [(r.key, r.value, r.headers, r.timestamp) for r in added]
+        assert content == [(r.key, r.value, r.headers, r.timestamp) for r in lost_on_x[p]], p
+    left = {(r.source_topic, r.partition): r for r in failback_plan(config, FLOW)}
+    assert [(left[(topic, p)].records, left[(topic, p)].recovered_records) for p in (0, 1)] == [
+        (0, len(lost_on_x[0])),
+        (0, len(lost_on_x[1])),
+    ]
 
 
 def test_planned_failover_loses_and_rereads_nothing(source: Source, kafka_clusters, unique_topic):

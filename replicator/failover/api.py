@@ -265,7 +265,7 @@ def apply_failover(
             seconds_unreplicated=plan.seconds_unreplicated,
             consistent_cut_ms=plan.consistent_cut_ms,
             host=socket.gethostname(),
-            user=_user(),
+            user=user_name(),
         )
         ctx.emit(event)
     if producer.flush(30) != 0 or ctx.state.failed is not None:
@@ -273,7 +273,8 @@ def apply_failover(
     return FailoverResult(plan, tuple(applied), event)
 
 
-def _user() -> str:
+def user_name() -> str:
+    """The login name of who runs this process ('unknown' when the system cannot tell)."""
     try:
         return getpass.getuser()
     except (KeyError, OSError):
