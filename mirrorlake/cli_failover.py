@@ -189,24 +189,63 @@ def failback_plan_cmd(flow: str, export: Path | None, fmt: str, config_path: Pat
 @failback.command("apply")
 @click.option("--flow", required=True, help="the flow that was failed over (A->B)")
 @click.option("--recover", is_flag=True, help="re-produce the never-replicated records to the target's remote topics")
+@click.option("--reverse", is_flag=True, help="make the configured flow B->A start after what came from A")
+@click.option("--groups", default=None, help="regex (full match) of the groups on B to move back to A")
+@click.option(
+    "--stale-after",
+    type=click.FloatRange(min=0),
+    default=60.0,
+    show_default=True,
+    help="--recover: a replicator of the flow silent this long (s) counts as stopped",
+)
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
-def failback_apply_cmd(flow: str, recover: bool, fmt: str, config_path: Path) -> None:
-    """Failback steps (need the source): --recover re-produces what `failback plan` lists to the target,
-    with a failback event, in one transaction; a rerun re-produces nothing already recovered."""
+def failback_apply_cmd(
+    flow: str, recover: bool, reverse: bool, groups: str | None, stale_after: float, fmt: str, config_path: Path
+) -> None:
+    """Failback steps, in this order (each needs A): --recover re-produces what `failback plan` lists
+    to B; --reverse seeds the reverse flow's start positions on B; --groups moves groups back to A.
+    Every step is idempotent: a rerun re-produces, seeds and moves nothing twice."""
     from replicator.errors import FailoverError
-    from replicator.failover import recover_never_replicated
+    from replicator.failover import failback_groups, recover_never_replicated, seed_reverse_flow
 
-    if not recover:
-        raise FailoverError("failback apply: name a step (--recover)")
-    result = recover_never_replicated(load_config(config_path), flow)
-    if fmt == "json":
-        out = {
+    if not (recover or reverse or groups):
+        raise FailoverError("failback apply: name at least one step (--recover, --reverse, --groups REGEX)")
+    config = load_config(config_path)
+    out: dict[str, Any] = {}
+    if recover:
+        result = recover_never_replicated(config, flow, stale_after_s=stale_after)
+        out["recover"] = {
             "ranges": [asdict(r) for r in result.ranges],
             "skipped_cycle": result.skipped_cycle,
             "failback_event_id": result.event.event_id if result.event else None,
         }
+        if fmt == "table":
+            _echo_recovery(result, flow)
+    if reverse:
+        starts = seed_reverse_flow(config, flow)
+        out["reverse"] = [asdict(s) for s in starts]
+        for s in starts if fmt == "table" else ():
+            click.echo(
+                f"  reverse flow start {s.topic}[{s.partition}]: {s.outcome}"
+                + (f" at {s.offset}" if s.offset is not None else "")
+            )
+    if groups:
+        moved = failback_groups(config, flow, groups=groups)
+        out["groups"] = {
+            "groups": [asdict(g) for g in moved.groups],
+            "failback_event_id": moved.event.event_id if moved.event else None,
+        }
+        for g in moved.groups if fmt == "table" else ():
+            click.echo(f"group {g.group}: {g.outcome}" + (f" ({g.detail})" if g.detail else ""))
+            for topic, partition, decision, before, after, why in g.decisions:
+                click.echo(f"  {topic}[{partition}] {decision}: {before} -> {after}" + (f" ({why})" if why else ""))
+        if fmt == "table":
+            click.echo("nothing moved" if moved.event is None else f"failback event {moved.event.event_id} written")
+    if fmt == "json":
         click.echo(json.dumps(out, indent=2))
-        return
+
+
+def _echo_recovery(result: Any, flow: str) -> None:
     for r in result.ranges:
         click.echo(
             f"  {r.source_topic}[{r.partition}] {r.start_offset}-{r.end_offset} -> {r.target_topic}: "

@@ -30,7 +30,13 @@ from mirrorlake.localkafka.ports import find_free_port_pair
 from mirrorlake.traffic import ensure_topic
 from replicator.config import MirrorlakeConfig, parse_config
 from replicator.errors import ClusterUnreachableError, ConfigError, FailoverError
-from replicator.failover import apply_failover, failback_plan, plan_failover
+from replicator.failover import (
+    apply_failover,
+    failback_plan,
+    plan_failover,
+    recover_never_replicated,
+    seed_reverse_flow,
+)
 from replicator.flow.runtime import Replicator
 from replicator.tasks.observe import observe_once
 from tests.test_state_events import _commit
@@ -289,3 +295,72 @@ def test_planned_failover_loses_and_rereads_nothing(source: Source, kafka_cluste
     on_x = {p: read_partition(source.bootstrap, topic, p) for p in committed}
     expected = [r.key for p, c in committed.items() for r in on_x[p] if r.offset >= c]
     assert sorted(read) == sorted(expected)  # nothing lost, nothing read twice
+
+
+def test_failback_under_the_identity_policy_mirrors_back_only_what_b_gained(
+    source: Source, kafka_clusters, unique_topic, tmp_path: Path
+):
+    """Aiven's active/passive recipe: same topic names on both sides. X->B, failover, producers on B,
+    X back: the never-replicated records go to B, B->X copies only B's own records, groups move back."""
+    source.restart()  # no-op when it runs
+    b = kafka_clusters.bootstrap("B")
+    topic, app, busy = unique_topic("fb-id"), unique_topic("fb-id-app"), unique_topic("fb-id-busy")
+    ensure_topic(source.bootstrap, topic, 2)
+    _load(source.bootstrap, topic, "a", 400)
+    _commit(source.bootstrap, app, [(topic, 0, 50), (topic, 1, 60)])
+    data = {**_config_data(kafka_clusters, source, topic), "replication_policy": {"class": "identity"}}
+    config = parse_config(data, source="test_failover_e2e")
+    Replicator(config, status_port=None).run_until_caught_up()
+    _load(source.bootstrap, topic, "late", 20)  # never replicated
+    assert [g.outcome for g in apply_failover(config, FLOW, groups=app, stale_after_s=0).groups] == ["moved"]
+    copies = {p: len(read_partition(b, topic, p)) for p in (0, 1)}
+    _load(b, topic, "b", 30)  # producers write on B after the failover
+    # app read some of B's own records on p0 and stopped inside A's copies on p1
+    _commit(b, app, [(topic, 0, copies[0] + 5), (topic, 1, copies[1] - 50)])
+    _commit(b, busy, [(topic, 0, copies[0]), (topic, 1, copies[1])])
+    with pytest.raises(ConfigError, match="no reverse flow B->X"):
+        seed_reverse_flow(config, FLOW)
+    with pytest.raises(ConfigError, match="unknown flow"):
+        recover_never_replicated(config, "Q->B")
+
+    back_data = {
+        **data,
+        "provenance_header": True,
+        "flows": [*data["flows"], {"source": "B", "target": "X", "topics": [topic], "audit": False}],
+    }
+    back_file = tmp_path / "failback.yaml"
+    back_file.write_text(yaml.safe_dump(back_data))
+    failback = [sys.executable, "-m", "mirrorlake.cli", "failback", "apply", "-c", str(back_file), "--flow", FLOW]
+    first = subprocess.run([*failback, "--recover", "--reverse", "--stale-after", "0", "--format", "json"],
+                           capture_output=True, text=True)  # fmt: skip
+    assert first.returncode == 0, first.stderr
+    steps = json.loads(first.stdout)
+    assert sum(r["records"] for r in steps["recover"]["ranges"]) == 20
+    assert [(s["topic"], s["partition"], s["offset"], s["outcome"]) for s in steps["reverse"]] == [
+        (topic, p, copies[p], "seeded") for p in (0, 1)
+    ]
+    back = parse_config(back_data, source="test_failover_e2e")
+    Replicator(back, flows=["B->X"], status_port=None).run_until_caught_up()
+
+    # on X: A's records once (none came back), B's own records once each
+    on_x = [r.key for p in (0, 1) for r in read_partition(source.bootstrap, topic, p)]
+    assert len(on_x) == len(set(on_x)) == 400 + 20 + 30
+    assert {k for k in on_x if k.startswith(b"b-")} == {f"b-{i}".encode() for i in range(30)}
+
+    member = _member_on_target(source.bootstrap, busy, topic)
+    try:
+        moved = subprocess.run([*failback, "--groups", f"{app}|{busy}"], capture_output=True, text=True)
+    finally:
+        member.close()
+    assert moved.returncode == 0, moved.stderr
+    assert f"group {app}: moved" in moved.stdout and f"group {busy}: skipped_active_on_target" in moved.stdout
+    again = subprocess.run([*failback, "--groups", app], capture_output=True, text=True)
+    assert f"group {app}: skipped_already_failed_back" in again.stdout and "nothing moved" in again.stdout
+
+    # app resumes on X and loses nothing it had not read on B; it re-reads only B's 5 records it had
+    # read on p0 (on X they follow the recovered records it had not read)
+    read = _resume_on_target(source.bootstrap, app, topic)
+    on_b = {p: read_partition(b, topic, p) for p in (0, 1)}
+    unread_on_b = [r.key for p, d in ((0, copies[0] + 5), (1, copies[1] - 50)) for r in on_b[p][d:]]
+    reread = [r.key for r in on_b[0][copies[0] : copies[0] + 5]]
+    assert sorted(read) == sorted(unread_on_b + reread)

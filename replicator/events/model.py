@@ -337,6 +337,8 @@ class FailbackRange:
     end_offset: int
     records: int
     bytes: int
+    target_start_offset: int | None = None  # where the first re-produced record landed on the target
+    target_end_offset: int | None = None  # after the last one (exclusive); other producers may interleave
 
 
 @dataclass(frozen=True, slots=True)

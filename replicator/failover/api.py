@@ -42,7 +42,7 @@ from replicator.kafka.connectivity import answers_metadata
 from replicator.kafka.settings import consumer_group_id
 from replicator.kafka.state_log import StateLog
 from replicator.tasks.base import StateView, TaskContext, task_producer
-from replicator.tasks.group_sync import GroupOffsetSync
+from replicator.tasks.group_sync import Decision, GroupOffsetSync
 
 __all__ = ["plan_failover", "apply_failover", "running_replicators", "AppliedGroup", "FailoverResult"]
 
@@ -212,16 +212,7 @@ def apply_failover(
             continue
         mapped, unmapped = _checkpoints_to_write(plan, g)
         decisions = syncer.sync(g.group, mapped, unmapped)
-        kinds = {d[1] for d in decisions}
-        outcome = (
-            "moved"
-            if "synced" in kinds and kinds <= {"synced", "unchanged"}
-            else kinds.pop()
-            if len(kinds) == 1
-            else "partly_moved"
-            if "synced" in kinds
-            else "skipped"
-        )
+        outcome = group_outcome(decisions)
         applied.append(
             AppliedGroup(
                 g.group,
@@ -271,6 +262,14 @@ def apply_failover(
     if producer.flush(30) != 0 or ctx.state.failed is not None:
         raise FailoverError(f"could not write the failover's events to {config.state_topic} on {plan.target_cluster}")
     return FailoverResult(plan, tuple(applied), event)
+
+
+def group_outcome(decisions: list[Decision]) -> str:
+    """One word for a group's partition decisions: moved, partly_moved, the single decision, or skipped."""
+    kinds = {d[1] for d in decisions}
+    if "synced" in kinds:
+        return "moved" if kinds <= {"synced", "unchanged"} else "partly_moved"
+    return kinds.pop() if len(kinds) == 1 else "skipped"
 
 
 def user_name() -> str:

@@ -38,7 +38,7 @@ from replicator.config import MirrorlakeConfig
 from replicator.config.topology import provenance_enabled
 from replicator.errors import FailoverError
 from replicator.events import Failback, FailbackRange, encode
-from replicator.failover.api import running_replicators, user_name
+from replicator.failover.api import STALE_AFTER_S, running_replicators, user_name
 from replicator.failover.state import FlowState, read_flow_state
 from replicator.kafka.connectivity import wait_for_cluster
 from replicator.kafka.errors import kafka_error_reason
@@ -210,7 +210,9 @@ def _produce(producer: Producer, **kwargs: Any) -> None:
             producer.poll(0.5)
 
 
-def recover_never_replicated(config: MirrorlakeConfig, flow_name: str) -> Recovery:
+def recover_never_replicated(
+    config: MirrorlakeConfig, flow_name: str, *, stale_after_s: float = STALE_AFTER_S
+) -> Recovery:
     """Re-produce the never-replicated records (``failback_plan``'s) to the flow's remote topics on the
     target, with a ``failback`` event, in one transaction; see the module doc.
 
@@ -219,7 +221,7 @@ def recover_never_replicated(config: MirrorlakeConfig, flow_name: str) -> Recove
     """
     state = read_flow_state(config, flow_name)
     flow = state.flow
-    running = running_replicators(config, state)
+    running = running_replicators(config, state, stale_after_s)
     if running:
         raise FailoverError(f"flow {flow.name} still runs ({'; '.join(running)}): stop it before --recover")
     policy = policy_from_config(config.replication_policy)
@@ -236,12 +238,19 @@ def recover_never_replicated(config: MirrorlakeConfig, flow_name: str) -> Recove
     counts: dict[tuple[str, int], list[int]] = {}  # (topic, p) -> [records, bytes, skipped]
     failed: list[str] = []
 
-    def delivered(err: Any, _msg: Message) -> None:
+    landed: dict[tuple[str, int], list[int]] = {}  # (target topic, p) -> offsets of the copies on the target
+
+    def delivered(err: Any, msg: Message) -> None:
         if err is not None:
             failed.append(str(err))
+        elif msg.topic() != config.state_topic:
+            landed.setdefault((msg.topic(), msg.partition()), []).append(msg.offset())  # type: ignore[arg-type]
+
+    def remote_of(topic: str) -> str:
+        return state.index.target_topic(flow.name, topic) or policy.format_remote_topic(flow.source, topic)
 
     def sink_for(topic: str, partition: int) -> Callable[[Message], None]:
-        remote = state.index.target_topic(flow.name, topic) or policy.format_remote_topic(flow.source, topic)
+        remote = remote_of(topic)
         count = counts.setdefault((topic, partition), [0, 0, 0])
 
         def sink(msg: Message) -> None:
@@ -269,19 +278,25 @@ def recover_never_replicated(config: MirrorlakeConfig, flow_name: str) -> Recove
         producer.init_transactions(_TIMEOUT_S)
         producer.begin_transaction()
         rows = _walk(config, state, sink_for)
-        ranges = tuple(
-            FailbackRange(
+        producer.flush(10 * _TIMEOUT_S)  # every copy's offset on the target is known before the event
+
+        def as_range(r: NeverReplicated) -> FailbackRange:
+            remote = remote_of(r.source_topic)
+            offsets = landed.get((remote, r.partition), [])
+            records, nbytes = counts.get((r.source_topic, r.partition), [0, 0])[:2]
+            return FailbackRange(
                 r.source_topic,
-                state.index.target_topic(flow.name, r.source_topic)
-                or policy.format_remote_topic(flow.source, r.source_topic),
+                remote,
                 r.partition,
                 r.start_offset,
                 r.end_offset,
-                *counts.get((r.source_topic, r.partition), [0, 0])[:2],
+                records,
+                nbytes,
+                min(offsets, default=None),
+                max(offsets) + 1 if offsets else None,
             )
-            for r in rows
-            if r.end_offset > r.start_offset
-        )
+
+        ranges = tuple(as_range(r) for r in rows if r.end_offset > r.start_offset)
         event = None
         if ranges:
             event = Failback(
