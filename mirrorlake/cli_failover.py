@@ -58,7 +58,14 @@ def plan_cmd(config_path: Path, flow: str, groups: str | None, at: str | None, s
 @failover.command("apply")
 @_common
 @click.option("--planned", is_flag=True, help="wait for 0 lag and current checkpoints; move only exact groups")
-@click.option("--timeout", type=click.FloatRange(min=0), default=300.0, show_default=True, help="--planned wait (s)")
+@click.option("--stop-replication", is_flag=True, help="ask running replicators of the flow to stop, then go on")
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=0),
+    default=300.0,
+    show_default=True,
+    help="--planned/--stop-replication wait (s)",
+)
 def apply_cmd(
     config_path: Path,
     flow: str,
@@ -67,10 +74,12 @@ def apply_cmd(
     stale_after: float,
     fmt: str,
     planned: bool,
+    stop_replication: bool,
     timeout: float,
 ) -> None:
-    """The plan, then: refuse while the flow runs, write offsets on the target for groups with no
-    members there (a group_sync event each), record a failover event. A rerun is a no-op."""
+    """The plan, then: refuse while the flow runs (or stop it: --stop-replication), write offsets on
+    the target for groups with no members there (a group_sync event each), record a failover event.
+    A rerun is a no-op."""
     from replicator.failover import apply_failover, parse_time
 
     at_ms = parse_time(at) if at is not None else None
@@ -80,6 +89,7 @@ def apply_cmd(
         groups=groups,
         at_ms=at_ms,
         planned=planned,
+        stop_replication=stop_replication,
         timeout_s=timeout,
         stale_after_s=stale_after,
     )
