@@ -15,20 +15,23 @@ from replicator.config import load_config
 
 __all__ = ["failover", "failback"]
 
+_STALE_AFTER = click.option(
+    "--stale-after",
+    type=click.FloatRange(min=0),
+    default=60.0,
+    show_default=True,
+    help="a replicator of the flow silent this long (s) counts as stopped",
+)
+_FORMAT = click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
+
 
 def _common(func: Any) -> Any:
     options = [
         click.option("--flow", required=True, help="the flow to fail over (A->B): its target takes over"),
         click.option("--groups", default=None, help="regex (full match) of the groups to move (default: all)"),
         click.option("--at", "at", default=None, help="resume at a time: ISO 8601 (UTC if no zone) or epoch ms"),
-        click.option(
-            "--stale-after",
-            type=click.FloatRange(min=0),
-            default=60.0,
-            show_default=True,
-            help="a replicator silent this long (s) counts as stopped",
-        ),
-        click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True),
+        _STALE_AFTER,
+        _FORMAT,
     ]
     for option in reversed(options):
         func = option(func)
@@ -177,7 +180,7 @@ def failback() -> None:
 @click.option("--flow", required=True, help="the flow that was failed over (A->B)")
 @click.option("--export", "export", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="write the records as JSON lines (key/value base64, headers, timestamp, coordinates)")  # fmt: skip
-@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
+@_FORMAT
 def failback_plan_cmd(flow: str, export: Path | None, fmt: str, config_path: Path) -> None:
     """Per partition, the source's records after the last copy (needs the source; changes nothing)."""
     from replicator.failover import failback_plan
@@ -191,7 +194,8 @@ def failback_plan_cmd(flow: str, export: Path | None, fmt: str, config_path: Pat
     for r in rows:
         span = f"{r.start_offset}-{r.end_offset}"
         times = f"{format_time(r.first_timestamp_ms)} .. {format_time(r.last_timestamp_ms)}" if r.records else "-"
-        click.echo(f"  {r.source_topic:30} {r.partition:>4} {span:>17} {r.records:>8} {r.bytes:>10}  {times}")
+        earlier = f"  ({r.recovered_records} recovered earlier)" if r.recovered_records else ""
+        click.echo(f"  {r.source_topic:30} {r.partition:>4} {span:>17} {r.records:>8} {r.bytes:>10}  {times}{earlier}")
     if export is not None:
         click.echo(f"exported {sum(r.records for r in rows)} records to {export}")
 
@@ -201,14 +205,8 @@ def failback_plan_cmd(flow: str, export: Path | None, fmt: str, config_path: Pat
 @click.option("--recover", is_flag=True, help="re-produce the never-replicated records to the target's remote topics")
 @click.option("--reverse", is_flag=True, help="make the configured flow B->A start after what came from A")
 @click.option("--groups", default=None, help="regex (full match) of the groups on B to move back to A")
-@click.option(
-    "--stale-after",
-    type=click.FloatRange(min=0),
-    default=60.0,
-    show_default=True,
-    help="--recover: a replicator of the flow silent this long (s) counts as stopped",
-)
-@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
+@_STALE_AFTER
+@_FORMAT
 def failback_apply_cmd(
     flow: str, recover: bool, reverse: bool, groups: str | None, stale_after: float, fmt: str, config_path: Path
 ) -> None:

@@ -14,7 +14,8 @@ ranges. A later run starts each partition after the ranges already recovered, so
 nothing twice; a run that dies before its commit leaves nothing visible to read_committed readers.
 
 Limitation: copies a SIGKILLed replicator wrote after its last durable offset sync are not in the
-mapping yet (issue item 7), so they are listed here although the target holds them.
+mapping yet (issue item 7), so they are listed here although the target holds them, and ``--recover``
+copies them again.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from __future__ import annotations
 import base64
 import dataclasses
 import json
+import logging
 import os
 import socket
 import time
@@ -46,6 +48,8 @@ from replicator.kafka.settings import idempotent_producer_config, reader_config
 from replicator.kafka.state_log import key_of
 
 __all__ = ["NeverReplicated", "Recovery", "failback_plan", "recover_never_replicated", "recovered_up_to"]
+
+_log = logging.getLogger(__name__)
 
 _TIMEOUT_S = 30
 
@@ -210,6 +214,15 @@ def _produce(producer: Producer, **kwargs: Any) -> None:
             producer.poll(0.5)
 
 
+def _abort(producer: Producer) -> None:
+    """Abort the open transaction if the broker answers; otherwise the next run's
+    ``init_transactions`` (same ``transactional.id``) aborts it."""
+    try:
+        producer.abort_transaction(_TIMEOUT_S)
+    except KafkaException as exc:
+        _log.warning("could not abort the recovery's transaction (the next run aborts it): %s", exc)
+
+
 def recover_never_replicated(
     config: MirrorlakeConfig, flow_name: str, *, stale_after_s: float = STALE_AFTER_S
 ) -> Recovery:
@@ -313,10 +326,13 @@ def recover_never_replicated(
             _produce(producer, topic=config.state_topic, value=encode(event), key=key_of(event), on_delivery=delivered)
         producer.flush(10 * _TIMEOUT_S)
         if failed:
-            producer.abort_transaction(_TIMEOUT_S)
             raise FailoverError(f"could not re-produce to {flow.target}: {failed[0]} (nothing committed)")
         producer.commit_transaction(10 * _TIMEOUT_S)
+    except FailoverError:
+        _abort(producer)
+        raise
     except KafkaException as exc:
+        _abort(producer)
         raise FailoverError(f"recovery to {flow.target} failed, nothing committed: {kafka_error_reason(exc)}") from exc
     skipped = sum(c[2] for c in counts.values())
     return Recovery(tuple(rows), ranges, skipped, event)
