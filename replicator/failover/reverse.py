@@ -105,7 +105,8 @@ def seed_reverse_flow(config: MirrorlakeConfig, flow_name: str) -> list[ReverseS
     group = consumer_group_id(back)
     if group_activity(admin, [group])[group].active:
         raise FailoverError(f"reverse flow {back.name} already runs (group {group} has members on {back.source})")
-    have = {(o.topic, o.partition) for o in committed_offsets(admin, group)}
+    topics = {state.index.target_topic(forward.name, t) or t for _f, t, _p in state.index.partitions(forward.name)}
+    have = {(o.topic, o.partition) for o in committed_offsets(conf, group, sorted(topics))}
     starts: list[ReverseStart] = []
     for _f, source_topic, partition in state.index.partitions(forward.name):
         topic = state.index.target_topic(forward.name, source_topic) or source_topic
@@ -224,7 +225,7 @@ def failback_groups(config: MirrorlakeConfig, flow_name: str, *, groups: str) ->
     b_conf = config.cluster(forward.flow.target).client_config()
     a_conf = config.cluster(forward.flow.source).client_config()
     wait_for_cluster(forward.flow.source, a_conf, timeout_s=config.connect_timeout_seconds)
-    admin_b, admin_a = admin_client(b_conf), admin_client(a_conf)
+    admin_b = admin_client(b_conf)
     chosen = _select(admin_b, groups, forward.flow.target)
     active_b = group_activity(admin_b, chosen)
     done = {g for f in forward.failbacks if f.action == "groups" for g in f.groups}
@@ -237,7 +238,7 @@ def failback_groups(config: MirrorlakeConfig, flow_name: str, *, groups: str) ->
     ctx = TaskContext(
         config, back_flow, replicator_id, StateLog(producer_a, config.state_topic), dict, StateView(config, back_flow)
     )
-    syncer = GroupOffsetSync(ctx, admin_a)
+    syncer = GroupOffsetSync(ctx, a_conf)
     out: list[GroupBack] = []
     written: list[FailbackOffset] = []
     try:
@@ -251,7 +252,7 @@ def failback_groups(config: MirrorlakeConfig, flow_name: str, *, groups: str) ->
                 continue
             mapped: list[Checkpoint] = []
             unmapped: list[GroupOffset] = []
-            for o in committed_offsets(admin_b, group):
+            for o in committed_offsets(b_conf, group):
                 checkpoint = _translate(forward, back, targets, group, o)
                 if checkpoint is not None:
                     mapped.append(checkpoint)
