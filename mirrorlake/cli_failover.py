@@ -15,20 +15,23 @@ from replicator.config import load_config
 
 __all__ = ["failover", "failback"]
 
+_STALE_AFTER = click.option(
+    "--stale-after",
+    type=click.FloatRange(min=0),
+    default=60.0,
+    show_default=True,
+    help="a replicator of the flow silent this long (s) counts as stopped",
+)
+_FORMAT = click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
+
 
 def _common(func: Any) -> Any:
     options = [
         click.option("--flow", required=True, help="the flow to fail over (A->B): its target takes over"),
         click.option("--groups", default=None, help="regex (full match) of the groups to move (default: all)"),
         click.option("--at", "at", default=None, help="resume at a time: ISO 8601 (UTC if no zone) or epoch ms"),
-        click.option(
-            "--stale-after",
-            type=click.FloatRange(min=0),
-            default=60.0,
-            show_default=True,
-            help="a replicator silent this long (s) counts as stopped",
-        ),
-        click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True),
+        _STALE_AFTER,
+        _FORMAT,
     ]
     for option in reversed(options):
         func = option(func)
@@ -58,7 +61,14 @@ def plan_cmd(config_path: Path, flow: str, groups: str | None, at: str | None, s
 @failover.command("apply")
 @_common
 @click.option("--planned", is_flag=True, help="wait for 0 lag and current checkpoints; move only exact groups")
-@click.option("--timeout", type=click.FloatRange(min=0), default=300.0, show_default=True, help="--planned wait (s)")
+@click.option("--stop-replication", is_flag=True, help="ask running replicators of the flow to stop, then go on")
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=0),
+    default=300.0,
+    show_default=True,
+    help="--planned/--stop-replication wait (s)",
+)
 def apply_cmd(
     config_path: Path,
     flow: str,
@@ -67,10 +77,12 @@ def apply_cmd(
     stale_after: float,
     fmt: str,
     planned: bool,
+    stop_replication: bool,
     timeout: float,
 ) -> None:
-    """The plan, then: refuse while the flow runs, write offsets on the target for groups with no
-    members there (a group_sync event each), record a failover event. A rerun is a no-op."""
+    """The plan, then: refuse while the flow runs (or stop it: --stop-replication), write offsets on
+    the target for groups with no members there (a group_sync event each), record a failover event.
+    A rerun is a no-op."""
     from replicator.failover import apply_failover, parse_time
 
     at_ms = parse_time(at) if at is not None else None
@@ -80,6 +92,7 @@ def apply_cmd(
         groups=groups,
         at_ms=at_ms,
         planned=planned,
+        stop_replication=stop_replication,
         timeout_s=timeout,
         stale_after_s=stale_after,
     )
@@ -167,7 +180,7 @@ def failback() -> None:
 @click.option("--flow", required=True, help="the flow that was failed over (A->B)")
 @click.option("--export", "export", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="write the records as JSON lines (key/value base64, headers, timestamp, coordinates)")  # fmt: skip
-@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
+@_FORMAT
 def failback_plan_cmd(flow: str, export: Path | None, fmt: str, config_path: Path) -> None:
     """Per partition, the source's records after the last copy (needs the source; changes nothing)."""
     from replicator.failover import failback_plan
@@ -181,6 +194,74 @@ def failback_plan_cmd(flow: str, export: Path | None, fmt: str, config_path: Pat
     for r in rows:
         span = f"{r.start_offset}-{r.end_offset}"
         times = f"{format_time(r.first_timestamp_ms)} .. {format_time(r.last_timestamp_ms)}" if r.records else "-"
-        click.echo(f"  {r.source_topic:30} {r.partition:>4} {span:>17} {r.records:>8} {r.bytes:>10}  {times}")
+        earlier = f"  ({r.recovered_records} recovered earlier)" if r.recovered_records else ""
+        click.echo(f"  {r.source_topic:30} {r.partition:>4} {span:>17} {r.records:>8} {r.bytes:>10}  {times}{earlier}")
     if export is not None:
         click.echo(f"exported {sum(r.records for r in rows)} records to {export}")
+
+
+@failback.command("apply")
+@click.option("--flow", required=True, help="the flow that was failed over (A->B)")
+@click.option("--recover", is_flag=True, help="re-produce the never-replicated records to the target's remote topics")
+@click.option("--reverse", is_flag=True, help="make the configured flow B->A start after what came from A")
+@click.option("--groups", default=None, help="regex (full match) of the groups on B to move back to A")
+@_STALE_AFTER
+@_FORMAT
+def failback_apply_cmd(
+    flow: str, recover: bool, reverse: bool, groups: str | None, stale_after: float, fmt: str, config_path: Path
+) -> None:
+    """Failback steps, in this order (each needs A): --recover re-produces what `failback plan` lists
+    to B; --reverse seeds the reverse flow's start positions on B; --groups moves groups back to A.
+    Every step is idempotent: a rerun re-produces, seeds and moves nothing twice."""
+    from replicator.errors import FailoverError
+    from replicator.failover import failback_groups, recover_never_replicated, seed_reverse_flow
+
+    if not (recover or reverse or groups):
+        raise FailoverError("failback apply: name at least one step (--recover, --reverse, --groups REGEX)")
+    config = load_config(config_path)
+    out: dict[str, Any] = {}
+    if recover:
+        result = recover_never_replicated(config, flow, stale_after_s=stale_after)
+        out["recover"] = {
+            "ranges": [asdict(r) for r in result.ranges],
+            "skipped_cycle": result.skipped_cycle,
+            "failback_event_id": result.event.event_id if result.event else None,
+        }
+        if fmt == "table":
+            _echo_recovery(result, flow)
+    if reverse:
+        starts = seed_reverse_flow(config, flow)
+        out["reverse"] = [asdict(s) for s in starts]
+        for s in starts if fmt == "table" else ():
+            click.echo(
+                f"  reverse flow start {s.topic}[{s.partition}]: {s.outcome}"
+                + (f" at {s.offset}" if s.offset is not None else "")
+            )
+    if groups:
+        moved = failback_groups(config, flow, groups=groups)
+        out["groups"] = {
+            "groups": [asdict(g) for g in moved.groups],
+            "failback_event_id": moved.event.event_id if moved.event else None,
+        }
+        for g in moved.groups if fmt == "table" else ():
+            click.echo(f"group {g.group}: {g.outcome}" + (f" ({g.detail})" if g.detail else ""))
+            for topic, partition, decision, before, after, why in g.decisions:
+                click.echo(f"  {topic}[{partition}] {decision}: {before} -> {after}" + (f" ({why})" if why else ""))
+        if fmt == "table":
+            click.echo("nothing moved" if moved.event is None else f"failback event {moved.event.event_id} written")
+    if fmt == "json":
+        click.echo(json.dumps(out, indent=2))
+
+
+def _echo_recovery(result: Any, flow: str) -> None:
+    for r in result.ranges:
+        click.echo(
+            f"  {r.source_topic}[{r.partition}] {r.start_offset}-{r.end_offset} -> {r.target_topic}: "
+            f"{r.records} records, {r.bytes} bytes re-produced"
+        )
+    if result.skipped_cycle:
+        click.echo(f"  {result.skipped_cycle} records came from {flow.split('->')[-1]}: not copied back")
+    if result.event is None:
+        click.echo("nothing to recover: no failback event written")
+    else:
+        click.echo(f"failback event {result.event.event_id} written ({result.event.records} records recovered)")

@@ -19,6 +19,8 @@ from replicator.events import (
     Checkpoint,
     ConfigSnapshot,
     Event,
+    Failback,
+    FailbackRange,
     Failover,
     FailoverOffset,
     Heartbeat,
@@ -235,6 +237,18 @@ def rounds() -> list[list]:
         heartbeat(["A", "C"], 2000, 2020),
         heartbeat(["A", "B", "C"], 2000, 2090),
         failover(2100, "g2", [(0, 120, 99), (1, 80, 80)]),
+        Failback(
+            flow=FLOW,
+            replicator_id="failback@h",
+            emitted_at_ms=T0 + 2200,
+            source_cluster="A",
+            target_cluster="B",
+            action="recover",
+            ranges=(FailbackRange(TOPIC, REMOTE, 1, 90, 95, 4, 40, 120, 124),),
+            records=4,
+            host="h",
+            user="u",
+        ),
     ]
     return [r1, r2, r3, r3[:4]]  # round 4: only events seen before
 

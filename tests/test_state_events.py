@@ -42,8 +42,10 @@ def _commit(bootstrap: str, group: str, offsets: list[tuple[str, int, int]]) -> 
         try:
             done = admin.alter_consumer_group_offsets([ConsumerGroupTopicPartitions(group, tps)])[group]
             return all(tp.error is None for tp in done.result(timeout=30).topic_partitions)
-        except KafkaException:
-            return False  # NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS
+        except (KafkaException, TimeoutError):
+            return (
+                False  # NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS; a fresh cluster under load: no answer in 30 s
+            )
 
     wait_for(committed, f"offsets of {group} committed")
 

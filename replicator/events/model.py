@@ -25,6 +25,9 @@ __all__ = [
     "AuditWindow",
     "Failover",
     "FailoverOffset",
+    "Failback",
+    "FailbackOffset",
+    "FailbackRange",
     "EVENT_TYPES",
     "SyncReason",
     "new_event_id",
@@ -323,6 +326,72 @@ class Failover(Event):
         }
 
 
+@dataclass(frozen=True, slots=True)
+class FailbackRange:
+    """Source offsets [start_offset, end_offset) re-produced to the target by ``failback --recover``."""
+
+    source_topic: str
+    target_topic: str
+    partition: int
+    start_offset: int
+    end_offset: int
+    records: int
+    bytes: int
+    target_start_offset: int | None = None  # where the first re-produced record landed on the target
+    target_end_offset: int | None = None  # after the last one (exclusive); other producers may interleave
+
+
+@dataclass(frozen=True, slots=True)
+class FailbackOffset:
+    """One group offset ``failback apply`` wrote on the source, translated from the target."""
+
+    group: str
+    topic: str
+    partition: int
+    target_offset: int | None
+    offset: int
+    method: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Failback(Event):
+    """A failback step of a failed-over flow (``replicator.failover.failback``): ``recover`` (ranges the
+    source never copied, re-produced to the target) or ``groups`` (groups moved back to the source)."""
+
+    event_type: ClassVar[str] = "failback"
+    source_cluster: str
+    target_cluster: str
+    action: str
+    host: str
+    user: str
+    ranges: tuple[FailbackRange, ...] = ()
+    groups: tuple[str, ...] = ()
+    offsets: tuple[FailbackOffset, ...] = ()
+    records: int = 0
+
+    @classmethod
+    def from_record(cls, record: dict[str, Any]) -> Self:
+        return super(Failback, cls).from_record(
+            {
+                **record,
+                "ranges": tuple(FailbackRange(**r) for r in record["ranges"]),
+                "groups": tuple(record["groups"]),
+                "offsets": tuple(FailbackOffset(**o) for o in record["offsets"]),
+            }
+        )
+
+    def to_record(self) -> dict[str, Any]:
+        def plain(items: tuple[Any, ...]) -> list[dict[str, Any]]:
+            return [{f.name: getattr(i, f.name) for f in fields(i)} for i in items]
+
+        return {
+            **super(Failback, self).to_record(),
+            "ranges": plain(self.ranges),
+            "groups": list(self.groups),
+            "offsets": plain(self.offsets),
+        }
+
+
 EVENT_TYPES: dict[str, type[Event]] = {
     cls.event_type: cls
     for cls in (
@@ -335,5 +404,6 @@ EVENT_TYPES: dict[str, type[Event]] = {
         ConfigSnapshot,
         AuditWindow,
         Failover,
+        Failback,
     )
 }

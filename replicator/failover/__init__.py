@@ -7,12 +7,26 @@ target for groups inactive there and records a ``failover`` event. The source cl
 """
 
 from replicator.failover.api import AppliedGroup, FailoverResult, apply_failover, plan_failover, running_replicators
-from replicator.failover.failback import NeverReplicated, failback_plan
+from replicator.failover.failback import NeverReplicated, Recovery, failback_plan, recover_never_replicated
 from replicator.failover.plan import FailoverPlan, GroupPartitionPlan, GroupPlan, PartitionRisk
+from replicator.failover.reverse import (
+    FailbackGroupsResult,
+    GroupBack,
+    ReverseStart,
+    failback_groups,
+    reverse_flow,
+    seed_reverse_flow,
+)
 from replicator.failover.state import FlowState, read_flow_state
 from replicator.failover.times import parse_time
 
 __all__ = [
+    "FailbackGroupsResult",
+    "GroupBack",
+    "ReverseStart",
+    "failback_groups",
+    "reverse_flow",
+    "seed_reverse_flow",
     "AppliedGroup",
     "FailoverPlan",
     "FailoverResult",
@@ -21,10 +35,12 @@ __all__ = [
     "GroupPlan",
     "NeverReplicated",
     "PartitionRisk",
+    "Recovery",
     "apply_failover",
     "failback_plan",
     "parse_time",
     "plan_failover",
     "read_flow_state",
+    "recover_never_replicated",
     "running_replicators",
 ]

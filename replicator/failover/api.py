@@ -9,7 +9,8 @@ A replicator of the flow counts as *running* when (a) its latest ``lifecycle`` e
 is ``started`` and it emitted any event of the flow in the last ``stale_after_s`` seconds (a live
 flow emits heartbeats and watermarks every few seconds; a killed one falls silent), or (b) the
 source answers and the flow's consumer group ``mirrorlake.<flow>`` has members there. ``apply``
-refuses while one runs: a replicator coming back would copy records behind the moved groups.
+refuses while one runs: a replicator coming back would copy records behind the moved groups; with
+``stop_replication`` it asks them to stop (``replicator.flow.stop_requests``) and waits until none runs.
 
 ``apply`` writes offsets on the target only for groups with no members there, through the
 replicator's own group-offset rules (``replicator.tasks.group_sync``: never while active, never
@@ -33,16 +34,17 @@ from confluent_kafka import KafkaException
 from replicator.client.group_offsets import GroupOffset, committed_offsets
 from replicator.config import MirrorlakeConfig
 from replicator.errors import FailoverError
-from replicator.events import Checkpoint, Failover, FailoverOffset
+from replicator.events import Checkpoint, Failover, FailoverOffset, Lifecycle
 from replicator.failover.plan import FailoverPlan, GroupPlan, build_plan, select_groups
 from replicator.failover.state import FlowState, read_flow_state
 from replicator.failover.target import group_activity, positions_at
+from replicator.flow.stop_requests import STOP_REQUESTED
 from replicator.kafka.admin import admin_client
 from replicator.kafka.connectivity import answers_metadata
 from replicator.kafka.settings import consumer_group_id
 from replicator.kafka.state_log import StateLog
 from replicator.tasks.base import StateView, TaskContext, task_producer
-from replicator.tasks.group_sync import GroupOffsetSync
+from replicator.tasks.group_sync import Decision, GroupOffsetSync
 
 __all__ = ["plan_failover", "apply_failover", "running_replicators", "AppliedGroup", "FailoverResult"]
 
@@ -117,6 +119,17 @@ class FailoverResult:
     event: Failover | None  # None: nothing was moved (a rerun, or every group skipped)
 
 
+def _request_stop(config: MirrorlakeConfig, state: FlowState) -> None:
+    """A ``stop_requested`` lifecycle event of the flow in its state topic: every runner of it stops."""
+    conf = config.cluster(state.flow.target).client_config()
+    log = StateLog(task_producer(conf, "mirrorlake-failover-stop"), config.state_topic)
+    reason = f"failover apply --stop-replication by {user_name()}@{socket.gethostname()}"
+    log.emit(Lifecycle(flow=state.flow.name, replicator_id=f"failover@{socket.gethostname()}-{os.getpid()}",
+                       state=STOP_REQUESTED, reason=reason))  # fmt: skip
+    if log.producer.flush(30) != 0 or log.failed is not None:
+        raise FailoverError(f"could not ask flow {state.flow.name} to stop: {config.state_topic} not written")
+
+
 def _planned_blockers(config: MirrorlakeConfig, plan: FailoverPlan) -> list[str]:
     """Why a planned failover cannot go now (empty: ready)."""
     why = [f"still running: {r}" for r in plan.running_replicators]
@@ -166,30 +179,44 @@ def apply_failover(
     groups: str | None = None,
     at_ms: int | None = None,
     planned: bool = False,
+    stop_replication: bool = False,
     timeout_s: float = 300.0,
     stale_after_s: float = STALE_AFTER_S,
 ) -> FailoverResult:
     """Plan, then move the groups on the target; see the module doc for every rule.
+
+    ``stop_replication``: instead of refusing while replicators of the flow run, ask them to stop
+    (``replicator.flow.stop_requests``) and wait, up to ``timeout_s``, until none runs.
 
     ``planned``: poll (one state read per second) until nothing is pending, nobody runs the flow
     and every group's checkpoint equals its committed offset on the source, up to ``timeout_s``;
     then move only the groups whose plan loses 0 and re-reads 0.
     """
     deadline = time.monotonic() + timeout_s
+    requested = False
     while True:
         state = read_flow_state(config, flow)
         plan = _plan(config, state, groups, at_ms, stale_after_s)
+        if stop_replication and plan.running_replicators and not requested:
+            _request_stop(config, state)
+            requested = True
+        stopping = stop_replication and bool(plan.running_replicators)
         blockers = _planned_blockers(config, plan) if planned else []
-        if not planned or not blockers or time.monotonic() >= deadline:
+        if (not stopping and not blockers) or time.monotonic() >= deadline:
             break
         time.sleep(1.0)  # an operation waiting on the cluster, not a test: the next state read
-    if planned and blockers:
-        raise FailoverError(f"planned failover of {flow} not ready after {timeout_s:g} s: " + "; ".join(blockers))
     if plan.running_replicators:
+        hint = (
+            f"asked it to stop ({STOP_REQUESTED}), still running after {timeout_s:g} s"
+            if requested
+            else "stop it (or pass --stop-replication) before failing over"
+        )
         raise FailoverError(
-            f"flow {flow} still runs ({'; '.join(plan.running_replicators)}): stop it before failing over "
+            f"flow {flow} still runs ({'; '.join(plan.running_replicators)}): {hint} "
             f"(a replicator silent for {stale_after_s:g} s counts as stopped)"
         )
+    if planned and blockers:
+        raise FailoverError(f"planned failover of {flow} not ready after {timeout_s:g} s: " + "; ".join(blockers))
     done = {g for f in state.failovers for g in f.groups}
     mode: Literal["planned", "at_time", "unplanned"] = (
         "planned" if planned else "at_time" if at_ms is not None else "unplanned"
@@ -212,16 +239,7 @@ def apply_failover(
             continue
         mapped, unmapped = _checkpoints_to_write(plan, g)
         decisions = syncer.sync(g.group, mapped, unmapped)
-        kinds = {d[1] for d in decisions}
-        outcome = (
-            "moved"
-            if "synced" in kinds and kinds <= {"synced", "unchanged"}
-            else kinds.pop()
-            if len(kinds) == 1
-            else "partly_moved"
-            if "synced" in kinds
-            else "skipped"
-        )
+        outcome = group_outcome(decisions)
         applied.append(
             AppliedGroup(
                 g.group,
@@ -265,7 +283,7 @@ def apply_failover(
             seconds_unreplicated=plan.seconds_unreplicated,
             consistent_cut_ms=plan.consistent_cut_ms,
             host=socket.gethostname(),
-            user=_user(),
+            user=user_name(),
         )
         ctx.emit(event)
     if producer.flush(30) != 0 or ctx.state.failed is not None:
@@ -273,7 +291,16 @@ def apply_failover(
     return FailoverResult(plan, tuple(applied), event)
 
 
-def _user() -> str:
+def group_outcome(decisions: list[Decision]) -> str:
+    """One word for a group's partition decisions: moved, partly_moved, the single decision, or skipped."""
+    kinds = {d[1] for d in decisions}
+    if "synced" in kinds:
+        return "moved" if kinds <= {"synced", "unchanged"} else "partly_moved"
+    return kinds.pop() if len(kinds) == 1 else "skipped"
+
+
+def user_name() -> str:
+    """The login name of who runs this process ('unknown' when the system cannot tell)."""
     try:
         return getpass.getuser()
     except (KeyError, OSError):

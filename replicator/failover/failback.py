@@ -7,30 +7,49 @@ left behind plus what producers still wrote to the source afterwards; nothing is
 changed. ``export`` writes them as JSON lines (key/value base64, headers, timestamp, source
 coordinates) so they can be inspected or re-produced.
 
+``recover_never_replicated`` re-produces them to the flow's remote topic on the target (same
+partition, key, value, headers, timestamp; the provenance header stamped as the flow would), in one
+transaction on the target together with a ``failback`` event (action ``recover``) naming the source
+ranges. A later run starts each partition after the ranges already recovered, so it re-produces
+nothing twice; a run that dies before its commit leaves nothing visible to read_committed readers.
+
 Limitation: copies a SIGKILLed replicator wrote after its last durable offset sync are not in the
-mapping yet (issue item 7), so they are listed here although the target holds them.
+mapping yet (issue item 7), so they are listed here although the target holds them, and ``--recover``
+copies them again.
 """
 
 from __future__ import annotations
 
 import base64
+import dataclasses
 import json
+import logging
+import os
+import socket
 import time
-from collections.abc import Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
-from confluent_kafka import Consumer, KafkaException, Message, TopicPartition
+from confluent_kafka import Consumer, KafkaException, Message, Producer, TopicPartition
 
+from replicator.client.policy import policy_from_config
+from replicator.client.provenance import Provenance
 from replicator.config import MirrorlakeConfig
+from replicator.config.topology import provenance_enabled
 from replicator.errors import FailoverError
-from replicator.failover.state import read_flow_state
+from replicator.events import Failback, FailbackRange, encode
+from replicator.failover.api import STALE_AFTER_S, running_replicators, user_name
+from replicator.failover.state import FlowState, read_flow_state
 from replicator.kafka.connectivity import wait_for_cluster
 from replicator.kafka.errors import kafka_error_reason
-from replicator.kafka.settings import reader_config
+from replicator.kafka.settings import idempotent_producer_config, reader_config
+from replicator.kafka.state_log import key_of
 
-__all__ = ["NeverReplicated", "failback_plan"]
+__all__ = ["NeverReplicated", "Recovery", "failback_plan", "recover_never_replicated", "recovered_up_to"]
+
+_log = logging.getLogger(__name__)
 
 _TIMEOUT_S = 30
 
@@ -47,6 +66,7 @@ class NeverReplicated:
     last_offset: int | None
     first_timestamp_ms: int | None
     last_timestamp_ms: int | None
+    recovered_records: int = 0  # re-produced to the target by earlier ``--recover`` runs (before start)
 
 
 def _line(msg: Message) -> str:
@@ -68,7 +88,9 @@ def _line(msg: Message) -> str:
     )
 
 
-def _read(consumer: Consumer, topic: str, partition: int, start: int, out: IO[str] | None) -> NeverReplicated:
+def _read(
+    consumer: Consumer, topic: str, partition: int, start: int, sink: Callable[[Message], None] | None
+) -> NeverReplicated:
     low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=_TIMEOUT_S)
     begin = max(start, low)
     records = nbytes = 0
@@ -86,8 +108,8 @@ def _read(consumer: Consumer, topic: str, partition: int, start: int, out: IO[st
                 if first is None:
                     first = msg
                 last = msg
-                if out is not None:
-                    out.write(_line(msg) + "\n")
+                if sink is not None:
+                    sink(msg)
             (pos,) = consumer.position([TopicPartition(topic, partition)])
             if pos.offset >= high:
                 break
@@ -108,30 +130,209 @@ def _read(consumer: Consumer, topic: str, partition: int, start: int, out: IO[st
     )
 
 
-def failback_plan(config: MirrorlakeConfig, flow_name: str, *, export: Path | None = None) -> list[NeverReplicated]:
-    """Per partition of the flow, the source's records after the last copy; ``export``: JSON lines.
+def recovered_up_to(state: FlowState, topic: str, partition: int) -> tuple[int, int]:
+    """(end offset, records) of what earlier ``--recover`` runs re-produced from ``topic[partition]``."""
+    ranges = [
+        r
+        for f in state.failbacks
+        if f.action == "recover"
+        for r in f.ranges
+        if (r.source_topic, r.partition) == (topic, partition)
+    ]
+    return max((r.end_offset for r in ranges), default=-1), sum(r.records for r in ranges)
 
-    Needs the source: ``ClusterUnreachableError`` when it does not answer.
-    """
-    state = read_flow_state(config, flow_name)
+
+def _partitions(state: FlowState) -> list[tuple[str, int]]:
+    return sorted(
+        {
+            *state.source_marks,
+            *((t, p) for _f, t, p in state.index.partitions(state.flow.name)),
+            *((r.source_topic, r.partition) for f in state.failbacks for r in f.ranges),
+        }
+    )
+
+
+def _walk(
+    config: MirrorlakeConfig,
+    state: FlowState,
+    sink_for: Callable[[str, int], Callable[[Message], None] | None],
+) -> list[NeverReplicated]:
+    """Read every partition's never-replicated records on the source, each through ``sink_for(topic, p)``."""
     flow = state.flow
     conf = config.cluster(flow.source).client_config()
     wait_for_cluster(flow.source, conf, timeout_s=config.connect_timeout_seconds)
-    partitions: Iterable[tuple[str, int]] = sorted(
-        {*state.source_marks, *((t, p) for _f, t, p in state.index.partitions(flow.name))}
-    )
     consumer = Consumer(reader_config(conf, "mirrorlake-failback"))
-    out = export.open("w", encoding="utf-8") if export is not None else None
     try:
         result = []
-        for topic, partition in partitions:
+        for topic, partition in _partitions(state):
             segments = state.index.segments(flow.name, topic, partition)
-            start = max((s.upstream_end for s in segments), default=-1) + 1
-            result.append(_read(consumer, topic, partition, start, out))
+            copied = max((s.upstream_end for s in segments), default=-1) + 1
+            recovered, records = recovered_up_to(state, topic, partition)
+            row = _read(consumer, topic, partition, max(copied, recovered), sink_for(topic, partition))
+            result.append(dataclasses.replace(row, recovered_records=records))
         return result
     except KafkaException as exc:
         raise FailoverError(f"cannot read the source {flow.source}: {kafka_error_reason(exc)}") from exc
     finally:
         consumer.close()
+
+
+def failback_plan(config: MirrorlakeConfig, flow_name: str, *, export: Path | None = None) -> list[NeverReplicated]:
+    """Per partition of the flow, the source's records after the last copy (and after what earlier
+    ``--recover`` runs re-produced); ``export``: JSON lines.
+
+    Needs the source: ``ClusterUnreachableError`` when it does not answer.
+    """
+    state = read_flow_state(config, flow_name)
+    out = export.open("w", encoding="utf-8") if export is not None else None
+
+    def write(msg: Message) -> None:
+        if out is not None:
+            out.write(_line(msg) + "\n")
+
+    try:
+        return _walk(config, state, lambda _t, _p: write)
+    finally:
         if out is not None:
             out.close()
+
+
+@dataclass(frozen=True)
+class Recovery:
+    rows: tuple[NeverReplicated, ...]  # what was read per partition (records: re-produced + skipped)
+    ranges: tuple[FailbackRange, ...]  # what was re-produced (empty: nothing to do, no event)
+    skipped_cycle: int  # records whose provenance says they came from the target: never copied back
+    event: Failback | None
+
+
+def _produce(producer: Producer, **kwargs: Any) -> None:
+    while True:
+        try:
+            producer.produce(**kwargs)
+            return
+        except BufferError:  # the local queue is full: let deliveries drain
+            producer.poll(0.5)
+
+
+def _abort(producer: Producer) -> None:
+    """Abort the open transaction if the broker answers; otherwise the next run's
+    ``init_transactions`` (same ``transactional.id``) aborts it."""
+    try:
+        producer.abort_transaction(_TIMEOUT_S)
+    except KafkaException as exc:
+        _log.warning("could not abort the recovery's transaction (the next run aborts it): %s", exc)
+
+
+def recover_never_replicated(
+    config: MirrorlakeConfig, flow_name: str, *, stale_after_s: float = STALE_AFTER_S
+) -> Recovery:
+    """Re-produce the never-replicated records (``failback_plan``'s) to the flow's remote topics on the
+    target, with a ``failback`` event, in one transaction; see the module doc.
+
+    Refuses (``FailoverError``) while a replicator of the flow runs (it would copy them as well);
+    ``ClusterUnreachableError`` when the source (or the target) does not answer.
+    """
+    state = read_flow_state(config, flow_name)
+    flow = state.flow
+    running = running_replicators(config, state, stale_after_s)
+    if running:
+        raise FailoverError(f"flow {flow.name} still runs ({'; '.join(running)}): stop it before --recover")
+    policy = policy_from_config(config.replication_policy)
+    provenance = Provenance(flow.source, flow.target, enabled=provenance_enabled(config, policy))
+    target_conf = config.cluster(flow.target).client_config()
+    wait_for_cluster(flow.target, target_conf, timeout_s=config.connect_timeout_seconds)
+    producer = Producer(
+        {
+            **idempotent_producer_config(target_conf, f"mirrorlake-failback-{socket.gethostname()}"),
+            "transactional.id": f"mirrorlake.failback.{flow.name}",  # one recovery of a flow at a time
+            "transaction.timeout.ms": 300000,
+        }
+    )
+    counts: dict[tuple[str, int], list[int]] = {}  # (topic, p) -> [records, bytes, skipped]
+    failed: list[str] = []
+
+    landed: dict[tuple[str, int], list[int]] = {}  # (target topic, p) -> offsets of the copies on the target
+
+    def delivered(err: Any, msg: Message) -> None:
+        if err is not None:
+            failed.append(str(err))
+        elif msg.topic() != config.state_topic:
+            landed.setdefault((msg.topic(), msg.partition()), []).append(msg.offset())  # type: ignore[arg-type]
+
+    def remote_of(topic: str) -> str:
+        return state.index.target_topic(flow.name, topic) or policy.format_remote_topic(flow.source, topic)
+
+    def sink_for(topic: str, partition: int) -> Callable[[Message], None]:
+        remote = remote_of(topic)
+        count = counts.setdefault((topic, partition), [0, 0, 0])
+
+        def sink(msg: Message) -> None:
+            copy, headers = provenance.stamp(msg.headers())  # type: ignore[arg-type]
+            if not copy:
+                count[2] += 1
+                return
+            ts_type, ts = msg.timestamp()
+            _produce(
+                producer,
+                topic=remote,
+                partition=partition,
+                key=msg.key(),
+                value=msg.value(),
+                headers=headers,
+                timestamp=ts if ts_type else 0,
+                on_delivery=delivered,
+            )
+            count[0] += 1
+            count[1] += len(msg.key() or b"") + len(msg.value() or b"")
+
+        return sink
+
+    try:
+        producer.init_transactions(_TIMEOUT_S)
+        producer.begin_transaction()
+        rows = _walk(config, state, sink_for)
+        producer.flush(10 * _TIMEOUT_S)  # every copy's offset on the target is known before the event
+
+        def as_range(r: NeverReplicated) -> FailbackRange:
+            remote = remote_of(r.source_topic)
+            offsets = landed.get((remote, r.partition), [])
+            records, nbytes = counts.get((r.source_topic, r.partition), [0, 0])[:2]
+            return FailbackRange(
+                r.source_topic,
+                remote,
+                r.partition,
+                r.start_offset,
+                r.end_offset,
+                records,
+                nbytes,
+                min(offsets, default=None),
+                max(offsets) + 1 if offsets else None,
+            )
+
+        ranges = tuple(as_range(r) for r in rows if r.end_offset > r.start_offset)
+        event = None
+        if ranges:
+            event = Failback(
+                flow=flow.name,
+                replicator_id=f"failback@{socket.gethostname()}-{os.getpid()}",
+                source_cluster=flow.source,
+                target_cluster=flow.target,
+                action="recover",
+                ranges=ranges,
+                records=sum(r.records for r in ranges),
+                host=socket.gethostname(),
+                user=user_name(),
+            )
+            _produce(producer, topic=config.state_topic, value=encode(event), key=key_of(event), on_delivery=delivered)
+        producer.flush(10 * _TIMEOUT_S)
+        if failed:
+            raise FailoverError(f"could not re-produce to {flow.target}: {failed[0]} (nothing committed)")
+        producer.commit_transaction(10 * _TIMEOUT_S)
+    except FailoverError:
+        _abort(producer)
+        raise
+    except KafkaException as exc:
+        _abort(producer)
+        raise FailoverError(f"recovery to {flow.target} failed, nothing committed: {kafka_error_reason(exc)}") from exc
+    skipped = sum(c[2] for c in counts.values())
+    return Recovery(tuple(rows), ranges, skipped, event)

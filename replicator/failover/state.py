@@ -2,7 +2,7 @@
 
 Every figure of a plan comes from here: the flow's offset mapping, each group's latest checkpoint,
 each partition's latest watermarks, the replicators' lifecycle and last sign of life, and earlier
-failovers. Only the *target* cluster is read, so a plan works with the source gone.
+failovers and failback steps. Only the *target* cluster is read, so a plan works with the source gone.
 
 ``read_flow_state`` is the one place that reads the state log for failover (the same single read
 ``mirrorlake translate`` does, with more event types decoded); a reader that keeps state
@@ -16,13 +16,13 @@ from dataclasses import dataclass, field
 from replicator.client.mapping_index import MappingIndex
 from replicator.client.state_reader import read_state_log
 from replicator.config import FlowConfig, MirrorlakeConfig
-from replicator.events import Checkpoint, Event, Failover, Lifecycle, OffsetSync, Watermark
+from replicator.events import Checkpoint, Event, Failback, Failover, Lifecycle, OffsetSync, Watermark
 from replicator.events.model import now_ms
 from replicator.kafka.connectivity import wait_for_cluster
 
 __all__ = ["FlowState", "read_flow_state", "flow_state_from_events", "EVENT_TYPES_READ"]
 
-EVENT_TYPES_READ = ("offset_sync", "checkpoint", "watermark", "lifecycle", "heartbeat", "failover")
+EVENT_TYPES_READ = ("offset_sync", "checkpoint", "watermark", "lifecycle", "heartbeat", "failover", "failback")
 
 PartitionKey = tuple[str, int]  # (topic, partition)
 
@@ -39,6 +39,7 @@ class FlowState:
     lifecycle: dict[str, Lifecycle] = field(default_factory=dict)  # replicator id -> its latest
     last_seen_ms: dict[str, int] = field(default_factory=dict)  # replicator id -> its latest event
     failovers: list[Failover] = field(default_factory=list)
+    failbacks: list[Failback] = field(default_factory=list)
 
     def groups(self) -> list[str]:
         return sorted({g for g, _t, _p in self.checkpoints})
@@ -79,7 +80,10 @@ def flow_state_from_events(flow: FlowConfig, events: list[Event], read_at_ms: in
                 state.lifecycle[e.replicator_id] = e
         elif isinstance(e, Failover):
             state.failovers.append(e)
+        elif isinstance(e, Failback):
+            state.failbacks.append(e)
     state.failovers.sort(key=lambda f: f.emitted_at_ms)
+    state.failbacks.sort(key=lambda f: f.emitted_at_ms)
     return state
 
 

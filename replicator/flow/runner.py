@@ -21,6 +21,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from typing import Protocol
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
@@ -39,6 +40,7 @@ from replicator.flow.offset_sync import SyncOrigin
 from replicator.flow.outage import TRANSPORT_CODES, Side
 from replicator.flow.read_positions import ReadPositions
 from replicator.flow.stats import FlowStats
+from replicator.flow.stop_requests import StopRequestWatcher
 from replicator.flow.sync_ledger import TP, SyncLedger
 from replicator.flow.topic_follower import TopicFollower
 from replicator.kafka.permissions import AUTHORIZATION_CODES
@@ -49,6 +51,21 @@ from replicator.tasks.base import StateTasks
 from replicator.tasks.flow_tasks import flow_state_tasks
 
 __all__ = ["FlowRunner", "FlowStats", "consumer_group_id"]
+
+
+class _StopFlag(Protocol):
+    def is_set(self) -> bool: ...
+
+
+class _Either:
+    """Set when either event is: the process's stop or this flow's own stop request."""
+
+    def __init__(self, a: threading.Event, b: threading.Event) -> None:
+        self._a, self._b = a, b
+
+    def is_set(self) -> bool:
+        return self._a.is_set() or self._b.is_set()
+
 
 _log = logging.getLogger(__name__)
 
@@ -159,6 +176,14 @@ class FlowRunner:
         self._wire()
         assert self._clients is not None
         self._clients.topics.ensure_state_topic(self.config.state_topic)
+        requested = threading.Event()  # `failover apply --stop-replication` stops this flow only
+        watcher = StopRequestWatcher(
+            self.config.cluster(self.flow.target).client_config(),
+            self.config.state_topic,
+            self.flow.name,
+            requested.set,
+        )
+        watcher.start()  # before `started`: whoever sees this run started can reach it
         self._emit_lifecycle("started")
         tasks = self._task_factory(
             self.config,
@@ -177,7 +202,7 @@ class FlowRunner:
             self.commits.start()
             self.stats.state = "running"
             tasks.start()
-            self._loop(stop, until_caught_up)
+            self._loop(_Either(stop, requested), until_caught_up)
             self.commits.close()
             self.read_positions.publish(self._replicated_positions(), final=True)
             tasks.stop(final_round=True)  # checkpoints and audits of everything copied
@@ -189,10 +214,11 @@ class FlowRunner:
             self._emit_lifecycle("error", self.stats.error)
             raise
         finally:
+            watcher.close()
             self._consumer.close()
         return self.stats
 
-    def _loop(self, stop: threading.Event, until_caught_up: bool) -> None:
+    def _loop(self, stop: _StopFlag, until_caught_up: bool) -> None:
         next_refresh = next_metadata_sync = 0.0
         next_flush = time.monotonic() + self.flow.sync_interval_seconds
         at_least_once = not self.flow.exactly_once
