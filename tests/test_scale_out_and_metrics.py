@@ -118,6 +118,7 @@ def test_metrics_and_health_endpoints(kafka_clusters, unique_topic):
         code, text = get(f"http://127.0.0.1:{port}/metrics")
         assert code == 200
         assert_mm2_metrics(text, topic, group)
+        assert_connect_metrics(text, topic)
         assert 'mirrorlake_records_total{flow="A->B"} 500.0' in text
         assert 'mirrorlake_bytes_total{flow="A->B"}' in text
         assert 'mirrorlake_replication_latency_seconds_count{flow="A->B"}' in text
@@ -133,6 +134,37 @@ def test_metrics_and_health_endpoints(kafka_clusters, unique_topic):
         replicator.stop()
         replicator.wait(60)
     assert replicator.health()["status"] == "degraded"  # stopped flows are not healthy
+
+
+def assert_connect_metrics(text: str, topic: str) -> None:
+    """The Connect worker/task and Java client series an MM2 board charts, from the flow's own numbers."""
+    samples = [s for family in text_string_to_metric_families(text) for s in family.samples]
+
+    def values(name: str) -> list[tuple[dict[str, str], float]]:
+        return [(s.labels, s.value) for s in samples if s.name == name]
+
+    # this process leads the flow: its source and checkpoint connectors (heartbeats are off), one task each
+    for name in ("kafka_connect_worker_connector_count", "kafka_connect_worker_task_count"):
+        assert values(name) == [({}, 2.0)]
+    for name in ("kafka_connect_coordinator_assigned_connectors", "kafka_connect_coordinator_assigned_tasks"):
+        assert values(name) == [({"clientid": "connect-1"}, 2.0)]
+    assert values("kafka_connect_worker_rebalance_rebalancing") == [({}, 0.0)]  # both partitions assigned
+    task = {"connector": '"A->B.MirrorSourceConnector"', "task": "0"}
+    [(labels, active)] = values("kafka_connect_source_task_source_record_active_count")
+    assert labels == task and active >= 0
+    [(labels, commit_ms)] = values("kafka_connect_connector_task_offset_commit_avg_time_ms")
+    assert labels == task and commit_ms >= 0
+    lag = {(s.labels["topic"], s.labels["partition"]): s.value for s in samples if s.name == "mirrorlake_record_lag"}
+    records_lag = values("kafka_consumer_fetch_manager_records_lag")
+    assert {(labels["topic"], labels["partition"]): v for labels, v in records_lag} == lag
+    assert lag and all(t == topic for t, _p in lag)
+    assert all(labels["clientid"].endswith('replication-consumer"') for labels, _ in records_lag)
+    copied = next(s.value for s in samples if s.name == "mirrorlake_bytes_total")
+    assert copied == sum(len(str(i)) + 100 for i in range(500))
+    [(_, incoming)] = values("kafka_consumer_incoming_byte_total")
+    [(labels, outgoing)] = values("kafka_producer_outgoing_byte_total")
+    assert incoming >= copied and outgoing >= copied
+    assert labels == {"clientid": '"connector-producer-A->B.MirrorSourceConnector-0"'}
 
 
 def assert_mm2_metrics(text: str, topic: str, group: str) -> None:

@@ -22,6 +22,7 @@ from typing import TypeVar
 from confluent_kafka import OFFSET_INVALID, Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 from replicator.errors import ReplicationError
+from replicator.flow.mm2_metrics import WindowedValue
 from replicator.flow.outage import Outages
 from replicator.flow.positions import PositionStore
 from replicator.flow.sync_ledger import TP, SyncLedger
@@ -40,7 +41,12 @@ class AbortTransaction(Exception):  # noqa: N818 (a signal, not an error)
 
 
 class Commits:
-    """The hooks a flow calls; each mode implements them."""
+    """The hooks a flow calls; each mode implements them.
+
+    ``commit_ms``: how long each offset commit took, in ms (MM2's ``offset-commit-avg-time-ms``).
+    """
+
+    commit_ms: WindowedValue
 
     def abort(self, why: str) -> None:
         """Give up what is not committed and rewind to the committed positions (exactly-once only)."""
@@ -96,6 +102,7 @@ class AtLeastOnceCommits(Commits):
         self._drain = drain
         self._flow = flow
         self._assigned = assigned
+        self.commit_ms = WindowedValue()  # storing positions for the auto-commit, and synchronous commits
 
     def after_batch(self, force: bool = False) -> None:
         if force:
@@ -108,21 +115,28 @@ class AtLeastOnceCommits(Commits):
 
     def _store(self, positions: dict[TP, int]) -> None:
         if positions:
+            started = time.monotonic()
             offsets = [TopicPartition(t, p, o) for (t, p), o in positions.items()]
             try:
                 self._consumer.store_offsets(offsets=offsets)
             except KafkaException as exc:  # revoked meanwhile: the new owner replays from its commit
                 _log.debug("flow %s: store_offsets: %s", self._flow, exc)
+            self.commit_ms.add((time.monotonic() - started) * 1000)
 
     def before_revoke(self, partitions: list[TopicPartition]) -> None:
         self._drain()
         self._store(self._ledger.commit_positions((tp.topic, tp.partition) for tp in partitions))
-        commit_sync(self._consumer, self._flow)
+        self._commit_sync()
 
     def close(self) -> None:
         self._drain()
         self.after_batch(force=True)
+        self._commit_sync()
+
+    def _commit_sync(self) -> None:
+        started = time.monotonic()
         commit_sync(self._consumer, self._flow)
+        self.commit_ms.add((time.monotonic() - started) * 1000)
 
 
 class TransactionalCommits(Commits):
@@ -150,6 +164,7 @@ class TransactionalCommits(Commits):
         self._dirty = False  # something was produced in the open transaction
         self._next_commit = 0.0
         self.commits = 0
+        self.commit_ms = WindowedValue()  # drain + positions + commit_transaction, per committed transaction
 
     def start(self) -> None:
         try:
@@ -184,6 +199,7 @@ class TransactionalCommits(Commits):
 
     def _commit(self) -> None:
         """Records acknowledged -> their syncs in the transaction -> positions -> commit."""
+        started = time.monotonic()
         try:
             self._drain()
             changed = {tp: o for tp, o in self._positions.items() if self._written.get(tp) != o}
@@ -191,6 +207,7 @@ class TransactionalCommits(Commits):
             self._waiting_out(lambda: self._producer.commit_transaction(_TXN_CALL_TIMEOUT_S))
             self._written.update(changed)
             self.commits += 1
+            self.commit_ms.add((time.monotonic() - started) * 1000)
         except AbortTransaction as exc:
             self._abort(str(exc))
         except KafkaException as exc:

@@ -23,6 +23,8 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from replicator.flow.connect_metrics import connect_families
+
 __all__ = ["FlowCollector", "LatencyHistogram", "StatusServer", "LATENCY_BUCKETS", "mm2_families", "waiting_for"]
 
 _log = logging.getLogger(__name__)
@@ -86,6 +88,7 @@ class FlowCollector(Collector):
             latency.add_metric([name], buckets=buckets, sum_value=total)
         yield from (records, size, syncs, skipped, lag, age, latency, waiting, paused, recoveries)
         yield from mm2_families([stats for _name, stats in flows])
+        yield from connect_families(flows)
 
 
 _SOURCE = "kafka_connect_mirror_mirrorsourceconnector_"

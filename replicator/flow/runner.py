@@ -35,6 +35,7 @@ from replicator.flow.backpressure import Backpressure
 from replicator.flow.caught_up import CaughtUpCheck
 from replicator.flow.clients import ClientFactory, FlowClients, kafka_clients
 from replicator.flow.commits import AbortTransaction, AtLeastOnceCommits, Commits, TransactionalCommits
+from replicator.flow.connect_metrics import mm2_connectors
 from replicator.flow.copier import Copier
 from replicator.flow.offset_sync import SyncOrigin
 from replicator.flow.outage import TRANSPORT_CODES, Side
@@ -168,6 +169,9 @@ class FlowRunner:
             self._consumer_error,
             self.commits.consumed if self.flow.exactly_once else None,
         )
+        self.stats.offset_commit_ms = self.commits.commit_ms
+        self.stats.in_flight = lambda: self._copier.in_flight
+        self.stats.leading = lambda: self.leads_state_tasks
         self._caught_up = CaughtUpCheck(self._consumer, self.commits, self.ledger, clients.topics.source_end_offsets)
 
     # -- the loop ----------------------------------------------------------------------------
@@ -197,6 +201,7 @@ class FlowRunner:
             metrics=self.stats.mm2,
         )
         self.stats.task_errors = tasks.errors
+        self.stats.connectors = mm2_connectors(self.flow, continuous=not until_caught_up)
         self._tasks = tasks
         try:
             self.commits.start()
@@ -321,6 +326,7 @@ class FlowRunner:
 
     # -- rebalances and topics ---------------------------------------------------------------
     def _subscribe(self, topics: list[str]) -> None:
+        self.stats.subscribed = bool(topics)
         if topics:
             self._consumer.subscribe(
                 topics, on_assign=self._on_assign, on_revoke=self._on_revoke, on_lost=self._on_lost

@@ -3,12 +3,21 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from replicator.flow.mm2_metrics import Mm2Metrics
+from replicator.flow.mm2_metrics import Mm2Metrics, WindowedValue
 from replicator.flow.observability import LatencyHistogram
 
 __all__ = ["FlowStats"]
+
+
+def _none_in_flight() -> int:
+    return 0
+
+
+def _not_leading() -> bool:
+    return False
 
 
 @dataclass
@@ -34,3 +43,9 @@ class FlowStats:
     source: str = ""  # the flow's source cluster alias (a label of the MM2-named metrics)
     target: str = ""
     mm2: Mm2Metrics = field(default_factory=Mm2Metrics)  # per partition, named as MM2's connectors
+    # read by ``connect_metrics`` at scrape time (the runner sets them when it wires the flow):
+    connectors: tuple[str, ...] = ("MirrorSourceConnector",)  # the MM2 connectors this flow stands for
+    subscribed: bool = False  # the consumer subscribed to at least one topic
+    in_flight: Callable[[], int] = _none_in_flight  # records produced, not yet acknowledged
+    leading: Callable[[], bool] = _not_leading  # this process runs the flow's state tasks
+    offset_commit_ms: WindowedValue = field(default_factory=WindowedValue)  # the commits' timing
