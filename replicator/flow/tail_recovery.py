@@ -26,6 +26,7 @@ exceeds ``max_tail`` records are left as they are and logged: a bound on the res
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -250,6 +251,7 @@ def recover_orphan_copies(
     """
     if not partitions:
         return 0
+    started = time.monotonic()
     view = StateView(config, flow)
     try:
         view.refresh()
@@ -266,6 +268,10 @@ def recover_orphan_copies(
             "flow %s: %s[%d]: %d target records past the last offset sync, %d recovered as copies",
             flow.name, r.source_topic, r.partition, r.tail, r.matched,
         )  # fmt: skip
+    _log.info(
+        "flow %s: orphan copies searched in %d partitions in %.1f s: %d syncs to publish",
+        flow.name, len(partitions), time.monotonic() - started, len(syncs),
+    )  # fmt: skip
     if not syncs:
         return 0
     state = StateLog(producer, config.state_topic)
