@@ -14,6 +14,12 @@ From the latest ``config_snapshot`` per (flow, cluster, topic, side), source and
 From the latest ``audit_window`` per side, joined on (flow, source topic, partition,
 window_start) (both sides key windows by upstream offset): ``data`` rows where the record count
 or the checksum differ.
+
+From the latest target ``watermark`` per partition and the mapping: ``target_records_deleted``
+rows where replicated records lie, every copy of them, below the target's log start (retention,
+``delete-records``): the audits compared them before they went and never see them again
+(``lakehouse.target_deletions``). ``item`` names the target offsets that held them,
+``window_start``/``window_end`` their source offsets ``[first, last + 1)``, ``target_value`` the count.
 """
 
 from __future__ import annotations
@@ -24,6 +30,8 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from lakehouse.gold import GoldInputs, GoldTable, latest, touched_keys
+from lakehouse.offset_mapping import MAPPING_KEY
+from lakehouse.target_deletions import deleted_copies, segments_by_partition
 from replicator.config import DEFAULT_CONFIG_EXCLUDES, MirrorlakeConfig
 
 __all__ = ["divergence", "TABLE", "EXCLUSION_REASONS"]
@@ -232,14 +240,54 @@ def _data_rows(audits: DataFrame) -> DataFrame:
     )
 
 
-def divergence(snapshots: DataFrame, audits: DataFrame, config: MirrorlakeConfig | None = None) -> DataFrame:
-    """The table from silver ``config_snapshot`` and ``audit_window`` rows."""
-    return _topic_rows(snapshots, _exclusions(config)).unionByName(_data_rows(audits))
+def _deleted_rows(watermarks: DataFrame, mapping: DataFrame) -> DataFrame:
+    mark = latest(watermarks.where(F.col("side") == "target"), MAPPING_KEY, ["observed_at_ms"])
+    joined = mark.join(segments_by_partition(mapping), list(MAPPING_KEY), "inner").select(
+        *MAPPING_KEY,
+        F.col("topic").alias("target_topic"),
+        "observed_at_ms",
+        "log_start_offset",
+        deleted_copies(F.col("_segments"), F.col("log_start_offset")).alias("_gone"),
+    )
+    gone = joined.where(F.col("_gone.records") > 0)
+    return _row(
+        gone,
+        "target_records_deleted",
+        item=F.format_string("target offsets [%d, %d)", F.col("_gone.downstream_first"), F.col("log_start_offset")),
+        partition=F.col("partition"),
+        window_start=F.col("_gone.upstream_first"),
+        window_end=F.col("_gone.upstream_last") + 1,
+        source_value=F.format_string(
+            "source offsets [%d, %d]", F.col("_gone.upstream_first"), F.col("_gone.upstream_last")
+        ),
+        target_value=F.format_string(
+            "%d records deleted from the target by retention/deletion", F.col("_gone.records")
+        ),
+    )
+
+
+def divergence(
+    snapshots: DataFrame,
+    audits: DataFrame,
+    config: MirrorlakeConfig | None = None,
+    watermarks: DataFrame | None = None,
+    mapping: DataFrame | None = None,
+) -> DataFrame:
+    """The table from silver ``config_snapshot``, ``audit_window`` and ``watermark`` rows and gold
+    ``offset_mapping`` (without the last two, no ``target_records_deleted`` rows)."""
+    out = _topic_rows(snapshots, _exclusions(config)).unionByName(_data_rows(audits))
+    if watermarks is not None and mapping is not None:
+        out = out.unionByName(_deleted_rows(watermarks, mapping))
+    return out
 
 
 def _compute(inputs: GoldInputs) -> DataFrame:
     return divergence(
-        inputs.restrict(inputs.silver("config_snapshot")), inputs.restrict(inputs.silver("audit_window")), inputs.config
+        inputs.restrict(inputs.silver("config_snapshot")),
+        inputs.restrict(inputs.silver("audit_window")),
+        inputs.config,
+        inputs.restrict(inputs.silver("watermark")),
+        inputs.restrict(inputs.gold("offset_mapping")),
     )
 
 
@@ -247,7 +295,10 @@ TABLE = GoldTable(
     name="divergence",
     key=KEY,
     row_id=(*KEY, "kind", "item", "partition"),
-    sources=("config_snapshot", "audit_window"),
-    touched=lambda changes: touched_keys(changes, {"config_snapshot": KEY, "audit_window": KEY}),
+    sources=("config_snapshot", "audit_window", "watermark", "offset_sync"),
+    touched=lambda changes: touched_keys(
+        changes, {"config_snapshot": KEY, "audit_window": KEY, "watermark": KEY, "offset_sync": KEY}
+    ),
     compute=_compute,
+    depends_on=("offset_mapping",),
 )

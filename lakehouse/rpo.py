@@ -20,6 +20,12 @@ before the observation proves copied, ``records_behind`` = log-end - (last + 1) 
 records count); ``bytes_unreplicated`` null (unknown, never 0); ``seconds_unreplicated`` at most
 ``observed_at - upstream timestamp of the last copy``, at least ``observed_at - max_timestamp``
 (``seconds_unreplicated_min``).
+
+Records deleted from the target after they were copied (``lakehouse.target_deletions``): with the
+latest target watermark observed at or before the source observation (the watermark task observes
+the target first), ``records_deleted_on_target`` counts the replicated records whose every copy
+lies below the target's log start (``target_log_start_offset``): no failover finds them. Null
+without a target watermark. ``records_at_risk`` = ``records_unreplicated`` + that count.
 """
 
 from __future__ import annotations
@@ -29,6 +35,7 @@ from pyspark.sql import functions as F
 
 from lakehouse.gold import GoldInputs, GoldTable, touched_keys
 from lakehouse.offset_mapping import MAPPING_KEY
+from lakehouse.target_deletions import deleted_copies, segments_by_partition
 
 __all__ = ["rpo", "TABLE", "last_replicated"]
 
@@ -52,8 +59,28 @@ def last_replicated(syncs: DataFrame, observations: DataFrame, time_col: str) ->
     return both.where("_kind = 1").drop("_t", "_kind", "_point")
 
 
-def rpo(watermarks: DataFrame, syncs: DataFrame) -> DataFrame:
-    """The table from silver ``watermark`` and ``offset_sync`` rows (same keys)."""
+def _with_target_mark(observations: DataFrame, watermarks: DataFrame) -> DataFrame:
+    """``observations`` plus ``_tmark`` (struct t, log_start): the latest target watermark at or before each."""
+    marks = watermarks.where(F.col("side") == "target").select(
+        *MAPPING_KEY,
+        F.col("observed_at_ms").alias("_t"),
+        F.lit(0).alias("_kind"),
+        F.struct(F.col("observed_at_ms").alias("t"), F.col("log_start_offset").alias("log_start")).alias("_point"),
+    )
+    no_point = F.lit(None).cast(marks.schema["_point"].dataType)
+    obs = observations.select(
+        "*", F.col("observed_at_ms").alias("_t"), F.lit(1).alias("_kind"), no_point.alias("_point")
+    )
+    w = Window.partitionBy(*MAPPING_KEY).orderBy("_t", "_kind").rowsBetween(Window.unboundedPreceding, 0)
+    both = obs.unionByName(marks, allowMissingColumns=True).withColumn("_tmark", F.max("_point").over(w))
+    return both.where("_kind = 1").drop("_t", "_kind", "_point")
+
+
+def rpo(watermarks: DataFrame, syncs: DataFrame, mapping: DataFrame | None = None) -> DataFrame:
+    """The table from silver ``watermark`` and ``offset_sync`` rows and gold ``offset_mapping`` (same keys).
+
+    Without ``mapping`` no deletion on the target is counted (``records_deleted_on_target`` null).
+    """
     source = watermarks.where(F.col("side") == "source").select(
         *MAPPING_KEY,
         "cluster",
@@ -69,7 +96,12 @@ def rpo(watermarks: DataFrame, syncs: DataFrame) -> DataFrame:
         "oldest_unreplicated_timestamp_ms",
         F.col("event_id").alias("watermark_event_id"),
     )
-    joined = last_replicated(syncs, source, "observed_at_ms")
+    joined = _with_target_mark(last_replicated(syncs, source, "observed_at_ms"), watermarks)
+    if mapping is not None:
+        joined = joined.join(segments_by_partition(mapping), list(MAPPING_KEY), "left")
+        deleted = deleted_copies(F.col("_segments"), F.col("_tmark.log_start"))["records"]
+    else:
+        deleted = F.lit(None).cast("long")
     last = F.col("_last.u")
     pos = F.col("read_position")
     measured = F.col("unreplicated_records")
@@ -94,6 +126,9 @@ def rpo(watermarks: DataFrame, syncs: DataFrame) -> DataFrame:
         behind.cast("long").alias("records_behind"),
         unreplicated.cast("long").alias("records_unreplicated"),
         expired.cast("long").alias("records_expired_unreplicated"),
+        F.col("_tmark.log_start").alias("target_log_start_offset"),
+        deleted.alias("records_deleted_on_target"),
+        (unreplicated + F.coalesce(deleted, F.lit(0))).cast("long").alias("records_at_risk"),
         F.when(measured.isNotNull(), F.col("unreplicated_bytes")).cast("long").alias("bytes_unreplicated"),
         F.when(unreplicated == 0, F.lit(0.0))
         .otherwise(F.when(measured.isNotNull() | last.isNotNull(), F.greatest(F.lit(0.0), age)))
@@ -106,7 +141,11 @@ def rpo(watermarks: DataFrame, syncs: DataFrame) -> DataFrame:
 
 
 def _compute(inputs: GoldInputs) -> DataFrame:
-    return rpo(inputs.restrict(inputs.silver("watermark")), inputs.restrict(inputs.silver("offset_sync")))
+    return rpo(
+        inputs.restrict(inputs.silver("watermark")),
+        inputs.restrict(inputs.silver("offset_sync")),
+        inputs.restrict(inputs.gold("offset_mapping")),
+    )
 
 
 TABLE = GoldTable(
@@ -116,4 +155,5 @@ TABLE = GoldTable(
     sources=("watermark", "offset_sync"),
     touched=lambda changes: touched_keys(changes, {"watermark": MAPPING_KEY, "offset_sync": MAPPING_KEY}),
     compute=_compute,
+    depends_on=("offset_mapping",),
 )

@@ -28,6 +28,7 @@ from pyspark.sql import types as T
 from lakehouse.gold import GoldInputs, GoldTable, latest, touched_keys
 from lakehouse.group_offsets import GROUP_KEY
 from lakehouse.offset_mapping import MAPPING_KEY
+from lakehouse.target_deletions import segments_by_partition
 from replicator.client.failover_cost import failover_cost
 from replicator.client.mapping import Segment
 
@@ -48,16 +49,7 @@ def _cost(segments, committed, resume_at):  # no type hints: pyspark would take 
 
 def rpo_groups(groups: DataFrame, mapping: DataFrame, watermarks: DataFrame, syncs: DataFrame) -> DataFrame:
     """The table from gold ``group_offsets``/``offset_mapping`` and silver ``watermark``/``offset_sync``."""
-    segments = mapping.groupBy(*MAPPING_KEY).agg(
-        F.collect_list(
-            F.struct(
-                F.col("upstream_start").alias("us"),
-                F.col("upstream_end").alias("ue"),
-                F.col("downstream_start").alias("ds"),
-                F.col("downstream_end").alias("de"),
-            )
-        ).alias("_segments")
-    )
+    segments = segments_by_partition(mapping)
     mark = latest(watermarks.where(F.col("side") == "source"), MAPPING_KEY, ["observed_at_ms"]).select(
         *MAPPING_KEY,
         F.col("log_start_offset").alias("source_log_start_offset"),

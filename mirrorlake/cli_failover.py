@@ -121,6 +121,7 @@ def _plan_json(plan: Any) -> dict[str, Any]:
     out["records_unreplicated"] = plan.records_unreplicated
     out["bytes_unreplicated"] = plan.bytes_unreplicated
     out["seconds_unreplicated"] = plan.seconds_unreplicated
+    out["records_deleted_on_target"] = plan.records_deleted_on_target
     for g, data in zip(plan.groups, out["groups"], strict=True):
         data["active_on_target"] = g.active_on_target
     return out
@@ -145,6 +146,13 @@ def _echo_plan(plan: Any) -> None:
         f"{_n(plan.bytes_unreplicated)} bytes, oldest {_n(plan.seconds_unreplicated)} s"
     )
     click.echo(f"  consistent cut: {format_time(plan.consistent_cut_ms)}")
+    for p in plan.partitions:
+        if p.deleted_on_target:
+            click.echo(
+                f"  {p.source_topic}[{p.partition}]: {p.deleted_on_target} replicated records deleted from the "
+                f"target by retention/deletion (target offsets {p.deleted_target_range}, source offsets "
+                f"{p.deleted_source_range}): lost on failover"
+            )
     click.echo("")
     click.echo(f"  {'source topic':30} {'part':>4} {'records':>8} {'bytes':>10} {'seconds':>8}  exact  observed")
     for p in plan.partitions:
@@ -169,6 +177,8 @@ def _echo_plan(plan: Any) -> None:
                 f"{r.method:>16} {_n(r.records_lost):>6} {_n(r.records_reread):>6} {_n(r.records_duplicated):>5} "
                 f"{_n(r.records_unreplicated):>7} {_n(r.exact_offset):>9}"
             )
+            if r.lost_cause:
+                click.echo(f"    {r.records_deleted_on_target} of the lost records: {r.lost_cause}")
 
 
 @click.group()

@@ -27,9 +27,10 @@ from mirrorlake.groundtruth import (
     syncs_for,
 )
 from mirrorlake.traffic import ensure_topic
-from replicator.client.mapping import translate
+from replicator.client.mapping import TranslationMethod, translate
+from replicator.client.mapping_index import MappingIndex
 from replicator.config import load_config
-from replicator.events import Lifecycle
+from replicator.events import Lifecycle, SyncReason
 from replicator.flow.runtime import Replicator
 
 pytestmark = pytest.mark.kafka
@@ -123,12 +124,36 @@ def assert_mapping_exact(kafka_clusters, topic: str, source, target) -> None:
             assert (got.downstream if got else None) == truth.translate(c), (p, c)
 
 
+def orphan_copies(kafka_clusters, topic: str) -> int:
+    """Target records past the last offset sync's downstream offset, summed over partitions."""
+    b = kafka_clusters.bootstrap("B")
+    syncs = syncs_for(state_events(b, "mirrorlake.events"), topic)
+    orphans = 0
+    for p in range(PARTITIONS):
+        last = max((s.downstream_offset for s in syncs if s.partition == p), default=-1)
+        orphans += max(0, len(read_partition(b, f"A.{topic}", p)) - (last + 1))
+    return orphans
+
+
+def assert_every_copy_reverse_translates(kafka_clusters, topic: str, source, target) -> None:
+    """Each record on the target has its row: reverse translation gives the source record it copies."""
+    syncs = syncs_for(state_events(kafka_clusters.bootstrap("B"), "mirrorlake.events"), topic)
+    index = MappingIndex()
+    index.add(syncs)
+    for p in range(PARTITIONS):
+        for u, d in copies_by_content(source[p], target[p]):
+            got = index.reverse("A->B", topic, p, d)
+            assert got is not None and (got.upstream, got.method) == (u, TranslationMethod.EXACT), (p, d, u, got)
+
+
 def test_kill_9_with_at_least_once_loses_nothing_and_the_mapping_stays_exact(kafka_clusters, unique_topic, tmp_path):
     topic = unique_topic("kill-alo")
     a, b = kafka_clusters.bootstrap("A"), kafka_clusters.bootstrap("B")
     ensure_topic(a, topic, PARTITIONS)
     config = write_config(kafka_clusters, tmp_path, topic)
     kill_mid_stream(kafka_clusters, config, topic)
+    orphans = orphan_copies(kafka_clusters, topic)
+
     rerun = start_replicator(config, "--until-caught-up")
     assert rerun.wait(180) == 0, rerun.stderr.read()
     source = {p: read_partition(a, topic, p) for p in range(PARTITIONS)}
@@ -139,6 +164,10 @@ def test_kill_9_with_at_least_once_loses_nothing_and_the_mapping_stays_exact(kaf
         first_copies = list(dict.fromkeys(keys))
         assert first_copies == [r.key for r in source[p]], p  # order preserved
     assert_mapping_exact(kafka_clusters, topic, source, target)
+    assert_every_copy_reverse_translates(kafka_clusters, topic, source, target)
+    if orphans:  # the kill left copies without a sync: the restart recovered them
+        syncs = syncs_for(state_events(b, "mirrorlake.events"), topic)
+        assert any(s.reason == SyncReason.RECOVERED for s in syncs), orphans
 
 
 def test_kill_9_with_exactly_once_leaves_no_duplicate_for_read_committed(kafka_clusters, unique_topic, tmp_path):

@@ -123,3 +123,24 @@ def test_state_keeps_earlier_failovers_and_the_latest_of_each_thing():
     assert state.checkpoints[("g", "orders", 0)].upstream_offset == 120
     assert state.last_copy[("orders", 0)].upstream_offset == 99
     assert state.lifecycle["r1"].state == "started"
+
+
+def test_copies_deleted_from_the_target_count_as_lost_with_their_cause():
+    deleted = Watermark(**BASE, cluster="B", side="target", topic="A.orders", source_topic="orders", partition=0,
+                        log_start_offset=60, log_end_offset=100, observed_at_ms=T + 300)  # fmt: skip
+    plan = _plan([*_events(committed=50), deleted])
+    (risk,) = plan.partitions
+    assert (risk.target_log_start, risk.deleted_on_target) == (60, 60)
+    assert (risk.deleted_source_range, risk.deleted_target_range) == ((0, 59), (0, 59))
+    assert risk.records == 10 and plan.records_deleted_on_target == 60  # the RPO stays apart
+    (row,) = plan.groups[0].partitions
+    assert (row.target_offset, row.method) == (60, "log_start")  # where a consumer would be reset to
+    assert (row.records_lost, row.records_deleted_on_target, row.records_reread) == (10, 10, 0)
+    assert row.lost_cause == "deleted from the target by retention/deletion"
+
+
+def test_a_target_log_start_below_the_copies_changes_nothing():
+    kept = Watermark(**BASE, cluster="B", side="target", topic="A.orders", source_topic="orders", partition=0,
+                     log_start_offset=0, log_end_offset=100, observed_at_ms=T + 300)  # fmt: skip
+    (row,) = _plan([*_events(), kept]).groups[0].partitions
+    assert (row.method, row.records_lost, row.records_deleted_on_target, row.lost_cause) == ("exact", 0, 0, None)

@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass
 
 import pytest
-from confluent_kafka import Producer
+from confluent_kafka import Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewPartitions
 
 from lakehouse.api import Lakehouse
@@ -31,6 +31,7 @@ from tests.waiting import wait_for
 pytestmark = [pytest.mark.kafka, pytest.mark.spark]
 
 LEFT_BEHIND = 30  # plain records per partition produced after the replicator stopped
+DELETED = 15  # copies of the 20 records of the "deleted" topic removed from the target (delete-records)
 
 
 @dataclass
@@ -46,7 +47,7 @@ class World:
 def world(kafka_clusters, unique_topic, tmp_path_factory, spark) -> World:
     a, b = kafka_clusters.bootstrap("A"), kafka_clusters.bootstrap("B")
     orders = unique_topic("lh-orders")
-    topics = {role: unique_topic(f"lh-{role}") for role in ("gone", "cfg", "grow", "tamper", "txtail")}
+    topics = {role: unique_topic(f"lh-{role}") for role in ("gone", "cfg", "grow", "tamper", "txtail", "deleted")}
     ensure_topic(a, orders, 2)
     for t in topics.values():
         ensure_topic(a, t, 1)
@@ -83,6 +84,8 @@ def world(kafka_clusters, unique_topic, tmp_path_factory, spark) -> World:
     admin_b.delete_topics([tamper])[tamper].result(timeout=30)
     wait_for(lambda: not {gone, tamper} & set(admin_b.list_topics(timeout=10).topics), "topic deletion")
     ensure_topic(b, tamper, 1)
+    deleted = TopicPartition(f"A.{topics['deleted']}", 0, DELETED)  # copies gone below the target's log start
+    assert admin_b.delete_records([deleted])[deleted].result(timeout=30).low_watermark == DELETED
     rewrite = Producer({"bootstrap.servers": b})
     for r in read_partition(a, topics["tamper"], 0):
         value = b"altered" if r.offset == 7 else r.value
@@ -170,6 +173,29 @@ def test_divergence_finds_each_damage_and_nothing_else(world: World):
     assert (t["grow"], "partition_count") in found
     config_items = {r.item for r in rows.itertuples() if r.source_topic == t["cfg"] and r.kind == "config"}
     assert "retention.ms" in config_items
+    (gone,) = [r for r in rows.itertuples() if r.kind == "target_records_deleted"]
+    assert (gone.source_topic, gone.item, gone.window_start) == (t["deleted"], f"target offsets [0, {DELETED})", 0)
     data = [r for r in rows.itertuples() if r.kind == "data"]
-    assert [(r.source_topic, r.window_start) for r in data] == [(t["tamper"], 0)]  # offset 7; 10..19 agree
+    # the deleted copies also differ in the windows audited after the deletion: 0..9 and 10..14 of 10..19
+    assert sorted((r.source_topic, r.window_start) for r in data) == sorted(
+        [(t["tamper"], 0), (t["deleted"], 0), (t["deleted"], 10)]
+    )  # tamper: offset 7; 10..19 agree
     assert not [r for r in rows.itertuples() if r.source_topic == world.orders]
+
+
+def test_rpo_counts_copies_deleted_from_the_target(world: World, kafka_clusters):
+    """The issue's case: the records were copied, then deleted on the target; 0 pending, yet at risk."""
+    rows = world.lake.query(
+        "SELECT records_unreplicated, target_log_start_offset, records_deleted_on_target, records_at_risk "
+        f"FROM rpo_now('A->B') WHERE source_topic = '{world.topics['deleted']}'"
+    )
+    assert len(rows) == 1
+    r = rows.iloc[0]
+    assert (r.records_unreplicated, r.target_log_start_offset) == (0, DELETED), r
+    assert (r.records_deleted_on_target, r.records_at_risk) == (DELETED, DELETED), r
+    # ground truth: the target holds only the copies past its log start
+    assert len(read_partition(kafka_clusters.bootstrap("B"), f"A.{world.topics['deleted']}", 0)) == 20 - DELETED
+    kept = world.lake.query(
+        f"SELECT records_deleted_on_target FROM rpo_now('A->B') WHERE source_topic = '{world.orders}'"
+    )
+    assert set(kept.records_deleted_on_target) == {0}

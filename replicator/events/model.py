@@ -94,6 +94,7 @@ class SyncReason(StrEnum):
     LAG_MAX = "lag_max"  # offset_lag_max records since the last sync (MM2's rule)
     FLUSH = "flush"  # the last copy of a partition at a flush: the open run's end is known
     MM2 = "mm2"  # imported from MirrorMaker 2's offset-syncs topic
+    RECOVERED = "recovered"  # a copy found on the target at restart, written after the last durable sync
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

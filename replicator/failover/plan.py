@@ -18,15 +18,21 @@ group for the records ``>= c``.
   when nothing is pending), minimum over partitions. It assumes timestamps grow with offsets in a
   partition (CreateTime from ordered producers). ``reread_at_cut``/``lost_at_cut``: the cost of
   resuming every group at T.
+* Records can vanish from the target after they were copied (time retention of old timestamps,
+  ``delete-records``): a replicated record whose every copy lies below the target partition's log
+  start (its latest target watermark) is gone for a failover. Those ``>= c`` count in
+  ``records_lost`` with ``lost_cause`` naming it (``records_deleted_on_target`` of them), and per
+  partition in ``deleted_on_target`` with their offset ranges; a translation below the log start
+  resumes at the log start (``method`` ``log_start``), where a consumer would be reset to anyway.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from replicator.client.failover_cost import failover_cost
+from replicator.client.failover_cost import DELETED_ON_TARGET, DeletedCopies, deleted_on_target, failover_cost
 from replicator.client.mapping import translate
 from replicator.errors import FailoverError
 from replicator.events import OffsetSync, Watermark
@@ -53,6 +59,10 @@ class PartitionRisk:
     read_position: int | None
     log_end_offset: int | None
     replicated_until_ms: int | None  # every record with a smaller timestamp was replicated
+    target_log_start: int | None = None  # at the target's latest watermark (None: not observed)
+    deleted_on_target: int | None = None  # replicated records whose every copy is below it (lost)
+    deleted_source_range: tuple[int, int] | None = None  # their first and last source offsets
+    deleted_target_range: tuple[int, int] | None = None  # the target offsets that held them
 
 
 @dataclass(frozen=True)
@@ -75,6 +85,8 @@ class GroupPartitionPlan:
     reread_at_exact: int | None
     lost_at_cut: int | None = None
     reread_at_cut: int | None = None
+    records_deleted_on_target: int | None = None  # of records_lost: copies gone below the target's log start
+    lost_cause: str | None = None  # why records_lost is not 0 beyond the translation (DELETED_ON_TARGET)
 
 
 @dataclass(frozen=True)
@@ -113,6 +125,10 @@ class FailoverPlan:
     def bytes_unreplicated(self) -> int | None:
         values = [p.bytes for p in self.partitions]
         return None if any(v is None for v in values) else sum(v for v in values if v is not None)
+
+    @property
+    def records_deleted_on_target(self) -> int:
+        return sum(p.deleted_on_target or 0 for p in self.partitions)
 
     @property
     def seconds_unreplicated(self) -> float | None:
@@ -183,6 +199,33 @@ def _group_unreplicated(mark: Watermark | None, last: OffsetSync | None, committ
     return max(0, mark.log_end_offset - max(committed, nxt, mark.log_start_offset))
 
 
+def _target_log_start(state: FlowState, target_topic: str | None, partition: int) -> int | None:
+    mark = state.target_marks.get((target_topic, partition)) if target_topic else None
+    return mark.log_start_offset if mark is not None else None
+
+
+def _with_deleted(risk: PartitionRisk, state: FlowState) -> PartitionRisk:
+    """``risk`` with the records deleted from the target after they were copied (latest target watermark)."""
+    log_start = _target_log_start(state, risk.target_topic, risk.partition)
+    if log_start is None:
+        return risk
+    segs = state.index.segments(state.flow.name, risk.source_topic, risk.partition)
+    gone: DeletedCopies = deleted_on_target(segs, log_start)
+    ranges = (
+        ((gone.upstream_first, gone.upstream_last), (gone.downstream_first, log_start - 1))
+        if gone.records and gone.upstream_first is not None and gone.upstream_last is not None
+        and gone.downstream_first is not None
+        else (None, None)
+    )  # fmt: skip
+    return replace(
+        risk,
+        target_log_start=log_start,
+        deleted_on_target=gone.records,
+        deleted_source_range=ranges[0],
+        deleted_target_range=ranges[1],
+    )
+
+
 def _check_time(at_ms: int, now_ms: int, found: Mapping[tuple[str, int], TimePosition]) -> None:
     if at_ms > now_ms:
         raise FailoverError(f"--at {at_ms} ms is in the future (now is {now_ms} ms)")
@@ -211,7 +254,9 @@ def build_plan(
         key=lambda c: (c.group, c.source_topic, c.partition),
     )
     risks = tuple(
-        partition_risk(mark, state.last_copy.get(key), state.index.target_topic(flow.name, key[0]))
+        _with_deleted(
+            partition_risk(mark, state.last_copy.get(key), state.index.target_topic(flow.name, key[0])), state
+        )
         for key, mark in sorted(state.source_marks.items())
     )
     topics = {c.source_topic for c in checkpoints}
@@ -233,9 +278,14 @@ def build_plan(
         target, method, cost = (
             (exact.downstream, exact.method, exact_cost) if exact is not None else (None, "no_mapping", None)
         )
+        log_start = _target_log_start(state, c.target_topic, c.partition)
+        if target is not None and log_start is not None and target < log_start:
+            target, method = log_start, "log_start"
+            cost = failover_cost(segs, committed, target)
         if at_ms is not None:
             target = at_positions[(c.target_topic, c.partition)].offset
             method, cost = "timestamp", failover_cost(segs, committed, target)
+        deleted = deleted_on_target(segs, log_start or 0, committed)
         at_cut = cut_positions.get((c.target_topic, c.partition))
         cut_cost = failover_cost(segs, committed, at_cut.offset) if at_cut is not None else None
         key = (c.source_topic, c.partition)
@@ -261,6 +311,8 @@ def build_plan(
                 reread_at_exact=exact_cost.reread if exact_cost else None,
                 lost_at_cut=cut_cost.lost if cut_cost else None,
                 reread_at_cut=cut_cost.reread if cut_cost else None,
+                records_deleted_on_target=deleted.records if log_start is not None else None,
+                lost_cause=DELETED_ON_TARGET if deleted.records and cost and cost.lost else None,
             )
         )
     plans = tuple(

@@ -43,6 +43,7 @@ from replicator.flow.read_positions import ReadPositions
 from replicator.flow.stats import FlowStats
 from replicator.flow.stop_requests import StopRequestWatcher
 from replicator.flow.sync_ledger import TP, SyncLedger
+from replicator.flow.tail_recovery import recover_orphan_copies
 from replicator.flow.topic_follower import TopicFollower
 from replicator.kafka.permissions import AUTHORIZATION_CODES
 from replicator.kafka.settings import QUEUE_MAX_MESSAGES, consumer_group_id
@@ -189,6 +190,11 @@ class FlowRunner:
         )
         watcher.start()  # before `started`: whoever sees this run started can reach it
         self._emit_lifecycle("started")
+        if not self.flow.exactly_once:  # exactly-once: copies without a sync were never committed
+            self._guarded(self._follower.refresh, "source", "target")
+            selected = [(r.source_topic, r.target_topic, p) for r in self._remote.values() for p in range(r.partitions)]
+            producer = self._clients.lifecycle_producer
+            recover_orphan_copies(self.config, self.flow, self.replicator_id, producer, selected)
         tasks = self._task_factory(
             self.config,
             self.flow,

@@ -33,7 +33,7 @@ from replicator.kafka.settings import reader_config
 from replicator.tasks.base import TaskContext
 from replicator.tasks.watermarks import partition_watermarks
 
-__all__ = ["AuditTask", "record_hash", "WindowSum", "add_hash"]
+__all__ = ["AuditTask", "RangeReader", "record_hash", "WindowSum", "add_hash"]
 
 _log = logging.getLogger(__name__)
 _MAX_WINDOWS_PER_RUN = 20
@@ -81,7 +81,7 @@ def _hash_of(msg: Message) -> int:
     return record_hash(msg.key(), msg.value(), msg.headers(), msg.timestamp()[1])  # type: ignore[arg-type]
 
 
-class _RangeReader:
+class RangeReader:
     """Reads ``[start, end)`` of one partition (read_committed), whatever markers or gaps lie inside."""
 
     def __init__(self, conf: dict[str, Any], client_id: str) -> None:
@@ -122,8 +122,8 @@ class AuditTask:
         self._source_admin = admin_client(source_conf)
         self._target_admin = admin_client(target_conf)
         name = f"{ctx.replicator_id}-{ctx.flow.name}-audit"
-        self._source = _RangeReader(source_conf, f"{name}-source")
-        self._target = _RangeReader(target_conf, f"{name}-target")
+        self._source = RangeReader(source_conf, f"{name}-source")
+        self._target = RangeReader(target_conf, f"{name}-target")
         self._next: dict[tuple[str, int], int] = {}  # next window start per source partition
         ctx.view.subscribe("audit_window", self._audited)
 

@@ -111,7 +111,8 @@ class WatermarkTask:
     def run(self) -> None:
         flow = self._ctx.flow
         remote = self._ctx.remote_topics()
-        for side, cluster in (("source", flow.source), ("target", flow.target)):
+        # the target first: a source observation then has the target's log start of its round before it
+        for side, cluster in (("target", flow.target), ("source", flow.source)):
             names = {r.name_on(side): r for r in remote.values()}
             partitions = [(name, p) for name, r in names.items() for p in range(r.partitions)]
             marks = partition_watermarks(self._admins[side], partitions)

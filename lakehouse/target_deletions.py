@@ -1,0 +1,52 @@
+"""Copies deleted from the target after they were replicated: per partition, from the mapping and
+the target's log start (``replicator.client.failover_cost.deleted_on_target``, the plan's rule).
+
+A replicated record whose every copy lies below the target partition's log start (time retention
+of old CreateTime timestamps, ``delete-records``, size retention) is gone for any consumer of the
+target, whatever the audits said when they compared it: gold ``rpo`` counts them at risk and gold
+``divergence`` reports them (kind ``target_records_deleted``).
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from lakehouse.offset_mapping import MAPPING_KEY
+from replicator.client.failover_cost import deleted_on_target
+from replicator.client.mapping import Segment
+
+__all__ = ["segments_by_partition", "deleted_copies", "DELETED"]
+
+DELETED = T.StructType(
+    [T.StructField(n, T.LongType()) for n in ("records", "upstream_first", "upstream_last", "downstream_first")]
+)
+
+
+def segments_by_partition(mapping: DataFrame) -> DataFrame:
+    """Gold ``offset_mapping`` as one row per partition with its segments in ``_segments``."""
+    return mapping.groupBy(*MAPPING_KEY).agg(
+        F.collect_list(
+            F.struct(
+                F.col("upstream_start").alias("us"),
+                F.col("upstream_end").alias("ue"),
+                F.col("downstream_start").alias("ds"),
+                F.col("downstream_end").alias("de"),
+            )
+        ).alias("_segments")
+    )
+
+
+@F.udf(returnType=DELETED)
+def _deleted(segments, log_start):  # no type hints: pyspark would take it for an Arrow UDF
+    if log_start is None:
+        return None
+    segs = [Segment(s["ds"], s["us"], s["ue"], s["de"]) for s in segments or []]
+    gone = deleted_on_target(segs, log_start)
+    return (gone.records, gone.upstream_first, gone.upstream_last, gone.downstream_first)
+
+
+def deleted_copies(segments: Column, log_start: Column) -> Column:
+    """struct(records, upstream_first, upstream_last, downstream_first); null when ``log_start`` is."""
+    return _deleted(segments, log_start)

@@ -1,0 +1,287 @@
+"""At a flow's start, give an offset sync to every copy a killed process left without one.
+
+At-least-once gates the source commit on durable syncs, so a process killed with SIGKILL loses no
+record; but the copies it wrote to the target after its last durable sync stay on the target with
+no row in the offset mapping: a target offset inside them has no reverse translation, and a
+failback or an audit cannot say which source record they hold. The restart copies those records
+again (at larger offsets), which fixes forward translation, not the orphans.
+
+Recovery, per partition of the flow that has a mapping: the last copy the mapping knows is
+``(U, D)``; if the target holds records past ``D``, read that tail (at most what was written
+between two syncs) and the source from ``U + 1``, match them by content (``record_hash``: key,
+value, headers without the provenance header, timestamp), in order, and publish the matched
+pairs as ``OffsetSync`` events with reason ``recovered``, before copying resumes.
+
+Contract of the published syncs (``replicator.client.mapping.points_from_sync``): each maximal run
+of matched pairs adjacent on both sides becomes one sync at its first pair, carrying the copy
+before it (``(U, D)`` or the previous run's end) as ``previous_*`` (a boundary unless adjacent),
+and, for runs of two or more, one at its last pair carrying the pair before it. Target records
+that match nothing (another producer's, another flow's) get no sync: they are not copies.
+
+Matching is greedy in offset order with a bounded look-ahead on the source, which skips source
+records the flow never copies (provenance cycles, markers are never read). Partitions whose tail
+exceeds ``max_tail`` records are left as they are and logged: a bound on the restart's cost.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+
+from replicator.client.group_offsets import committed_offsets
+from replicator.client.mapping_index import MappingIndex
+from replicator.config import FlowConfig, MirrorlakeConfig
+from replicator.errors import ReplicationError
+from replicator.events import OffsetSync, SyncReason
+from replicator.flow.offset_sync import SyncOrigin
+from replicator.kafka.admin import admin_client
+from replicator.kafka.settings import consumer_group_id
+from replicator.kafka.state_log import StateLog
+from replicator.tasks.audit import RangeReader, record_hash
+from replicator.tasks.base import StateView
+
+__all__ = ["match_copies", "recovery_syncs", "TailRecovery", "Recovered", "recover_orphan_copies"]
+
+_log = logging.getLogger(__name__)
+
+_LOOKAHEAD = 10_000  # source records a copy may be ahead of the previous match (skipped records)
+_CHUNK = 20_000  # records per read: memory holds hashes, not records
+
+Hashed = tuple[int, int]  # (offset, record hash)
+
+
+def match_copies(target: Sequence[Hashed], source: Sequence[Hashed], lookahead: int = _LOOKAHEAD) -> list[Hashed]:
+    """``(upstream, downstream)`` pairs: each target record matched to the next source record with its
+    content, scanning at most ``lookahead`` source records past the previous match; both in offset order."""
+    pairs: list[Hashed] = []
+    i = 0
+    for d, h in target:
+        limit = min(len(source), i + lookahead)
+        j = i
+        while j < limit and source[j][1] != h:
+            j += 1
+        if j < limit:
+            pairs.append((source[j][0], d))
+            i = j + 1
+    return pairs
+
+
+def recovery_syncs(
+    origin: SyncOrigin,
+    source_topic: str,
+    target_topic: str,
+    partition: int,
+    last_copy: tuple[int, int] | None,
+    pairs: Sequence[Hashed],
+    timestamps: dict[int, int],
+) -> list[OffsetSync]:
+    """The syncs that prove every pair (see the module's contract); ``last_copy`` is ``(U, D)``, None
+    when the partition has no mapping (the first run's first sync then carries no ``previous_*``)."""
+    out: list[OffsetSync] = []
+    prev: tuple[int, int] | None = last_copy
+    k = 0
+    while k < len(pairs):
+        start = k
+        while k + 1 < len(pairs) and pairs[k + 1][0] == pairs[k][0] + 1 and pairs[k + 1][1] == pairs[k][1] + 1:
+            k += 1
+        first, last = pairs[start], pairs[k]
+        out.append(_sync(origin, source_topic, target_topic, partition, first, prev, timestamps))
+        if k > start:
+            out.append(_sync(origin, source_topic, target_topic, partition, last, pairs[k - 1], timestamps))
+        prev = last
+        k += 1
+    return out
+
+
+def _sync(
+    origin: SyncOrigin,
+    source_topic: str,
+    target_topic: str,
+    partition: int,
+    pair: Hashed,
+    previous: tuple[int, int] | None,
+    timestamps: dict[int, int],
+) -> OffsetSync:
+    return OffsetSync(
+        flow=origin.flow,
+        replicator_id=origin.replicator_id,
+        source_cluster=origin.source_cluster,
+        target_cluster=origin.target_cluster,
+        source_topic=source_topic,
+        target_topic=target_topic,
+        partition=partition,
+        upstream_offset=pair[0],
+        downstream_offset=pair[1],
+        upstream_timestamp_ms=timestamps.get(pair[0], -1),
+        reason=SyncReason.RECOVERED,
+        previous_upstream_offset=previous[0] if previous else None,
+        previous_downstream_offset=previous[1] if previous else None,
+    )
+
+
+@dataclass(frozen=True)
+class Recovered:
+    """What recovery did for one partition: target records read past ``D``, copies given a sync."""
+
+    source_topic: str
+    partition: int
+    tail: int
+    matched: int
+
+
+class TailRecovery:
+    """Finds the orphan copies of a flow's partitions and returns the syncs that cover them."""
+
+    def __init__(
+        self,
+        origin: SyncOrigin,
+        source_conf: dict[str, object],
+        target_conf: dict[str, object],
+        *,
+        max_tail: int = 1_000_000,
+    ) -> None:
+        self._origin = origin
+        self._source_conf = dict(source_conf)
+        self._target_conf = dict(target_conf)
+        self._max_tail = max_tail
+
+    def run(
+        self, index: MappingIndex, partitions: list[tuple[str, str, int]], committed: dict[tuple[str, int], int]
+    ) -> tuple[list[OffsetSync], list[Recovered]]:
+        """Syncs for every orphan copy in ``partitions`` (source topic, target topic, partition).
+
+        A partition with a mapping is searched past its last known copy ``(U, D)``; one without
+        (killed before its first durable sync) from the target's log start, against the source
+        from the flow's ``committed`` position (else the source's log start).
+        """
+        flow = self._origin.flow
+        if not partitions:
+            return [], []
+        ends = _watermarks(self._target_conf, [(t, p) for _s, t, p in partitions], flow)
+        source_ends = _watermarks(self._source_conf, [(s, p) for s, _t, p in partitions], flow)
+        syncs: list[OffsetSync] = []
+        report: list[Recovered] = []
+        source = RangeReader(self._source_conf, f"{flow}-recovery-source")
+        target = RangeReader(self._target_conf, f"{flow}-recovery-target")
+        try:
+            for topic, target_topic, partition in partitions:
+                if (target_topic, partition) not in ends or (topic, partition) not in source_ends:
+                    continue
+                (t_low, t_end), (s_low, s_end) = ends[(target_topic, partition)], source_ends[(topic, partition)]
+                segments = index.segments(flow, topic, partition)
+                last: tuple[int, int] | None = None
+                if segments:
+                    seg = max(segments, key=lambda s: s.downstream_end)
+                    last = (seg.upstream_end, seg.downstream_end)
+                d_from = max(t_low, last[1] + 1) if last else t_low
+                u_from = last[0] + 1 if last else max(s_low, committed.get((topic, partition), s_low))
+                if t_end <= d_from:
+                    continue
+                if t_end - d_from > self._max_tail:
+                    _log.warning(
+                        "flow %s: %s[%d] has %d target records past its last offset sync; not recovered",
+                        flow, target_topic, partition, t_end - d_from,
+                    )  # fmt: skip
+                    continue
+                tail = _hashed(target, target_topic, partition, d_from, t_end)
+                if not tail:
+                    continue  # markers or aborted records only
+                src_end = min(s_end, u_from + len(tail) + _LOOKAHEAD)
+                src_msgs = _hashed(source, topic, partition, u_from, src_end, keep_ts=True)
+                timestamps = {o: ts for o, _h, ts in src_msgs}
+                pairs = match_copies(tail, [(o, h) for o, h, _ts in src_msgs])
+                syncs += recovery_syncs(self._origin, topic, target_topic, partition, last, pairs, timestamps)
+                report.append(Recovered(topic, partition, len(tail), len(pairs)))
+        finally:
+            source.close()
+            target.close()
+        return syncs, report
+
+
+def _watermarks(
+    conf: dict[str, object], tps: list[tuple[str, int]], flow: str
+) -> dict[tuple[str, int], tuple[int, int]]:
+    """(low, high) watermarks; a partition that does not answer (its topic is gone) is left out."""
+    consumer = Consumer({**conf, "group.id": f"{flow}-recovery"})
+    out = {}
+    try:
+        for topic, partition in tps:
+            try:
+                low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)
+            except KafkaException as exc:
+                _log.info("flow %s: no watermarks for %s[%d]: %s", flow, topic, partition, exc)
+                continue
+            out[(topic, partition)] = (low, high)
+    finally:
+        consumer.close()
+    return out
+
+
+def _hashed(reader: RangeReader, topic: str, partition: int, start: int, end: int, keep_ts: bool = False) -> list:
+    """``(offset, hash)`` (with ``keep_ts``: ``(offset, hash, timestamp)``) of ``[start, end)``, in chunks."""
+    out: list = []
+    position = start
+    while position < end:
+        msgs = reader.read(topic, partition, position, min(end, position + _CHUNK))
+        if not msgs:
+            break
+        for m in msgs:
+            h = record_hash(m.key(), m.value(), m.headers(), m.timestamp()[1])  # type: ignore[arg-type]
+            out.append((m.offset(), h, m.timestamp()[1]) if keep_ts else (m.offset(), h))
+        position = msgs[-1].offset() + 1  # type: ignore[operator]
+    return out
+
+
+def recover_orphan_copies(
+    config: MirrorlakeConfig,
+    flow: FlowConfig,
+    replicator_id: str,
+    producer: Producer,
+    partitions: list[tuple[str, str, int]],
+) -> int:
+    """Publish, durably, the syncs of the copies a killed process left without one; returns how many.
+
+    Call before the flow copies anything (its new copies would otherwise be taken for orphans'
+    neighbours). ``partitions``: (source topic, target topic, partition) of the flow's selection;
+    ``producer`` writes to the target's state topic outside any transaction.
+    """
+    if not partitions:
+        return 0
+    started = time.monotonic()
+    view = StateView(config, flow)
+    try:
+        view.refresh()
+    finally:
+        view.close()
+    origin = SyncOrigin(flow.name, replicator_id, flow.source, flow.target)
+    source_conf = config.cluster(flow.source).client_config()
+    recovery = TailRecovery(origin, source_conf, config.cluster(flow.target).client_config())
+    offsets = committed_offsets(admin_client(source_conf), consumer_group_id(flow))
+    committed = {(o.topic, o.partition): o.offset for o in offsets}
+    syncs, report = recovery.run(view.index, partitions, committed)
+    for r in report:
+        _log.info(
+            "flow %s: %s[%d]: %d target records past the last offset sync, %d recovered as copies",
+            flow.name, r.source_topic, r.partition, r.tail, r.matched,
+        )  # fmt: skip
+    _log.info(
+        "flow %s: orphan copies searched in %d partitions in %.1f s: %d syncs to publish",
+        flow.name, len(partitions), time.monotonic() - started, len(syncs),
+    )  # fmt: skip
+    if not syncs:
+        return 0
+    state = StateLog(producer, config.state_topic)
+    for sync in syncs:
+        while True:
+            try:
+                state.emit(sync)
+                break
+            except BufferError:
+                producer.poll(0.05)
+    if producer.flush(30) > 0 or state.failed is not None:
+        raise ReplicationError(f"flow {flow.name}: recovered offset syncs not acknowledged by {flow.target}")
+    return len(syncs)

@@ -1,0 +1,79 @@
+"""Records that vanish from the target after they were copied count as lost (issue 10, item 8).
+
+The issue's case: records stamped three days ago, copied into a target topic created with a
+one-hour ``retention.ms`` (config sync off), are deleted there; the plan must count them as lost
+and name the cause. The broker's retention check runs every 5 minutes, so the deletion is made
+deterministic with ``delete-records`` (AdminClient.delete_records), which moves the target's log
+start past the copies exactly as retention does.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from confluent_kafka import Producer, TopicPartition
+from confluent_kafka.admin import AdminClient
+
+from mirrorlake.groundtruth import read_partition
+from mirrorlake.traffic import ensure_topic
+from replicator.client.failover_cost import DELETED_ON_TARGET
+from replicator.config import parse_config
+from replicator.failover import plan_failover
+from replicator.flow.runtime import Replicator
+from replicator.tasks.observe import observe_once
+from tests.test_state_events import _commit
+
+pytestmark = pytest.mark.kafka
+RECORDS = 3000
+COMMITTED = 1000
+THREE_DAYS_MS = 3 * 24 * 3600 * 1000
+
+
+def _produce_old(bootstrap: str, topic: str) -> None:
+    stamp = int(time.time() * 1000) - THREE_DAYS_MS
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    for i in range(RECORDS):
+        producer.produce(topic, key=f"k{i}".encode(), value=b"v" * 50, partition=0, timestamp=stamp + i)
+    assert producer.flush(30) == 0
+
+
+def test_copies_deleted_from_the_target_are_lost_in_the_plan_with_their_cause(kafka_clusters, unique_topic):
+    a, b = kafka_clusters.bootstrap("A"), kafka_clusters.bootstrap("B")
+    topic, group = unique_topic("vanish"), unique_topic("vanish-app")
+    ensure_topic(a, topic, 1)
+    ensure_topic(b, f"A.{topic}", 1, {"retention.ms": "3600000"})  # one hour: the old records expire
+    _produce_old(a, topic)
+    _commit(a, group, [(topic, 0, COMMITTED)])
+    data = {
+        "clusters": {"A": {"bootstrap_servers": a}, "B": {"bootstrap_servers": b}},
+        "flows": [
+            {"source": "A", "target": "B", "topics": [topic], "groups": [group], "emit_heartbeats": False,
+             "sync_topic_configs": False}
+        ],
+        "replicator_id": "vanish-test",
+    }  # fmt: skip
+    config = parse_config(data, source="test_target_deletions")
+    Replicator(config, status_port=None).run_until_caught_up()
+    assert len(read_partition(b, f"A.{topic}", 0)) == RECORDS
+
+    before = plan_failover(config, "A->B", groups=group, stale_after_s=0)
+    (row,) = before.groups[0].partitions
+    assert (row.records_lost, row.records_deleted_on_target, row.lost_cause) == (0, 0, None)
+
+    admin = AdminClient({"bootstrap.servers": b})
+    (future,) = admin.delete_records([TopicPartition(f"A.{topic}", 0, RECORDS)]).values()
+    assert future.result(timeout=30).low_watermark == RECORDS  # the target's log start is past every copy
+    assert read_partition(b, f"A.{topic}", 0) == []
+    assert observe_once(config, ["A->B"]) == {"A->B": {}}  # a watermark of the target after the deletion
+
+    plan = plan_failover(config, "A->B", groups=group, stale_after_s=0)
+    (risk,) = plan.partitions
+    assert risk.records == 0  # nothing is pending: the records were copied, then deleted
+    assert (risk.target_log_start, risk.deleted_on_target) == (RECORDS, RECORDS)
+    assert (risk.deleted_source_range, risk.deleted_target_range) == ((0, RECORDS - 1), (0, RECORDS - 1))
+    (row,) = plan.groups[0].partitions
+    # ground truth: a consumer of the target finds none of the records the group has not read
+    assert (row.target_offset, row.method) == (RECORDS, "log_start")
+    assert (row.records_lost, row.records_deleted_on_target) == (RECORDS - COMMITTED, RECORDS - COMMITTED)
+    assert row.records_reread == 0 and row.lost_cause == DELETED_ON_TARGET
