@@ -38,7 +38,6 @@ from replicator.config import FlowConfig, MirrorlakeConfig
 from replicator.errors import ReplicationError
 from replicator.events import OffsetSync, SyncReason
 from replicator.flow.offset_sync import SyncOrigin
-from replicator.kafka.admin import admin_client
 from replicator.kafka.settings import consumer_group_id
 from replicator.kafka.state_log import StateLog
 from replicator.tasks.audit import RangeReader, record_hash
@@ -260,7 +259,7 @@ def recover_orphan_copies(
     origin = SyncOrigin(flow.name, replicator_id, flow.source, flow.target)
     source_conf = config.cluster(flow.source).client_config()
     recovery = TailRecovery(origin, source_conf, config.cluster(flow.target).client_config())
-    offsets = committed_offsets(admin_client(source_conf), consumer_group_id(flow))
+    offsets = committed_offsets(source_conf, consumer_group_id(flow), {source for source, _t, _p in partitions})
     committed = {(o.topic, o.partition): o.offset for o in offsets}
     syncs, report = recovery.run(view.index, partitions, committed)
     for r in report:
