@@ -127,17 +127,17 @@ def page(dashboard: str):  # noqa: ANN201 - playwright's Page
             context.close()
 
 
-def _settled(page) -> None:  # noqa: ANN001
-    """Wait until Streamlit finished running the script (no "Running..." status, no stale elements)."""
-    page.wait_for_selector('[data-testid="stApp"]')
-    wait_for(
-        lambda: (
-            page.locator('[data-testid="stStatusWidget"]').count() == 0
-            and page.locator('[data-stale="true"]').count() == 0
-        ),
-        "the dashboard to finish running",
-        timeout_s=60,
+def _idle(page) -> bool:  # noqa: ANN001
+    """Streamlit is not running the script (no "Running..."/Stop status, no stale elements)."""
+    return (
+        page.locator('[data-testid="stStatusWidget"]').count() == 0 and page.locator('[data-stale="true"]').count() == 0
     )
+
+
+def _settled(page) -> None:  # noqa: ANN001
+    """Wait until Streamlit finished running the script."""
+    page.wait_for_selector('[data-testid="stApp"]')
+    wait_for(lambda: _idle(page), "the dashboard to finish running", timeout_s=60)
 
 
 def _open(page, url: str, slug: str, title: str) -> None:  # noqa: ANN001
@@ -192,7 +192,8 @@ def test_every_page_loads_without_an_exception(page, dashboard: str, screenshots
     for p in PAGES:
         _open(page, dashboard, p.slug, p.title)
         assert page.get_by_role("button", name="Deploy").count() == 0  # viewer mode: no developer toolbar
-        wait_for(lambda: _drawn(page), f"the graphs and tables of {p.title} to be drawn", timeout_s=60)
+        # idle and drawn at once: a live rerun (a new lakehouse commit) may start after the page settled
+        wait_for(lambda: _idle(page) and _drawn(page), f"{p.title} to be run and drawn", timeout_s=120)
         page.screenshot(path=str(screenshots / f"{p.slug}.png"), full_page=True)
 
 
