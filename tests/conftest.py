@@ -9,6 +9,7 @@ uses an existing cluster for that alias instead; such clusters are only checked,
 from __future__ import annotations
 
 import os
+import re
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -28,17 +29,28 @@ pytest_plugins = ["tests.lakehouse_support"]
 ALIASES = ("A", "B", "C")
 
 
-# What a test needs from the session decides the xdist worker it runs on (``make test`` runs
-# ``-n 2 --dist loadgroup``): every test of the shared clusters, Spark session or built lakehouse
-# goes to one worker, so they are started once per run; the rest runs beside them on the other.
-SESSION_RESOURCES = frozenset({"kafka_clusters", "spark", "built"})
+# What a module uses from the session decides the xdist worker it runs on (``make test`` runs
+# ``-n 2 --dist loadgroup``): every module that names the shared clusters, Spark session or built
+# lakehouse goes to one worker, so they are started once per run; the rest (pure tests, faults on
+# clusters of their own) runs beside them on the other. The scheduler is ours because xdist 3.8's
+# ``xdist_group`` marks no longer reach node ids under pytest 9.2 (it sets ``item._nodeid``), and
+# the controller that schedules has no collected items: it reads each module's text.
+_SESSION_RESOURCES = re.compile(r"\b(kafka_clusters|spark|built)\b")
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    # by module, so that a module's own fixtures (its clusters) are made on one worker only
-    shared = {item.path for item in items if SESSION_RESOURCES & set(getattr(item, "fixturenames", ()))}
-    for item in items:
-        item.add_marker(pytest.mark.xdist_group("session-clusters" if item.path in shared else "standalone"))
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    from xdist.scheduler import LoadScopeScheduling
+
+    uses: dict[str, bool] = {}
+
+    class BySessionResources(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            module = nodeid.split("::", 1)[0]
+            if module not in uses:
+                uses[module] = bool(_SESSION_RESOURCES.search((config.rootpath / module).read_text()))
+            return "session-clusters" if uses[module] else "standalone"
+
+    return BySessionResources(config, log)
 
 
 @dataclass(frozen=True)
