@@ -262,7 +262,9 @@ def raw_values(conf: dict[str, str], topic: str) -> list[bytes]:
 
 @pytest.mark.spark
 def test_the_bronze_stream_reads_a_sasl_ssl_state_topic(secured, spark, tmp_path):
-    """Spark's Java Kafka client gets the JAAS config and a PEM trust store made from librdkafka's settings."""
+    """Spark's Java Kafka client gets the JAAS config and a PEM trust store made from librdkafka's settings;
+    alice's password is in none of the lakehouse's files (data, Delta log, stream checkpoints) and none of
+    the query's plan and progress strings."""
     from ingest.bronze import start_bronze_ingest
     from ingest.paths import LakehousePaths
 
@@ -290,12 +292,18 @@ def test_the_bronze_stream_reads_a_sasl_ssl_state_topic(secured, spark, tmp_path
         source="tests/test_secured_clusters.py",
     )  # fmt: skip
     paths = LakehousePaths(tmp_path / "lakehouse")
+    plans = []
     for query in start_bronze_ingest(spark, config, paths, available_now=True):
         query.awaitTermination(300)
         assert query.exception() is None
+        plans += [query._jsq.explainInternal(True), *(p.json for p in query.recentProgress)]
     rows = spark.read.format("delta").load(str(paths.bronze)).collect()
     assert sorted(bytes(r["value"]) for r in rows) == [f"raw-{i}".encode() for i in range(5)]
     assert {r["cluster"] for r in rows} == {"T"}
+    canary = USERS["alice"]
+    files = [f for f in (tmp_path / "lakehouse").rglob("*") if f.is_file()]
+    assert files and not [str(f) for f in files if canary.encode() in f.read_bytes()]
+    assert plans and not [p for p in plans if canary in p], "the password is in a plan or progress string"
 
 
 def add_scram_user(broker: LocalBroker, user: str, password: str) -> None:
