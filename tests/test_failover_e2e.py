@@ -322,11 +322,25 @@ def test_planned_failover_loses_and_rereads_nothing(source: Source, kafka_cluste
     config = parse_config(_config_data(kafka_clusters, source, topic), source="test_failover_e2e")
     replicator = Replicator(config, status_port=None)
     replicator.start()  # still running: --stop-replication stops it cleanly
-    wait_for(lambda: _count(b, f"X.{topic}") > 0, "replication under way")
 
-    result = apply_failover(config, FLOW, groups=group, planned=True, stop_replication=True, timeout_s=60)
-    replicator.wait(timeout=30)
-    assert not replicator.alive
+    def checkpointed() -> bool:  # a plan names only groups the running flow has checkpointed
+        try:
+            plan_failover(config, FLOW, groups=group)
+        except FailoverError as exc:
+            assert "matches no group" in str(exc) or "no group has a checkpoint" in str(exc), exc
+            return False
+        return True
+
+    try:
+        wait_for(lambda: _count(b, f"X.{topic}") > 0, "replication under way")
+        wait_for(checkpointed, f"a checkpoint of {group}")
+        result = apply_failover(config, FLOW, groups=group, planned=True, stop_replication=True, timeout_s=60)
+        replicator.wait(timeout=30)
+        assert not replicator.alive
+    finally:  # a failure must not leave the flow running into the module's next test
+        if replicator.alive:
+            replicator.stop()
+            replicator.wait(timeout=60)
     assert [g.outcome for g in result.groups] == ["moved"], result.groups
     assert result.event is not None and result.event.mode == "planned"
     assert (result.event.records_lost, result.event.records_reread) == (0, 0)
