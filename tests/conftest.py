@@ -29,28 +29,38 @@ pytest_plugins = ["tests.lakehouse_support"]
 ALIASES = ("A", "B", "C")
 
 
-# What a module uses from the session decides the xdist worker it runs on (``make test`` runs
-# ``-n 2 --dist loadgroup``): every module that names the shared clusters, Spark session or built
-# lakehouse goes to one worker, so they are started once per run; the rest (pure tests, faults on
-# clusters of their own) runs beside them on the other. The scheduler is ours because xdist 3.8's
-# ``xdist_group`` marks no longer reach node ids under pytest 9.2 (it sets ``item._nodeid``), and
-# the controller that schedules has no collected items: it reads each module's text.
-_SESSION_RESOURCES = re.compile(r"\b(kafka_clusters|spark|built)\b")
+# How ``make test`` (``-n 2 --dist loadgroup``) splits the modules between its two xdist workers:
+# every module with a test or fixture that asks for the Spark session or the built lakehouse runs
+# on one worker, so Spark starts and the lakehouse is built once per run; every other module is a unit of its own that
+# either worker takes when it runs low. Each worker that needs them starts its own session clusters
+# (a few seconds, ~1 GB), so Kafka tests never share a flow with a test of the other worker. The
+# scheduler is ours because xdist 3.8's ``xdist_group`` marks no longer reach node ids under
+# pytest 9.2 (it sets ``item._nodeid``), and the controller that schedules has no collected items:
+# it reads each module's text. The Spark unit is the longest, so it is handed out first.
+_SPARK_RESOURCES = re.compile(r"def \w+\([^)]*\b(spark|built)\b")  # a test or fixture that asks for them
+
+
+_SPARK_UNIT = "spark-session"
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     from xdist.scheduler import LoadScopeScheduling
 
-    uses: dict[str, bool] = {}
+    uses_spark: dict[str, bool] = {}
 
-    class BySessionResources(LoadScopeScheduling):
+    class BySparkSession(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
             module = nodeid.split("::", 1)[0]
-            if module not in uses:
-                uses[module] = bool(_SESSION_RESOURCES.search((config.rootpath / module).read_text()))
-            return "session-clusters" if uses[module] else "standalone"
+            if module not in uses_spark:
+                uses_spark[module] = bool(_SPARK_RESOURCES.search((config.rootpath / module).read_text()))
+            return _SPARK_UNIT if uses_spark[module] else module
 
-    return BySessionResources(config, log)
+        def _assign_work_unit(self, node: Any) -> None:
+            if _SPARK_UNIT in self.workqueue:
+                self.workqueue.move_to_end(_SPARK_UNIT, last=False)
+            super()._assign_work_unit(node)
+
+    return BySparkSession(config, log)
 
 
 @dataclass(frozen=True)
