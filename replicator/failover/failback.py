@@ -44,6 +44,7 @@ from replicator.failover.api import STALE_AFTER_S, running_replicators, user_nam
 from replicator.failover.state import FlowState, read_flow_state
 from replicator.kafka.connectivity import wait_for_cluster
 from replicator.kafka.errors import kafka_error_reason
+from replicator.kafka.log_bounds import log_bounds
 from replicator.kafka.settings import idempotent_producer_config, reader_config
 from replicator.kafka.state_log import key_of
 
@@ -91,7 +92,7 @@ def _line(msg: Message) -> str:
 def _read(
     consumer: Consumer, topic: str, partition: int, start: int, sink: Callable[[Message], None] | None
 ) -> NeverReplicated:
-    low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=_TIMEOUT_S)
+    ((low, high),) = log_bounds(consumer, [(topic, partition)], timeout_s=_TIMEOUT_S).values()
     begin = max(start, low)
     records = nbytes = 0
     first: Any = None

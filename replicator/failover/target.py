@@ -12,6 +12,7 @@ from confluent_kafka.admin import AdminClient
 
 from replicator.errors import ReplicationError
 from replicator.kafka.errors import kafka_error, kafka_error_reason
+from replicator.kafka.log_bounds import log_bounds
 from replicator.kafka.settings import reader_config
 from replicator.tasks.group_sync import INACTIVE_STATES
 
@@ -69,11 +70,13 @@ def positions_at(
     consumer = Consumer(reader_config(conf, "mirrorlake-failover-times"))
     try:
         found = consumer.offsets_for_times([TopicPartition(t, p, at_ms) for t, p in wanted], timeout=_TIMEOUT_S)
-        out = {}
-        for tp in found:
-            low, high = consumer.get_watermark_offsets(TopicPartition(tp.topic, tp.partition), timeout=_TIMEOUT_S)
-            out[(tp.topic, tp.partition)] = TimePosition(tp.offset if tp.offset >= 0 else high, low, high)
-        return out
+        bounds = log_bounds(consumer, wanted, timeout_s=_TIMEOUT_S)
+        return {
+            (tp.topic, tp.partition): TimePosition(
+                tp.offset if tp.offset >= 0 else bounds[(tp.topic, tp.partition)][1], *bounds[(tp.topic, tp.partition)]
+            )
+            for tp in found
+        }
     except KafkaException as exc:
         raise ReplicationError(f"cannot look up offsets by time on the target: {kafka_error_reason(exc)}") from exc
     finally:

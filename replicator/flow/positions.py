@@ -14,6 +14,7 @@ import logging
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
 from replicator.errors import ReplicationError
+from replicator.kafka.log_bounds import topic_bounds
 from replicator.kafka.settings import RDKAFKA_LOG
 
 __all__ = ["PositionStore"]
@@ -49,12 +50,8 @@ class PositionStore:
              "isolation.level": "read_committed", "enable.partition.eof": True, "logger": RDKAFKA_LOG}
         )  # fmt: skip
         try:
-            md = consumer.list_topics(self._topic, timeout=30).topics[self._topic]
-            parts = []
-            for p in md.partitions:
-                low, high = consumer.get_watermark_offsets(TopicPartition(self._topic, p), timeout=30)
-                if high > low:
-                    parts.append(TopicPartition(self._topic, p, low))
+            bounds = topic_bounds(consumer, self._topic, timeout_s=30) or {}  # no topic yet: nothing committed
+            parts = [TopicPartition(self._topic, p, low) for p, (low, high) in bounds.items() if high > low]
             found: dict[tuple[str, int], int] = {}
             remaining = {tp.partition for tp in parts}
             consumer.assign(parts)

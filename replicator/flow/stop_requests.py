@@ -15,12 +15,12 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaException, TopicPartition
+from confluent_kafka import KafkaException
 
 from replicator.client.state_reader import StateLogFollower
 from replicator.errors import ReplicationError
 from replicator.events import Lifecycle
-from replicator.kafka.settings import reader_config
+from replicator.kafka.log_bounds import throwaway_reader, topic_bounds
 
 __all__ = ["STOP_REQUESTED", "StopRequestWatcher"]
 
@@ -30,17 +30,9 @@ _TIMEOUT_S = 10.0
 
 
 def _end_offsets(conf: dict[str, Any], topic: str) -> dict[int, int]:
-    consumer = Consumer(reader_config(conf, "mirrorlake-stop-watch-start"))
-    try:
-        meta = consumer.list_topics(topic, timeout=_TIMEOUT_S).topics.get(topic)
-        if meta is None or meta.error is not None:
-            return {}
-        return {
-            p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=_TIMEOUT_S, cached=False)[1]
-            for p in meta.partitions
-        }
-    finally:
-        consumer.close()
+    with throwaway_reader(conf, "mirrorlake-stop-watch-start") as consumer:
+        bounds = topic_bounds(consumer, topic, timeout_s=_TIMEOUT_S)
+    return {p: end for p, (_start, end) in (bounds or {}).items()}
 
 
 class StopRequestWatcher:

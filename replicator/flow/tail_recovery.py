@@ -30,7 +30,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import Producer
 
 from replicator.client.group_offsets import committed_offsets
 from replicator.client.mapping_index import MappingIndex
@@ -38,6 +38,7 @@ from replicator.config import FlowConfig, MirrorlakeConfig
 from replicator.errors import ReplicationError
 from replicator.events import OffsetSync, SyncReason
 from replicator.flow.offset_sync import SyncOrigin
+from replicator.kafka.log_bounds import log_bounds, throwaway_reader
 from replicator.kafka.settings import consumer_group_id
 from replicator.kafka.state_log import StateLog
 from replicator.tasks.audit import RangeReader, record_hash
@@ -160,8 +161,10 @@ class TailRecovery:
         flow = self._origin.flow
         if not partitions:
             return [], []
-        ends = _watermarks(self._target_conf, [(t, p) for _s, t, p in partitions], flow)
-        source_ends = _watermarks(self._source_conf, [(s, p) for s, _t, p in partitions], flow)
+        with throwaway_reader(self._target_conf, f"{flow}-recovery") as consumer:
+            ends = log_bounds(consumer, [(t, p) for _s, t, p in partitions], skip_missing=True)
+        with throwaway_reader(self._source_conf, f"{flow}-recovery") as consumer:
+            source_ends = log_bounds(consumer, [(s, p) for s, _t, p in partitions], skip_missing=True)
         syncs: list[OffsetSync] = []
         report: list[Recovered] = []
         source = RangeReader(self._source_conf, f"{flow}-recovery-source")
@@ -199,25 +202,6 @@ class TailRecovery:
             source.close()
             target.close()
         return syncs, report
-
-
-def _watermarks(
-    conf: dict[str, object], tps: list[tuple[str, int]], flow: str
-) -> dict[tuple[str, int], tuple[int, int]]:
-    """(low, high) watermarks; a partition that does not answer (its topic is gone) is left out."""
-    consumer = Consumer({**conf, "group.id": f"{flow}-recovery"})
-    out = {}
-    try:
-        for topic, partition in tps:
-            try:
-                low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)
-            except KafkaException as exc:
-                _log.info("flow %s: no watermarks for %s[%d]: %s", flow, topic, partition, exc)
-                continue
-            out[(topic, partition)] = (low, high)
-    finally:
-        consumer.close()
-    return out
 
 
 def _hashed(reader: RangeReader, topic: str, partition: int, start: int, end: int, keep_ts: bool = False) -> list:

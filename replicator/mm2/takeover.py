@@ -28,6 +28,7 @@ from replicator.config import FlowConfig, MirrorlakeConfig
 from replicator.errors import ConfigError, ReplicationError
 from replicator.kafka.admin import admin_client
 from replicator.kafka.errors import kafka_error_reason
+from replicator.kafka.log_bounds import topic_bounds
 from replicator.kafka.settings import RDKAFKA_LOG, consumer_group_id
 
 __all__ = ["mm2_source_positions", "seed_from_mm2", "default_offsets_topic"]
@@ -68,14 +69,10 @@ def mm2_source_positions(
         }
     )
     try:
-        md = consumer.list_topics(offsets_topic, timeout=_TIMEOUT_S).topics.get(offsets_topic)
-        if md is None or md.error is not None or not md.partitions:
+        bounds = topic_bounds(consumer, offsets_topic, timeout_s=_TIMEOUT_S)
+        if bounds is None:
             raise ConfigError(f"MM2's offsets topic {offsets_topic!r} does not exist on the flow's target")
-        ends: dict[int, int] = {}
-        for p in md.partitions:
-            low, high = consumer.get_watermark_offsets(TopicPartition(offsets_topic, p), timeout=_TIMEOUT_S)
-            if high > low:
-                ends[p] = high
+        ends = {p: high for p, (low, high) in bounds.items() if high > low}
         consumer.assign([TopicPartition(offsets_topic, p, 0) for p in ends])
         positions: dict[tuple[str, int], int | None] = {}
         done: set[int] = set()

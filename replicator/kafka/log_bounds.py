@@ -1,0 +1,72 @@
+"""Where partitions' logs start and end, asked of the brokers: the one way mirrorlake does it.
+
+Failover plans, failback scans, tail recovery, stop requests, stored positions and MM2 takeover all
+need a partition's log start and end before they read; each used to open its own consumer and loop
+over ``get_watermark_offsets``. These helpers give every caller the same contract: the brokers'
+current answer (never librdkafka's cached value), a bounded timeout, and a partition whose topic is
+gone either left out (``skip_missing``) or reported as an error naming the partition.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaException, TopicPartition
+
+from replicator.kafka.settings import reader_config
+
+__all__ = ["Bounds", "log_bounds", "topic_bounds", "throwaway_reader", "BOUNDS_TIMEOUT_S"]
+
+_log = logging.getLogger(__name__)
+
+BOUNDS_TIMEOUT_S = 10.0
+Bounds = tuple[int, int]  # (log start offset, log end offset)
+
+
+@contextmanager
+def throwaway_reader(conf: dict[str, Any], client_id: str) -> Iterator[Consumer]:
+    """A read_committed consumer that only assigns, never commits, and is closed on exit."""
+    consumer = Consumer(reader_config(conf, client_id))
+    try:
+        yield consumer
+    finally:
+        consumer.close()
+
+
+def log_bounds(
+    consumer: Consumer,
+    partitions: Iterable[tuple[str, int]],
+    *,
+    timeout_s: float = BOUNDS_TIMEOUT_S,
+    skip_missing: bool = False,
+) -> dict[tuple[str, int], Bounds]:
+    """``(start, end)`` of each ``(topic, partition)``.
+
+    ``skip_missing``: a partition that does not answer (typically: its topic was deleted) is left
+    out and logged at INFO; otherwise its ``KafkaException`` reaches the caller.
+    """
+    out: dict[tuple[str, int], Bounds] = {}
+    for topic, partition in partitions:
+        try:
+            low, high = consumer.get_watermark_offsets(
+                TopicPartition(topic, partition), timeout=timeout_s, cached=False
+            )
+        except KafkaException as exc:
+            if not skip_missing:
+                raise
+            _log.info("no log bounds for %s[%d]: %s", topic, partition, exc)
+            continue
+        out[(topic, partition)] = (low, high)
+    return out
+
+
+def topic_bounds(consumer: Consumer, topic: str, *, timeout_s: float = BOUNDS_TIMEOUT_S) -> dict[int, Bounds] | None:
+    """``(start, end)`` of every partition of ``topic``; ``None`` when the topic does not exist."""
+    meta = consumer.list_topics(topic, timeout=timeout_s).topics.get(topic)
+    if meta is None or meta.error is not None or not meta.partitions:
+        return None
+    bounds = log_bounds(consumer, ((topic, p) for p in meta.partitions), timeout_s=timeout_s)
+    return {p: b for (_t, p), b in bounds.items()}
