@@ -190,11 +190,6 @@ class FlowRunner:
         )
         watcher.start()  # before `started`: whoever sees this run started can reach it
         self._emit_lifecycle("started")
-        if not self.flow.exactly_once:  # exactly-once: copies without a sync were never committed
-            self._guarded(self._follower.refresh, "source", "target")
-            selected = [(r.source_topic, r.target_topic, p) for r in self._remote.values() for p in range(r.partitions)]
-            producer = self._clients.lifecycle_producer
-            recover_orphan_copies(self.config, self.flow, self.replicator_id, producer, selected)
         tasks = self._task_factory(
             self.config,
             self.flow,
@@ -210,6 +205,13 @@ class FlowRunner:
         self.stats.connectors = mm2_connectors(self.flow, continuous=not until_caught_up)
         self._tasks = tasks
         try:
+            if not self.flow.exactly_once:  # exactly-once: copies without a sync were never committed
+                self._guarded(self._follower.refresh, "source", "target")
+                remote = self._remote.values()
+                selected = [(r.source_topic, r.target_topic, p) for r in remote for p in range(r.partitions)]
+                producer = self._clients.lifecycle_producer
+                # through the tasks' own view: the state log is read once at start, not twice
+                recover_orphan_copies(self.config, self.flow, self.replicator_id, producer, selected, tasks.ctx.view)
             self.commits.start()
             self.stats.state = "running"
             tasks.start()
