@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from confluent_kafka import Consumer
+from confluent_kafka import Consumer, TopicPartition
 
 from ingest.spark import spark_session
 from lakehouse.build import BuildReport, build_lakehouse
@@ -17,10 +17,12 @@ from lakehouse.sql import LakehouseSQL
 from mirrorlake.localkafka import up
 from mirrorlake.progress import Steps
 from mirrorlake.traffic import TrafficReport, ensure_topic, produce_sample_traffic
+from replicator.client.group_offsets import commit_offsets
 from replicator.client.translation import translate_offsets
 from replicator.config import MirrorlakeConfig
 from replicator.errors import ConfigError
 from replicator.flow.runtime import Replicator
+from replicator.kafka.log_bounds import topic_bounds
 
 __all__ = ["DemoSummary", "run_demo", "render_summary", "DEMO_TOPIC", "DEMO_GROUP"]
 
@@ -30,24 +32,45 @@ DEMO_TOPIC = "orders"
 DEMO_GROUP = "demo-app"
 
 
-def _consume_some(bootstrap: str, topic: str, records: int) -> None:
-    """A consumer group on the source that read ``records`` records and committed: it gets checkpoints."""
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": DEMO_GROUP,
-            "auto.offset.reset": "earliest",
-            "enable.auto.commit": False,
-        }
-    )
+def _consume_some(bootstrap: str, topic: str, records: int, group: str = DEMO_GROUP) -> dict[int, int]:
+    """A consumer group on the source that read about ``records`` records, an equal share of every
+    partition, and committed: each partition gets a checkpoint. Returns the committed offsets.
+
+    (A subscribed consumer reading ``records`` in arrival order may never reach one partition, which
+    then has no committed offset and no checkpoint to show.)
+    """
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
     try:
-        consumer.subscribe([topic])
-        read = 0
-        while read < records:
-            read += len([m for m in consumer.consume(1000, timeout=1.0) if m.error() is None])
-        consumer.commit(asynchronous=False)
+        bounds = topic_bounds(consumer, topic)
+        if not bounds:
+            raise ConfigError(f"demo topic {topic!r} has no partitions on {bootstrap}")
+        share = max(1, records // len(bounds))
+        committed: dict[int, int] = {}
+        for partition, (start, end) in sorted(bounds.items()):
+            committed[partition] = _read_share(consumer, topic, partition, start, min(end, start + share))
+        commit_offsets(consumer, [TopicPartition(topic, p, o) for p, o in committed.items()])
+        return committed
     finally:
         consumer.close()
+
+
+def _read_share(consumer: Consumer, topic: str, partition: int, start: int, stop: int) -> int:
+    """Read ``[start, stop)`` of one partition; the position after the last record read.
+
+    Ends at the first record at or past ``stop``, or when two seconds bring nothing new (the range
+    may end in transaction markers or aborted records, which a read_committed reader never sees).
+    """
+    consumer.assign([TopicPartition(topic, partition, start)])
+    position = start
+    while position < stop:
+        offsets = [
+            o for m in consumer.consume(1000, timeout=2.0) if m.error() is None and (o := m.offset()) is not None
+        ]
+        if not offsets or max(offsets) >= stop:
+            position = max([position, *(o + 1 for o in offsets if o < stop)])
+            break
+        position = max(offsets) + 1
+    return position
 
 
 @dataclass(frozen=True)

@@ -14,11 +14,39 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+from tenacity import Retrying, retry_if_exception, stop_after_delay, wait_fixed
 
-__all__ = ["GroupOffset", "committed_offsets"]
+from replicator.kafka.errors import kafka_error
+
+__all__ = ["GroupOffset", "committed_offsets", "commit_offsets", "COORDINATOR_MOVING"]
 
 _TIMEOUT_S = 30
+COORDINATOR_MOVING = frozenset(
+    (KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_LOAD_IN_PROGRESS, KafkaError.COORDINATOR_NOT_AVAILABLE)
+)
+
+
+def _coordinator_busy(exc: BaseException) -> bool:
+    err = kafka_error(exc) if isinstance(exc, KafkaException) else None
+    return isinstance(err, KafkaError) and (err.retriable() or err.code() in COORDINATOR_MOVING)
+
+
+def commit_offsets(consumer: Consumer, offsets: list[TopicPartition], *, timeout_s: float = _TIMEOUT_S) -> None:
+    """Commit ``offsets`` for ``consumer``'s group and wait for the answer, asking again while the
+    group's coordinator loads or moves (a new cluster, a broker restart) for up to ``timeout_s``.
+
+    Raises the last ``KafkaException`` when the error is not retriable or the time is up.
+    """
+    retrying = Retrying(
+        retry=retry_if_exception(_coordinator_busy),
+        stop=stop_after_delay(timeout_s),
+        wait=wait_fixed(0.2),
+        reraise=True,
+    )
+    for attempt in retrying:
+        with attempt:
+            consumer.commit(offsets=offsets, asynchronous=False)
 
 
 @dataclass(frozen=True)

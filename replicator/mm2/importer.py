@@ -32,7 +32,6 @@ from confluent_kafka import (
     TIMESTAMP_LOG_APPEND_TIME,
     Consumer,
     IsolationLevel,
-    KafkaError,
     KafkaException,
     Message,
     Producer,
@@ -40,13 +39,14 @@ from confluent_kafka import (
 )
 from confluent_kafka.admin import OffsetSpec
 
+from replicator.client.group_offsets import commit_offsets
 from replicator.client.policy import policy_from_config
 from replicator.config import FlowConfig, MirrorlakeConfig
 from replicator.errors import ConfigError, EventDecodeError, ReplicationError
 from replicator.events import Checkpoint, Heartbeat, OffsetSync
 from replicator.kafka.admin import admin_client
 from replicator.kafka.connectivity import wait_for_cluster
-from replicator.kafka.errors import kafka_error, kafka_error_reason
+from replicator.kafka.errors import kafka_error_reason
 from replicator.kafka.settings import RDKAFKA_LOG, idempotent_producer_config
 from replicator.kafka.state_log import StateLog
 from replicator.metadata.topics import TopicManager
@@ -58,10 +58,7 @@ _log = logging.getLogger(__name__)
 _TIMEOUT_S = 30.0
 _BATCH = 5000
 _REFRESH_S = 5.0  # follow mode: how often new MM2 topics and partitions are looked for
-_KEEP_BAD = 100
-_COORDINATOR_MOVING = frozenset(
-    (KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_LOAD_IN_PROGRESS, KafkaError.COORDINATOR_NOT_AVAILABLE)
-)  # bad records kept in the stats (all are counted and logged)
+_KEEP_BAD = 100  # bad records kept in the stats (all are counted and logged)
 
 
 def import_group_id(flow: str) -> str:
@@ -192,19 +189,11 @@ class _ClusterFeed:
         offsets = [TopicPartition(t, p, o) for (t, p), o in self.positions.items()]
         if not offsets:
             return
-        deadline = time.monotonic() + _TIMEOUT_S
-        while True:
-            try:
-                self._consumer.commit(offsets=offsets, asynchronous=False)
-                return
-            except KafkaException as exc:
-                err = kafka_error(exc)
-                retriable = isinstance(err, KafkaError) and (err.retriable() or err.code() in _COORDINATOR_MOVING)
-                if not retriable or time.monotonic() > deadline:
-                    raise ReplicationError(
-                        f"cluster {self.alias}: cannot commit import progress: {kafka_error_reason(exc)}"
-                    ) from exc
-                time.sleep(0.2)  # a coordinator that is loading or moving (a fresh cluster): ask again
+        try:
+            commit_offsets(self._consumer, offsets, timeout_s=_TIMEOUT_S)
+        except KafkaException as exc:
+            reason = kafka_error_reason(exc)
+            raise ReplicationError(f"cluster {self.alias}: cannot commit import progress: {reason}") from exc
 
     def close(self) -> None:
         self._consumer.close()
