@@ -1,12 +1,16 @@
 """State reads vs the age of the state log: full replay against snapshot + tail, side by side.
 
-For each size N, the bench writes N events to a fresh state topic on a local cluster (90%
-offset syncs over 100 partitions, 10% checkpoints of 100 groups over those partitions, the mix a
-busy deployment writes), then measures, each in a fresh process (time and peak RSS):
+For each size N, the bench writes N events to a fresh state topic on a local cluster (85%
+offset syncs over 100 partitions, 10% checkpoints of 100 groups over those partitions, 5% source
+watermarks of those partitions, the mix a busy deployment writes), then measures, each in a fresh
+process (time and peak RSS):
 
 - ``translate``: ``translate_offsets`` for one group (what ``mirrorlake translate`` and a failing-over
   consumer call);
-- ``view start``: a flow's ``StateView`` first refresh (what starting the state tasks costs).
+- ``view start``: a flow's ``StateView`` first refresh (what starting the state tasks costs);
+- ``failover plan``: ``replicator.failover.plan_failover`` for the flow's 100 groups (what
+  ``mirrorlake failover plan`` does: the state read, then group activity and positions by time
+  asked of the cluster).
 
 once without a snapshot (a full replay, as before snapshots existed) and once with the snapshot the
 state tasks write, followed by 10,000 newer events in the log (the tail a reader still replays).
@@ -36,11 +40,12 @@ from mirrorlake.localkafka.ports import find_free_port_pair
 from mirrorlake.traffic import ensure_topic
 from replicator.client.state_snapshot import write_snapshot
 from replicator.config import MirrorlakeConfig, parse_config
-from replicator.events import Checkpoint, OffsetSync, SyncReason, encode
+from replicator.events import Checkpoint, OffsetSync, SyncReason, Watermark, encode
 from replicator.kafka.state_log import key_of
 
 _log = logging.getLogger("bench.state_reads")
 FLOW, PARTITIONS, GROUPS, TAIL = "A->B", 100, 100, 10_000
+KINDS = ("translate", "view start", "failover plan")
 
 
 def cluster_config(work_dir: Path, state_topic: str) -> MirrorlakeConfig:
@@ -56,10 +61,19 @@ def cluster_config(work_dir: Path, state_topic: str) -> MirrorlakeConfig:
 
 
 def _events(start: int, count: int, upstream_base: list[int]):
-    """``count`` events from index ``start`` on: syncs of growing offsets, every tenth a checkpoint."""
+    """``count`` events from index ``start`` on: syncs of growing offsets, every tenth a checkpoint,
+    every twentieth round over the partitions a source watermark of each."""
     for i in range(start, start + count):
         p = i % PARTITIONS
-        if i % 10 == 9:
+        if (i // PARTITIONS) % 20 == 5 and i % 10 != 9:
+            u = upstream_base[p]
+            yield Watermark(
+                flow=FLOW, cluster="A", side="source", topic="orders", source_topic="orders", partition=p,
+                log_start_offset=0, log_end_offset=u + 11, observed_at_ms=i, read_position=u + 1,
+                position_source="flow", unreplicated_records=10, unreplicated_bytes=10_240,
+                oldest_unreplicated_timestamp_ms=i - 1, replicator_id="bench", emitted_at_ms=i,
+            )  # fmt: skip
+        elif i % 10 == 9:
             group = f"group-{(i // 10) % GROUPS}"
             u = upstream_base[p]
             yield Checkpoint(
@@ -102,6 +116,9 @@ started = time.monotonic()
 if sys.argv[1] == "translate":
     from replicator.client.translation import translate_offsets
     n = len(translate_offsets(config, "A->B", "group-7"))
+elif sys.argv[1] == "failover plan":
+    from replicator.failover import plan_failover
+    n = len(plan_failover(config, "A->B").groups)
 else:
     from replicator.tasks.base import StateView
     view = StateView(config, config.flow("A->B"))
@@ -130,6 +147,7 @@ def run_size(bootstrap: str, size: int) -> list[tuple[str, int, str, dict]]:
 
     state_topic = f"mirrorlake.bench-{uuid.uuid4().hex[:8]}"
     ensure_topic(bootstrap, state_topic, 4)
+    ensure_topic(bootstrap, "A.orders", PARTITIONS)  # the plan looks positions up on the target topic
     base = [0] * PARTITIONS
     started = time.monotonic()
     _produce(bootstrap, state_topic, _events(0, size, base))
@@ -139,7 +157,7 @@ def run_size(bootstrap: str, size: int) -> list[tuple[str, int, str, dict]]:
         "flows": [{"source": "A", "target": "B"}],
         "state_topic": state_topic,
     }
-    rows = [(kind, size, "full replay", _probe(kind, doc)) for kind in ("translate", "view start")]
+    rows = [(kind, size, "full replay", _probe(kind, doc)) for kind in KINDS]
 
     # What the state tasks do: follow the log, then write the snapshot (timed as its own row).
     config = parse_config(doc, source="bench")
@@ -153,7 +171,7 @@ def run_size(bootstrap: str, size: int) -> list[tuple[str, int, str, dict]]:
     view.close()
     rows.append(("snapshot write", size, f"{records} records", {"seconds": time.monotonic() - started, "rss_mb": 0}))
     _produce(bootstrap, state_topic, _events(size, TAIL, base))
-    rows += [(kind, size, f"snapshot + {TAIL:,} tail", _probe(kind, doc)) for kind in ("translate", "view start")]
+    rows += [(kind, size, f"snapshot + {TAIL:,} tail", _probe(kind, doc)) for kind in KINDS]
     return rows
 
 
@@ -187,14 +205,15 @@ def main(argv: list[str] | None = None) -> int:
     print()
     load_after = Path("/proc/loadavg").read_text().split()[:3]
     print(f"2 cores; load average at start {' '.join(load_before)}, at end {' '.join(load_after)}")
-    print(f"{'read':12} {'events':>11} {'how':28} {'seconds':>8} {'peak MB':>8}")
+    print(f"{'read':14} {'events':>11} {'how':28} {'seconds':>8} {'peak MB':>8}")
     for kind, size, how, m in rows:
-        print(f"{kind:12} {size:>11,} {how:28} {m['seconds']:>8.2f} {m['rss_mb']:>8.0f}")
+        print(f"{kind:14} {size:>11,} {how:28} {m['seconds']:>8.2f} {m['rss_mb']:>8.0f}")
     print()
     for size in sizes:
-        full = next(m for k, s, h, m in rows if k == "translate" and s == size and h == "full replay")
-        snap = next(m for k, s, h, m in rows if k == "translate" and s == size and h.startswith("snapshot +"))
-        print(f"translate_speedup_{size}={full['seconds'] / snap['seconds']:.1f}")
+        for kind in ("translate", "failover plan"):
+            full = next(m for k, s, h, m in rows if k == kind and s == size and h == "full replay")
+            snap = next(m for k, s, h, m in rows if k == kind and s == size and h.startswith("snapshot +"))
+            print(f"{kind.replace(' ', '_')}_speedup_{size}={full['seconds'] / snap['seconds']:.1f}")
     last = next(m for k, s, h, m in rows if k == "translate" and s == sizes[-1] and h.startswith("snapshot +"))
     print(f"translate_seconds_{sizes[-1]}={last['seconds']:.2f}")
     return 0

@@ -25,6 +25,7 @@ __all__ = [
     "failover_plan",
     "consistent_cut",
     "failovers_applied",
+    "failbacks_applied",
 ]
 
 
@@ -147,7 +148,20 @@ def failovers_applied(sql: LakehouseSQL, flow: str) -> pd.DataFrame:
         "SELECT failover_event_id, any_value(applied_at_ms) AS applied_at_ms, any_value(mode) AS mode, "
         'count(DISTINCT "group") AS groups, sum(records_lost) AS records_lost, '
         "sum(records_reread) AS records_reread, any_value(consistent_cut_ms) AS consistent_cut_ms, "
+        "sum(outcome_records_reread) AS outcome_records_reread, "
+        "string_agg(DISTINCT outcome, ', ' ORDER BY outcome) AS outcome, "
         'any_value("user") AS "user" FROM failovers WHERE flow = ? '
         "GROUP BY failover_event_id ORDER BY applied_at_ms DESC",
+        [flow],
+    )
+
+
+def failbacks_applied(sql: LakehouseSQL, flow: str) -> pd.DataFrame:
+    """Every failback step of ``flow`` applied so far (gold ``failbacks``), newest first."""
+    return frame(
+        sql,
+        "failbacks",
+        'SELECT applied_at_ms, action, records, ranges, bytes, groups, offsets_written, "user" '
+        "FROM failbacks WHERE flow = ? ORDER BY applied_at_ms DESC",
         [flow],
     )

@@ -70,11 +70,13 @@ def flow_health(sql: LakehouseSQL, flow: str) -> FlowHealth:
         values["last_sync_ms"] = _scalar(sql, "SELECT max(emitted_at_ms) FROM offset_sync WHERE flow = ?", [flow])
     if has(sql, "rpo"):
         row = sql.query(
-            "SELECT sum(records_unreplicated), max(seconds_unreplicated), sum(records_expired_unreplicated) "
-            "FROM rpo_now(?)",
+            "SELECT sum(records_unreplicated), max(seconds_unreplicated), sum(records_expired_unreplicated), "
+            "sum(records_deleted_on_target) FROM rpo_now(?)",
             [flow],
         ).rows[0]
-        values.update(records_at_risk=row[0], seconds_at_risk=row[1], records_expired=row[2])
+        at_risk = None if row[0] is None else row[0] + (row[3] or 0)  # deleted copies are lost to a failover
+        values.update(records_at_risk=at_risk, seconds_at_risk=row[1], records_expired=row[2])
+        values.update(records_deleted_on_target=row[3])
     if has(sql, "lifecycle"):
         rows = sql.query(
             "SELECT state, reason FROM lifecycle WHERE flow = ? "

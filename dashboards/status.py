@@ -8,8 +8,10 @@ from what the lakehouse knows, judged at a reference moment ``now_ms`` (the wall
   before they were copied (lost for good); nothing was heard from the flow (no heartbeat, no sync)
   for ``stale_red_ms``; or the oldest un-replicated record is older than ``lag_red_ms``;
 * amber: silence longer than ``stale_amber_ms``, records at risk older than ``lag_amber_ms``,
-  a failover now would lose replicated records for some group, or the target differs from the
-  source in a way the flow does not expect (divergence rows with ``expected = false``);
+  copies deleted from the target after they were replicated (retention/deletion: a failover
+  would not find them, counted in ``records_at_risk``), a failover now would lose replicated
+  records for some group, or the target differs from the source in a way the flow does not expect
+  (divergence rows with ``expected = false``);
 * green otherwise; the reason then says what was checked.
 
 Every threshold is a field of ``Thresholds``; reasons are short phrases a person can act on.
@@ -21,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from dashboards import fmt
+from replicator.client.failover_cost import DELETED_ON_TARGET
 
 __all__ = ["Thresholds", "FlowHealth", "Status", "flow_status"]
 
@@ -45,6 +48,7 @@ class FlowHealth:
     records_at_risk: int | None = None
     seconds_at_risk: float | None = None
     records_expired: int | None = None
+    records_deleted_on_target: int | None = None  # copied, then deleted on the target (lost to a failover)
     lifecycle_state: str | None = None
     lifecycle_reason: str | None = None
     groups_losing_records: int = 0
@@ -91,6 +95,11 @@ def flow_status(health: FlowHealth, now_ms: int, thresholds: Thresholds = Thresh
             red.append(f"oldest un-replicated record is {fmt.duration_ms(lag_ms)} old")
         elif lag_ms > thresholds.lag_amber_ms:
             amber.append(f"oldest un-replicated record is {fmt.duration_ms(lag_ms)} old")
+    if health.records_deleted_on_target:
+        amber.append(
+            f"{fmt.count(health.records_deleted_on_target, 'record')} {DELETED_ON_TARGET} after they were copied: "
+            "a failover would not find them"
+        )
     if health.groups_losing_records:
         amber.append(f"{fmt.count(health.groups_losing_records, 'group')} would lose records on a failover now")
     if health.unexpected_divergences:

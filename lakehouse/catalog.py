@@ -23,6 +23,7 @@ GOLD_TABLE_NAMES: tuple[str, ...] = (
     "heartbeat_latency",
     "topology",
     "failovers",
+    "failbacks",
 )
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from lakehouse import (
     divergence,
+    failbacks,
     failovers,
     group_offsets,
     heartbeat_latency,
@@ -25,6 +26,7 @@ GOLD_TABLES: tuple[GoldTable, ...] = (
     heartbeat_latency.TABLE,
     topology.TABLE,
     failovers.TABLE,
+    failbacks.TABLE,
 )
 
 

@@ -15,21 +15,29 @@ Definitions; ``replicator.client.failover_cost``):
   replays left several copies);
 * ``records_lost_total`` = unreplicated + lost.
 
+Records deleted from the target after they were copied (``lakehouse.target_deletions``, the
+plan's rule): with the latest target watermark's log start ``target_log_start_offset``, a resume
+offset below it becomes the log start (``method`` ``log_start``: where a consumer would be reset
+to), so ``records_lost`` (and ``*_at_exact``, at the exact translation raised the same way)
+include the records ``>= c`` whose every copy is gone; ``records_deleted_on_target`` counts those
+and ``lost_cause`` names the cause when they make the group lose records (null otherwise, and
+without a target watermark).
+
 ``last_replicated_offset`` is the largest upstream offset any sync proves copied (now, not as of
 the watermark), ``as_of_ms`` the later of the checkpoint and the watermark.
 """
 
 from __future__ import annotations
 
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from lakehouse.gold import GoldInputs, GoldTable, latest, touched_keys
 from lakehouse.group_offsets import GROUP_KEY
 from lakehouse.offset_mapping import MAPPING_KEY
-from lakehouse.target_deletions import segments_by_partition
-from replicator.client.failover_cost import failover_cost
+from lakehouse.target_deletions import deleted_copies, segments_by_partition
+from replicator.client.failover_cost import DELETED_ON_TARGET, failover_cost
 from replicator.client.mapping import Segment
 
 __all__ = ["rpo_groups", "TABLE"]
@@ -58,14 +66,26 @@ def rpo_groups(groups: DataFrame, mapping: DataFrame, watermarks: DataFrame, syn
         F.col("read_position").alias("source_read_position"),
         F.col("unreplicated_records").alias("source_unreplicated_records"),
     )
+    target_mark = latest(watermarks.where(F.col("side") == "target"), MAPPING_KEY, ["observed_at_ms"]).select(
+        *MAPPING_KEY, F.col("log_start_offset").alias("target_log_start_offset")
+    )
     copied = syncs.groupBy(*MAPPING_KEY).agg(F.max("upstream_offset").alias("last_replicated_offset"))
     base = (
         groups.select(*GROUP_KEY, "committed_offset", "translated_offset", "method", "exact_offset", "as_of_ms")
         .join(segments, list(MAPPING_KEY), "left")
         .join(mark, list(MAPPING_KEY), "left")
+        .join(target_mark, list(MAPPING_KEY), "left")
         .join(copied, list(MAPPING_KEY), "left")
     )
     c = F.col("committed_offset")
+    log_start = F.col("target_log_start_offset")
+
+    def below_log_start(offset: Column) -> Column:
+        return log_start.isNotNull() & offset.isNotNull() & (offset < log_start)
+
+    def resumable(offset: Column) -> Column:  # what a consumer would be reset to: the log start
+        return F.when(below_log_start(offset), log_start).otherwise(offset)
+
     replicated_to = F.coalesce(F.col("source_read_position"), F.col("last_replicated_offset") + 1, c)
     next_needed = F.greatest(c, replicated_to, F.col("source_log_start_offset"))
     bound = F.greatest(F.lit(0), F.col("source_log_end_offset") - next_needed)
@@ -73,13 +93,18 @@ def rpo_groups(groups: DataFrame, mapping: DataFrame, watermarks: DataFrame, syn
     # the measured tail is exact when the group committed inside what was replicated
     unreplicated = F.when(measured.isNotNull() & (c <= F.col("source_read_position")), measured).otherwise(bound)
     unreplicated = unreplicated.cast("long")
-    at_resume = _cost(F.col("_segments"), c, F.col("translated_offset"))
-    at_exact = _cost(F.col("_segments"), c, F.col("exact_offset"))
+    resume = resumable(F.col("translated_offset"))
+    at_resume = _cost(F.col("_segments"), c, resume)
+    at_exact = _cost(F.col("_segments"), c, resumable(F.col("exact_offset")))
+    deleted = deleted_copies(F.col("_segments"), log_start, c)["records"]
+    cause = F.when((deleted > 0) & (at_resume["lost"] > 0), F.lit(DELETED_ON_TARGET))
     return base.select(
         *GROUP_KEY,
         "committed_offset",
-        F.col("translated_offset").alias("resume_offset"),
-        "method",
+        resume.alias("resume_offset"),
+        F.when(below_log_start(F.col("translated_offset")), F.lit("log_start"))
+        .otherwise(F.col("method"))
+        .alias("method"),
         "exact_offset",
         "last_replicated_offset",
         "source_log_start_offset",
@@ -92,6 +117,9 @@ def rpo_groups(groups: DataFrame, mapping: DataFrame, watermarks: DataFrame, syn
         at_exact["lost"].alias("records_lost_at_exact"),
         at_exact["reread"].alias("records_reread_at_exact"),
         (F.coalesce(unreplicated, F.lit(0)) + F.coalesce(at_resume["lost"], F.lit(0))).alias("records_lost_total"),
+        log_start.alias("target_log_start_offset"),
+        deleted.alias("records_deleted_on_target"),
+        cause.cast("string").alias("lost_cause"),
         F.greatest("as_of_ms", "watermark_observed_at_ms").alias("as_of_ms"),
     )
 

@@ -21,6 +21,7 @@ import duckdb
 
 from ingest.paths import LakehousePaths
 from lakehouse.catalog import table_paths
+from replicator.client.failover_cost import DELETED_ON_TARGET
 from replicator.errors import ExitCode, MirrorlakeError
 
 __all__ = [
@@ -77,7 +78,9 @@ CREATE OR REPLACE MACRO failover_now(f) AS TABLE
 # consistent_cut: the latest time up to which every partition of the flow was replicated at its last
 # observation (the first unreplicated record's timestamp; the observation time when none; null when
 # unknown). failover_plan: per group and partition, the exact translation's cost beside the RPO of
-# the partition (replicator.failover.plan computes the same from the state topic alone).
+# the partition (replicator.failover.plan computes the same from the state topic alone); copies
+# deleted from the target count as lost with their cause, a translation below the target's log
+# start resumes at it.
 _CUT_MACROS = """
 CREATE OR REPLACE MACRO consistent_cut(f) AS TABLE
     SELECT CASE WHEN count(*) FILTER (WHERE records_unreplicated > 0 AND seconds_unreplicated IS NULL) > 0
@@ -92,14 +95,18 @@ CREATE OR REPLACE MACRO consistent_cut(f) AS TABLE
 _PLAN_MACROS = """
 CREATE OR REPLACE MACRO failover_plan(f) AS TABLE
     SELECT g."group", g.source_topic, g.partition, g.committed_offset,
-           g.exact_offset AS target_offset, g.records_lost_at_exact AS records_lost,
+           CASE WHEN g.exact_offset < g.target_log_start_offset THEN g.target_log_start_offset
+                ELSE g.exact_offset END AS target_offset,
+           g.records_lost_at_exact AS records_lost, g.records_deleted_on_target,
+           CASE WHEN g.records_deleted_on_target > 0 AND g.records_lost_at_exact > 0
+                THEN '{DELETED_ON_TARGET}' END AS lost_cause,
            g.records_reread_at_exact AS records_reread, g.records_unreplicated,
            r.records_unreplicated AS partition_records_unreplicated,
            r.bytes_unreplicated AS partition_bytes_unreplicated,
            r.seconds_unreplicated AS partition_seconds_unreplicated, g.as_of_ms
     FROM rpo_groups g LEFT JOIN rpo_now(f) r ON r.source_topic = g.source_topic AND r.partition = g.partition
     WHERE g.flow = f ORDER BY g."group", g.source_topic, g.partition;
-"""
+""".replace("{DELETED_ON_TARGET}", DELETED_ON_TARGET)
 _MACROS = (
     (("offset_mapping",), _TRANSLATE),
     (("offset_mapping", "group_offsets"), _GROUP_MACROS),

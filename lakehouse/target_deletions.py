@@ -3,7 +3,8 @@ the target's log start (``replicator.client.failover_cost.deleted_on_target``, t
 
 A replicated record whose every copy lies below the target partition's log start (time retention
 of old CreateTime timestamps, ``delete-records``, size retention) is gone for any consumer of the
-target, whatever the audits said when they compared it: gold ``rpo`` counts them at risk and gold
+target, whatever the audits said when they compared it: gold ``rpo`` counts them at risk, gold
+``rpo_groups`` counts those a group has not read yet as lost (``lost_cause``), and gold
 ``divergence`` reports them (kind ``target_records_deleted``).
 """
 
@@ -39,14 +40,15 @@ def segments_by_partition(mapping: DataFrame) -> DataFrame:
 
 
 @F.udf(returnType=DELETED)
-def _deleted(segments, log_start):  # no type hints: pyspark would take it for an Arrow UDF
+def _deleted(segments, log_start, since):  # no type hints: pyspark would take it for an Arrow UDF
     if log_start is None:
         return None
     segs = [Segment(s["ds"], s["us"], s["ue"], s["de"]) for s in segments or []]
-    gone = deleted_on_target(segs, log_start)
+    gone = deleted_on_target(segs, log_start, since or 0)
     return (gone.records, gone.upstream_first, gone.upstream_last, gone.downstream_first)
 
 
-def deleted_copies(segments: Column, log_start: Column) -> Column:
-    """struct(records, upstream_first, upstream_last, downstream_first); null when ``log_start`` is."""
-    return _deleted(segments, log_start)
+def deleted_copies(segments: Column, log_start: Column, since: Column | None = None) -> Column:
+    """struct(records, upstream_first, upstream_last, downstream_first) of the copies gone below
+    ``log_start`` among upstream offsets ``>= since`` (all without it); null when ``log_start`` is."""
+    return _deleted(segments, log_start, since if since is not None else F.lit(0))

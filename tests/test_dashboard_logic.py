@@ -60,6 +60,11 @@ def test_status_is_the_worst_check_with_its_reasons():
         "silent for 10 min (last heartbeat/sync)",
     )
     assert flow_status(FlowHealth("A->B"), NOW).reason == "no heartbeat or offset sync seen yet"
+    gone = FlowHealth("A->B", last_sync_ms=NOW - 1_000, records_at_risk=15, records_deleted_on_target=15)
+    assert flow_status(gone, NOW).reasons == (
+        "15 records deleted from the target by retention/deletion after they were copied: "
+        "a failover would not find them",
+    )
 
 
 def test_builds_end_with_the_last_gold_commit_before_the_next_silver_one():
@@ -177,7 +182,11 @@ def _failover_plan_page(cut_ms: int | None, with_plan: bool) -> None:
         "failover_plan": plan if with_plan else pd.DataFrame(),
         "consistent_cut": pd.DataFrame({"cut_ms": [cut_ms], "partitions": [2], "records_unreplicated": [2]}),
         "failovers_applied": pd.DataFrame(),
-    }
+        "failbacks_applied": pd.DataFrame(
+            {"applied_at_ms": [1_763_800_030_000], "action": ["recover"], "records": [4], "ranges": [1],
+             "bytes": [40], "groups": [""], "offsets_written": [0], "user": ["u"]}
+        ) if with_plan else pd.DataFrame(),
+    }  # fmt: skip
 
     class StubView:
         now_ms = 1_763_800_060_000
@@ -198,7 +207,9 @@ def test_failover_page_shows_the_plan_figures_and_the_consistent_cut():
     assert metrics["Re-read at the exact offsets"] == fmt.count(3)
     table = app.dataframe[0].value
     assert list(table["target offset"]) == [100, 78] and list(table["group"]) == ["app", "app"]
-    assert "mirrorlake failover apply" in app.caption[-1].value  # read-only: applying stays a CLI action
+    assert any("mirrorlake failover apply" in c.value for c in app.caption)  # read-only: applying stays a CLI action
+    failbacks = app.dataframe[1].value
+    assert list(failbacks["action"]) == ["recover"] and list(failbacks["records"]) == [4]
 
 
 def test_failover_page_without_a_plan_names_the_commands():

@@ -16,10 +16,13 @@ import pytest
 from confluent_kafka import Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewPartitions
 
+from dashboards.data_health import flow_health
 from lakehouse.api import Lakehouse
 from lakehouse.build import build_lakehouse
+from lakehouse.sql import LakehouseSQL
 from mirrorlake.groundtruth import GroundTruth, read_partition
 from mirrorlake.traffic import ensure_topic
+from replicator.client.failover_cost import DELETED_ON_TARGET
 from replicator.config import MirrorlakeConfig
 from replicator.failover import apply_failover
 from replicator.flow.runtime import Replicator
@@ -32,6 +35,11 @@ pytestmark = [pytest.mark.kafka, pytest.mark.spark]
 
 LEFT_BEHIND = 30  # plain records per partition produced after the replicator stopped
 DELETED = 15  # copies of the 20 records of the "deleted" topic removed from the target (delete-records)
+DELETED_GROUP_AT = 5  # a group of the "deleted" topic committed there: records 5..14 are lost to it
+
+
+def _deleted_group(orders: str) -> str:
+    return f"lhdel-{orders[-6:]}"  # not matched by the failover of the orders groups
 
 
 @dataclass
@@ -62,6 +70,7 @@ def world(kafka_clusters, unique_topic, tmp_path_factory, spark) -> World:
         groups[f"lh-{orders[-6:]}-{i}"] = [(orders, 0, c), (orders, 1, c + 3)]
     for group, offsets in groups.items():
         _commit(a, group, offsets)
+    _commit(a, _deleted_group(orders), [(topics["deleted"], 0, DELETED_GROUP_AT)])  # reads into the deleted copies
 
     flow = {"source": "A", "target": "B", "topics": [orders, *topics.values()], "audit_window_records": 10}
     lakehouse = {"path": str(tmp_path_factory.mktemp("lakehouse-real"))}
@@ -199,3 +208,30 @@ def test_rpo_counts_copies_deleted_from_the_target(world: World, kafka_clusters)
         f"SELECT records_deleted_on_target FROM rpo_now('A->B') WHERE source_topic = '{world.orders}'"
     )
     assert set(kept.records_deleted_on_target) == {0}
+
+
+def test_groups_health_and_the_plan_macro_count_copies_deleted_from_the_target(world: World):
+    """#10 item 8 beyond the plan and rpo: rpo_groups, failover_plan() and flow_health count them too."""
+    group, lost = _deleted_group(world.orders), DELETED - DELETED_GROUP_AT
+    rows = world.lake.query(
+        "SELECT resume_offset, method, records_lost, records_deleted_on_target, lost_cause, target_log_start_offset "
+        f"FROM rpo_groups WHERE \"group\" = '{group}'"
+    )
+    assert len(rows) == 1
+    r = rows.iloc[0]
+    assert (r.resume_offset, r.method, r.target_log_start_offset) == (DELETED, "log_start", DELETED), r
+    assert (r.records_lost, r.records_deleted_on_target, r.lost_cause) == (lost, lost, DELETED_ON_TARGET), r
+    plan = world.lake.query(f"SELECT * FROM failover_plan('A->B') WHERE \"group\" = '{group}'")
+    assert len(plan) == 1
+    p = plan.iloc[0]
+    assert (p.target_offset, p.records_lost, p.records_reread) == (DELETED, lost, 0), p
+    assert (p.records_deleted_on_target, p.lost_cause) == (lost, DELETED_ON_TARGET), p
+    sql = LakehouseSQL(world.lake.paths.root)
+    try:
+        health = flow_health(sql, "A->B")
+    finally:
+        sql.close()
+    # flow A->B is shared by the session's other tests: at least this world's deletions count
+    assert health.records_deleted_on_target is not None and health.records_deleted_on_target >= DELETED
+    assert health.records_at_risk is not None and health.records_at_risk >= health.records_deleted_on_target
+    assert health.groups_losing_records >= 1

@@ -73,3 +73,16 @@ def test_fold_takes_the_last_marker_latest_events_and_ignores_other_flows_and_ga
     assert snap.segments == {("t", 0): ("A.t", segs)}
     assert list(snap.latest.values()) == [newer]
     assert _fold(records[:3], "A->B") is None  # no marker: no snapshot, replay everything
+
+
+def test_fold_keeps_seen_times_and_a_v1_snapshot_means_a_full_replay():
+    records = [
+        (_key("seen", "A->B", "r|1"), b'{"ms": 7}'),
+        (_key("seen", "A->B", "r|1"), b'{"ms": 5}'),  # an older time written later: the newest stays
+        (_key("seen", "A->B", "r2"), b'{"ms": "x"}'),  # unreadable: ignored
+        (_key("position", "A->B"), b'{"positions": {"0": 3}}'),
+    ]
+    snap = _fold(records, "A->B")
+    assert snap is not None and snap.seen == {"r|1": 7}
+    v1 = [(key.replace(b"v2|", b"v1|", 1), value) for key, value in records]
+    assert _fold(v1, "A->B") is None  # written before watermarks and lifecycle were kept: replay the log

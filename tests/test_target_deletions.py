@@ -2,9 +2,10 @@
 
 The issue's case: records stamped three days ago, copied into a target topic created with a
 one-hour ``retention.ms`` (config sync off), are deleted there; the plan must count them as lost
-and name the cause. The broker's retention check runs every 5 minutes, so the deletion is made
-deterministic with ``delete-records`` (AdminClient.delete_records), which moves the target's log
-start past the copies exactly as retention does.
+and name the cause. The first test makes the deletion deterministic with ``delete-records``
+(AdminClient.delete_records), which moves the target's log start past the copies exactly as
+retention does; the second lets the broker's time retention do it (the local brokers check
+retention every second: ``mirrorlake.localkafka``).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from __future__ import annotations
 import time
 
 import pytest
-from confluent_kafka import Producer, TopicPartition
+from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from mirrorlake.groundtruth import read_partition
@@ -23,6 +24,7 @@ from replicator.failover import plan_failover
 from replicator.flow.runtime import Replicator
 from replicator.tasks.observe import observe_once
 from tests.test_state_events import _commit
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.kafka
 RECORDS = 3000
@@ -38,11 +40,13 @@ def _produce_old(bootstrap: str, topic: str) -> None:
     assert producer.flush(30) == 0
 
 
-def test_copies_deleted_from_the_target_are_lost_in_the_plan_with_their_cause(kafka_clusters, unique_topic):
+def _old_records_copied(kafka_clusters, unique_topic, name: str, target_configs: dict[str, str]):
+    """3,000 records stamped three days ago, a group that read 1,000 of them, a target topic
+    created beforehand with ``target_configs``, config sync off; returns after the copy."""
     a, b = kafka_clusters.bootstrap("A"), kafka_clusters.bootstrap("B")
-    topic, group = unique_topic("vanish"), unique_topic("vanish-app")
+    topic, group = unique_topic(name), unique_topic(f"{name}-app")
     ensure_topic(a, topic, 1)
-    ensure_topic(b, f"A.{topic}", 1, {"retention.ms": "3600000"})  # one hour: the old records expire
+    ensure_topic(b, f"A.{topic}", 1, target_configs)
     _produce_old(a, topic)
     _commit(a, group, [(topic, 0, COMMITTED)])
     data = {
@@ -55,8 +59,14 @@ def test_copies_deleted_from_the_target_are_lost_in_the_plan_with_their_cause(ka
     }  # fmt: skip
     config = parse_config(data, source="test_target_deletions")
     Replicator(config, status_port=None).run_until_caught_up()
-    assert len(read_partition(b, f"A.{topic}", 0)) == RECORDS
+    return config, topic, group
 
+
+def test_copies_deleted_from_the_target_are_lost_in_the_plan_with_their_cause(kafka_clusters, unique_topic):
+    b = kafka_clusters.bootstrap("B")
+    # the target keeps them (default retention) until delete-records moves its log start
+    config, topic, group = _old_records_copied(kafka_clusters, unique_topic, "vanish", {})
+    assert len(read_partition(b, f"A.{topic}", 0)) == RECORDS
     before = plan_failover(config, "A->B", groups=group, stale_after_s=0)
     (row,) = before.groups[0].partitions
     assert (row.records_lost, row.records_deleted_on_target, row.lost_cause) == (0, 0, None)
@@ -77,3 +87,29 @@ def test_copies_deleted_from_the_target_are_lost_in_the_plan_with_their_cause(ka
     assert (row.target_offset, row.method) == (RECORDS, "log_start")
     assert (row.records_lost, row.records_deleted_on_target) == (RECORDS - COMMITTED, RECORDS - COMMITTED)
     assert row.records_reread == 0 and row.lost_cause == DELETED_ON_TARGET
+
+
+def _log_start(bootstrap: str, topic: str) -> int:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "log-start-probe"})
+    try:
+        return consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=10, cached=False)[0]
+    finally:
+        consumer.close()
+
+
+def test_the_issue_s_case_old_records_expire_on_a_one_hour_target_and_count_as_lost(kafka_clusters, unique_topic):
+    """No delete-records: the target's own one-hour time retention deletes the three-day-old copies."""
+    b = kafka_clusters.bootstrap("B")
+    one_hour = {"retention.ms": "3600000"}
+    config, topic, group = _old_records_copied(kafka_clusters, unique_topic, "expire", one_hour)
+    wait_for(lambda: _log_start(b, f"A.{topic}") == RECORDS, "the target's retention to delete the copies")
+    assert read_partition(b, f"A.{topic}", 0) == []  # ground truth: a consumer of the target finds none
+    assert observe_once(config, ["A->B"]) == {"A->B": {}}  # the target's watermark after the deletion
+
+    plan = plan_failover(config, "A->B", groups=group, stale_after_s=0)
+    (risk,) = [p for p in plan.partitions if p.source_topic == topic]
+    assert (risk.records, risk.target_log_start, risk.deleted_on_target) == (0, RECORDS, RECORDS)
+    (row,) = plan.groups[0].partitions
+    assert (row.target_offset, row.method, row.records_reread) == (RECORDS, "log_start", 0)
+    assert (row.records_lost, row.records_deleted_on_target) == (RECORDS - COMMITTED, RECORDS - COMMITTED)
+    assert row.lost_cause == DELETED_ON_TARGET and "retention" in row.lost_cause

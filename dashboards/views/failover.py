@@ -141,17 +141,46 @@ def plan_section(view: View, flow: str, groups: list[str]) -> None:
     applied = view.get(data.failovers_applied, flow)
     if applied.empty:
         st.caption(f"None. Applying stays a CLI action: `mirrorlake failover apply --flow '{flow}'`.")
+    else:
+        st.dataframe(
+            pd.DataFrame(
+                {
+                    "applied": [fmt.when(int(v), view.now_ms) for v in applied["applied_at_ms"]],
+                    "mode": applied["mode"],
+                    "groups": applied["groups"],
+                    "lost": applied["records_lost"],
+                    "re-read": applied["records_reread"],
+                    "consistent cut": [fmt.utc(None if pd.isna(v) else int(v)) for v in applied["consistent_cut_ms"]],
+                    "outcome": applied.get("outcome", pd.Series([None] * len(applied))),
+                    "re-read measured": applied.get("outcome_records_reread", pd.Series([None] * len(applied))),
+                    "by": applied["user"],
+                }
+            ),
+            hide_index=True,
+            width="stretch",
+        )
+        st.caption(
+            "Outcome: the groups' first committed offsets on the target after the failover, as the reverse "
+            "flow's checkpoints saw them (resumed / rewound / not_observed until a reverse flow runs)."
+        )
+    st.subheader("Failback steps")
+    back = view.get(data.failbacks_applied, flow)
+    if back.empty:
+        st.caption(
+            f"None. Failback is a CLI action once the source is back: `mirrorlake failback plan --flow '{flow}'`."
+        )
         return
     st.dataframe(
         pd.DataFrame(
             {
-                "applied": [fmt.when(int(v), view.now_ms) for v in applied["applied_at_ms"]],
-                "mode": applied["mode"],
-                "groups": applied["groups"],
-                "lost": applied["records_lost"],
-                "re-read": applied["records_reread"],
-                "consistent cut": [fmt.utc(None if pd.isna(v) else int(v)) for v in applied["consistent_cut_ms"]],
-                "by": applied["user"],
+                "applied": [fmt.when(int(v), view.now_ms) for v in back["applied_at_ms"]],
+                "action": back["action"],
+                "records": back["records"],
+                "ranges": back["ranges"],
+                "bytes": back["bytes"],
+                "groups": back["groups"],
+                "offsets written": back["offsets_written"],
+                "by": back["user"],
             }
         ),
         hide_index=True,

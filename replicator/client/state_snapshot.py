@@ -7,7 +7,10 @@ partition, on the same cluster) holds per flow:
 - ``mapping``: the offset-mapping segments of each source partition (a few rows per partition,
   however many syncs made them);
 - ``latest``: the latest event per identity of the types readers resume from (a group's
-  checkpoint per partition, the furthest audit window per side and partition);
+  checkpoint per partition, the furthest audit window per side and partition, the latest
+  watermark per side, topic and partition, the latest lifecycle event per replicator) and every
+  ``failover`` and ``failback`` event (few: one per operation);
+- ``seen``: per replicator, the emission time of its latest event among ``SEEN_TYPES``;
 - ``position``: the state-topic offsets up to which the records above are complete.
 
 Contract: every ``mapping``/``latest`` record written before a flow's ``position`` record reflects
@@ -15,7 +18,9 @@ the log up to that position; records written after it reflect a later one. Mergi
 (mapping points merge by offset, ``latest`` keeps the newest), so a reader loads the whole snapshot,
 then reads the log from the last ``position`` on and gets exactly what a full replay would give.
 No snapshot, or a snapshot of another version, means a full replay: the snapshot is a cache that
-any reader may ignore and the next writer rebuilds.
+any reader may ignore and the next writer rebuilds. v2 added watermarks, lifecycle, failovers,
+failbacks and ``seen`` (what ``replicator.failover`` plans from); a v1 snapshot lacks them, so
+readers ignore it and replay the log until a v2 writer has written its first snapshot.
 """
 
 from __future__ import annotations
@@ -31,7 +36,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaExcepti
 
 from replicator.client.mapping import Segment
 from replicator.errors import EventDecodeError, ReplicationError
-from replicator.events import AuditWindow, Checkpoint, Event, decode, encode
+from replicator.events import AuditWindow, Checkpoint, Event, Failback, Failover, Lifecycle, Watermark, decode, encode
 from replicator.kafka.errors import kafka_error_reason
 from replicator.kafka.settings import reader_config
 
@@ -43,14 +48,21 @@ __all__ = [
     "latest_key",
     "newer",
     "SNAPSHOT_CONFIG",
+    "SEEN_TYPES",
+    "SNAPSHOT_TYPES",
 ]
 
 _log = logging.getLogger(__name__)
 
-_VERSION = "v1"
+_VERSION = "v2"
 SNAPSHOT_CONFIG = {"cleanup.policy": "compact", "min.compaction.lag.ms": "0", "segment.ms": "3600000"}
 
 LatestKey = tuple[str, ...]
+
+# A replicator's sign of life: its latest event of these types (``FlowSnapshot.seen``).
+SEEN_TYPES = ("offset_sync", "checkpoint", "watermark", "lifecycle", "heartbeat", "failover", "failback")
+# What a snapshot writer must decode from the log for its snapshot to be complete.
+SNAPSHOT_TYPES = (*SEEN_TYPES, "audit_window")
 
 
 def snapshot_topic(state_topic: str) -> str:
@@ -63,6 +75,13 @@ def latest_key(event: Event) -> LatestKey | None:
         return ("checkpoint", event.group, event.target_topic, str(event.partition))
     if isinstance(event, AuditWindow):
         return ("audit_window", event.side, event.source_topic, str(event.partition))
+    if isinstance(event, Watermark):
+        topic = event.source_topic if event.side == "source" else event.topic
+        return ("watermark", event.side, topic, str(event.partition))
+    if isinstance(event, Lifecycle):
+        return ("lifecycle", event.replicator_id)
+    if isinstance(event, Failover | Failback):  # every one is kept: its id is its identity
+        return (event.event_type, event.event_id or f"{event.replicator_id}@{event.emitted_at_ms}")
     return None
 
 
@@ -72,6 +91,8 @@ def newer(candidate: Event, kept: Event | None) -> bool:
         return True
     if isinstance(candidate, AuditWindow) and isinstance(kept, AuditWindow):
         return candidate.window_start >= kept.window_start
+    if isinstance(candidate, Watermark) and isinstance(kept, Watermark):
+        return candidate.observed_at_ms >= kept.observed_at_ms
     return candidate.emitted_at_ms >= kept.emitted_at_ms
 
 
@@ -83,8 +104,11 @@ class FlowSnapshot:
     positions: dict[int, int] = field(default_factory=dict)
     segments: dict[tuple[str, int], tuple[str, list[Segment]]] = field(default_factory=dict)
     latest: dict[LatestKey, Event] = field(default_factory=dict)
+    seen: dict[str, int] = field(default_factory=dict)  # replicator id -> its latest event's emitted_at_ms
 
     def keep(self, event: Event) -> None:
+        if event.replicator_id and event.event_type in SEEN_TYPES:
+            self.seen[event.replicator_id] = max(self.seen.get(event.replicator_id, 0), event.emitted_at_ms)
         key = latest_key(event)
         if key is not None and newer(event, self.latest.get(key)):
             self.latest[key] = event
@@ -126,6 +150,10 @@ def write_snapshot(producer: Producer, state_topic: str, snap: FlowSnapshot, pre
     for key, event in sorted(snap.latest.items()):
         if old_latest.get(key) != event:
             send(_key("latest", snap.flow, *key), encode(event))
+    old_seen = previous.seen if previous else {}
+    for replicator_id, ms in sorted(snap.seen.items()):
+        if old_seen.get(replicator_id) != ms:
+            send(_key("seen", snap.flow, replicator_id), json.dumps({"ms": ms}).encode())
     positions = {str(p): o for p, o in sorted(snap.positions.items())}
     send(_key("position", snap.flow), json.dumps({"positions": positions}).encode())
     if producer.flush(30) > 0 or failed:
@@ -180,6 +208,7 @@ def _fold(records: list[tuple[bytes, bytes | None]], flow: str, *, mapping: bool
     handlers: dict[str, Callable[[list[str], bytes], None]] = {
         "mapping": lambda parts, value: _take_mapping(snap, parts, value),
         "latest": lambda _parts, value: snap.keep(decode(value)),
+        "seen": lambda parts, value: _take_seen(snap, "|".join(parts), json.loads(value)["ms"]),
         "position": lambda _parts, value: snap.positions.update(
             {int(p): int(o) for p, o in json.loads(value)["positions"].items()}
         ),
@@ -205,3 +234,9 @@ def _take_mapping(snap: FlowSnapshot, parts: list[str], value: bytes) -> None:
     doc = json.loads(value)
     segments = [Segment(ds, us, ue, de) for ds, us, ue, de in doc["segments"]]
     snap.segments[(source_topic, partition)] = (doc["target_topic"], segments)
+
+
+def _take_seen(snap: FlowSnapshot, replicator_id: str, ms: object) -> None:
+    if not isinstance(ms, int):
+        raise TypeError(f"seen time {ms!r} is not an integer")
+    snap.seen[replicator_id] = max(snap.seen.get(replicator_id, 0), ms)

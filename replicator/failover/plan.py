@@ -35,7 +35,7 @@ from dataclasses import dataclass, replace
 from replicator.client.failover_cost import DELETED_ON_TARGET, DeletedCopies, deleted_on_target, failover_cost
 from replicator.client.mapping import translate
 from replicator.errors import FailoverError
-from replicator.events import OffsetSync, Watermark
+from replicator.events import Watermark
 from replicator.failover.state import FlowState
 from replicator.failover.target import GroupActivity, TimePosition
 
@@ -154,8 +154,12 @@ def select_groups(state: FlowState, pattern: str | None) -> list[str]:
     return chosen
 
 
-def partition_risk(mark: Watermark, last: OffsetSync | None, target_topic: str | None) -> PartitionRisk:
-    """What was not replicated at ``mark``'s observation (exact with a v2 watermark)."""
+def partition_risk(mark: Watermark, last: int | None, target_topic: str | None) -> PartitionRisk:
+    """What was not replicated at ``mark``'s observation (exact with a v2 watermark).
+
+    ``last``: the largest upstream offset copied (the mapping's). With a v1 watermark the records
+    are an offset bound and their age unknown.
+    """
     observed = mark.observed_at_ms
     if mark.unreplicated_records is not None:
         records, nbytes, exact = mark.unreplicated_records, mark.unreplicated_bytes, True
@@ -163,10 +167,9 @@ def partition_risk(mark: Watermark, last: OffsetSync | None, target_topic: str |
     else:
         nxt = mark.read_position if mark.read_position is not None else None
         if nxt is None:
-            nxt = last.upstream_offset + 1 if last is not None else mark.log_start_offset
+            nxt = last + 1 if last is not None else mark.log_start_offset
         records = max(0, mark.log_end_offset - max(nxt, mark.log_start_offset))
-        nbytes, exact = None, False
-        oldest = last.upstream_timestamp_ms + 1 if last is not None and records else None
+        nbytes, exact, oldest = None, False, None
     if records == 0:
         seconds: float | None = 0.0
         until: int | None = observed
@@ -188,14 +191,14 @@ def partition_risk(mark: Watermark, last: OffsetSync | None, target_topic: str |
     )
 
 
-def _group_unreplicated(mark: Watermark | None, last: OffsetSync | None, committed: int) -> int | None:
+def _group_unreplicated(mark: Watermark | None, last: int | None, committed: int) -> int | None:
     """Records ``>= committed`` not replicated at the last observation (exact when measurable)."""
     if mark is None:
         return None
     pos = mark.read_position
     if mark.unreplicated_records is not None and pos is not None and committed <= pos:
         return mark.unreplicated_records
-    nxt = pos if pos is not None else (last.upstream_offset + 1 if last is not None else mark.log_start_offset)
+    nxt = pos if pos is not None else (last + 1 if last is not None else mark.log_start_offset)
     return max(0, mark.log_end_offset - max(committed, nxt, mark.log_start_offset))
 
 
@@ -253,10 +256,9 @@ def build_plan(
         (c for (g, _t, _p), c in state.checkpoints.items() if g in chosen),
         key=lambda c: (c.group, c.source_topic, c.partition),
     )
+    last_copy = state.last_copy()
     risks = tuple(
-        _with_deleted(
-            partition_risk(mark, state.last_copy.get(key), state.index.target_topic(flow.name, key[0])), state
-        )
+        _with_deleted(partition_risk(mark, last_copy.get(key), state.index.target_topic(flow.name, key[0])), state)
         for key, mark in sorted(state.source_marks.items())
     )
     topics = {c.source_topic for c in checkpoints}
@@ -303,9 +305,7 @@ def build_plan(
                 records_lost=cost.lost if cost else None,
                 records_reread=cost.reread if cost else None,
                 records_duplicated=cost.duplicated if cost else None,
-                records_unreplicated=_group_unreplicated(
-                    state.source_marks.get(key), state.last_copy.get(key), committed
-                ),
+                records_unreplicated=_group_unreplicated(state.source_marks.get(key), last_copy.get(key), committed),
                 exact_offset=exact.downstream if exact else None,
                 lost_at_exact=exact_cost.lost if exact_cost else None,
                 reread_at_exact=exact_cost.reread if exact_cost else None,

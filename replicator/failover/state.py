@@ -4,9 +4,12 @@ Every figure of a plan comes from here: the flow's offset mapping, each group's 
 each partition's latest watermarks, the replicators' lifecycle and last sign of life, and earlier
 failovers and failback steps. Only the *target* cluster is read, so a plan works with the source gone.
 
-``read_flow_state`` is the one place that reads the state log for failover (the same single read
-``mirrorlake translate`` does, with more event types decoded); a reader that keeps state
-incrementally can replace it without touching the plan.
+``read_flow_state`` is the one place that reads the state log for failover. Like ``mirrorlake
+translate`` it starts from the flow's compacted snapshot (``replicator.client.state_snapshot``:
+mapping segments, the latest checkpoint, watermark and lifecycle of each identity, every failover
+and failback, each replicator's last event time) and replays only the log after the snapshot's
+position, so a plan's cost does not grow with the age of the log. Without a (v2) snapshot it
+replays the whole log; both give the same ``FlowState`` (tests/test_state_snapshot.py).
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from dataclasses import dataclass, field
 
 from replicator.client.mapping_index import MappingIndex
 from replicator.client.state_reader import read_state_log
+from replicator.client.state_snapshot import SEEN_TYPES, FlowSnapshot, load_snapshot
 from replicator.config import FlowConfig, MirrorlakeConfig
 from replicator.events import Checkpoint, Event, Failback, Failover, Lifecycle, OffsetSync, Watermark
 from replicator.events.model import now_ms
@@ -22,7 +26,7 @@ from replicator.kafka.connectivity import wait_for_cluster
 
 __all__ = ["FlowState", "read_flow_state", "flow_state_from_events", "EVENT_TYPES_READ"]
 
-EVENT_TYPES_READ = ("offset_sync", "checkpoint", "watermark", "lifecycle", "heartbeat", "failover", "failback")
+EVENT_TYPES_READ = SEEN_TYPES  # every type a plan reads counts as a replicator's sign of life
 
 PartitionKey = tuple[str, int]  # (topic, partition)
 
@@ -35,7 +39,6 @@ class FlowState:
     checkpoints: dict[tuple[str, str, int], Checkpoint] = field(default_factory=dict)  # (group, src topic, p)
     source_marks: dict[PartitionKey, Watermark] = field(default_factory=dict)  # by source topic
     target_marks: dict[PartitionKey, Watermark] = field(default_factory=dict)  # by target topic
-    last_copy: dict[PartitionKey, OffsetSync] = field(default_factory=dict)  # largest upstream offset synced
     lifecycle: dict[str, Lifecycle] = field(default_factory=dict)  # replicator id -> its latest
     last_seen_ms: dict[str, int] = field(default_factory=dict)  # replicator id -> its latest event
     failovers: list[Failover] = field(default_factory=list)
@@ -44,19 +47,40 @@ class FlowState:
     def groups(self) -> list[str]:
         return sorted({g for g, _t, _p in self.checkpoints})
 
+    def last_copy(self) -> dict[PartitionKey, int]:
+        """The largest upstream offset copied per source partition, from the mapping's segments."""
+        flow = self.flow.name
+        out: dict[PartitionKey, int] = {}
+        for _f, topic, partition in self.index.partitions(flow):
+            segments = self.index.segments(flow, topic, partition)
+            if segments:
+                out[(topic, partition)] = max(s.upstream_end for s in segments)
+        return out
+
 
 def _newer(old: Event | None, new: Event, time_of: str = "emitted_at_ms") -> bool:
     return old is None or getattr(old, time_of) <= getattr(new, time_of)
 
 
-def flow_state_from_events(flow: FlowConfig, events: list[Event], read_at_ms: int) -> FlowState:
-    """Fold the events of ``flow`` (any order) into a ``FlowState``; other flows' events are ignored."""
+def flow_state_from_events(
+    flow: FlowConfig, events: list[Event], read_at_ms: int, snapshot: FlowSnapshot | None = None
+) -> FlowState:
+    """Fold the events of ``flow`` into a ``FlowState``; other flows' events are ignored.
+
+    With ``snapshot``, ``events`` are the log after its position: the snapshot's segments seed the
+    mapping and its latest events and last-seen times come first, as if replayed.
+    """
     state = FlowState(flow, read_at_ms)
+    if snapshot is not None:
+        for (topic, partition), (target_topic, segments) in snapshot.segments.items():
+            state.index.seed(flow.name, topic, partition, target_topic, segments)
+        state.last_seen_ms.update(snapshot.seen)
+        events = [*snapshot.latest.values(), *events]
     state.index.add(e for e in events if isinstance(e, OffsetSync) and e.flow == flow.name)
     for e in events:
         if e.flow != flow.name:
             continue
-        if e.replicator_id:
+        if e.replicator_id and e.event_type in SEEN_TYPES:
             state.last_seen_ms[e.replicator_id] = max(state.last_seen_ms.get(e.replicator_id, 0), e.emitted_at_ms)
         if isinstance(e, Checkpoint):
             group_key = (e.group, e.source_topic, e.partition)
@@ -70,11 +94,6 @@ def flow_state_from_events(flow: FlowConfig, events: list[Event], read_at_ms: in
             )
             if _newer(marks.get(key), e, "observed_at_ms"):
                 marks[key] = e
-        elif isinstance(e, OffsetSync):
-            key = (e.source_topic, e.partition)
-            last = state.last_copy.get(key)
-            if last is None or last.upstream_offset <= e.upstream_offset:
-                state.last_copy[key] = e
         elif isinstance(e, Lifecycle):
             if _newer(state.lifecycle.get(e.replicator_id), e):
                 state.lifecycle[e.replicator_id] = e
@@ -82,13 +101,16 @@ def flow_state_from_events(flow: FlowConfig, events: list[Event], read_at_ms: in
             state.failovers.append(e)
         elif isinstance(e, Failback):
             state.failbacks.append(e)
-    state.failovers.sort(key=lambda f: f.emitted_at_ms)
-    state.failbacks.sort(key=lambda f: f.emitted_at_ms)
+    state.failovers.sort(key=lambda f: (f.emitted_at_ms, f.event_id))
+    state.failbacks.sort(key=lambda f: (f.emitted_at_ms, f.event_id))
     return state
 
 
-def read_flow_state(config: MirrorlakeConfig, flow_name: str) -> FlowState:
-    """The flow's state as the target's state topic holds it now (one read of that topic).
+def read_flow_state(config: MirrorlakeConfig, flow_name: str, *, use_snapshot: bool = True) -> FlowState:
+    """The flow's state as the target's state topic holds it now: its snapshot, then the log after it.
+
+    ``use_snapshot=False`` replays the whole log (what a plan read before snapshots; the bench's
+    and tests' reference).
 
     Raises ``ConfigError`` for an unknown flow, ``ClusterUnreachableError`` when the target does
     not answer.
@@ -96,5 +118,7 @@ def read_flow_state(config: MirrorlakeConfig, flow_name: str) -> FlowState:
     flow = config.flow(flow_name)
     conf = config.cluster(flow.target).client_config()
     wait_for_cluster(flow.target, conf, timeout_s=config.connect_timeout_seconds)
-    read = read_state_log(conf, config.state_topic, event_types=EVENT_TYPES_READ)
-    return flow_state_from_events(flow, read.events, now_ms())
+    snap = load_snapshot(conf, config.state_topic, flow.name) if use_snapshot else None
+    start = snap.positions if snap is not None else None
+    read = read_state_log(conf, config.state_topic, event_types=EVENT_TYPES_READ, start_offsets=start)
+    return flow_state_from_events(flow, read.events, now_ms(), snap)

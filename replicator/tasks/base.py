@@ -22,7 +22,7 @@ from confluent_kafka import Producer
 
 from replicator.client.mapping_index import MappingIndex
 from replicator.client.state_reader import StateLogFollower
-from replicator.client.state_snapshot import FlowSnapshot, load_snapshot
+from replicator.client.state_snapshot import SNAPSHOT_TYPES, FlowSnapshot, load_snapshot
 from replicator.config import FlowConfig, MirrorlakeConfig
 from replicator.events import Event
 from replicator.flow.mm2_metrics import Mm2Metrics
@@ -55,7 +55,7 @@ class StateView:
         self._flow = flow
         self._handlers: dict[str, list[Callable[[Event], None]]] = {}
         self._followers: list[StateLogFollower] | None = None
-        self._latest = FlowSnapshot(flow.name)  # this flow's latest checkpoints and audit windows
+        self._latest = FlowSnapshot(flow.name)  # this flow's latest events (checkpoints, watermarks, ...)
 
     def subscribe(self, event_type: str, handler: Callable[[Event], None]) -> None:
         if self._followers is not None:
@@ -87,9 +87,11 @@ class StateView:
         if snap is not None:
             for (topic, partition), (target_topic, segments) in snap.segments.items():
                 self.index.seed(flow_name, topic, partition, target_topic, segments)
+            if flow_name == self._flow.name:
+                self._latest.seen.update(snap.seen)
             for event in snap.latest.values():
                 self._take(event)
-        types = ["offset_sync", "checkpoint", "audit_window", *self._handlers]
+        types = sorted({*SNAPSHOT_TYPES, *self._handlers})  # all a complete snapshot keeps
         return StateLogFollower(
             conf,
             self._config.state_topic,
@@ -122,7 +124,9 @@ class StateView:
             )
             for _f, topic, partition in self.index.partitions(flow)
         }
-        return FlowSnapshot(flow, self._followers[0].positions, segments, dict(self._latest.latest))
+        return FlowSnapshot(
+            flow, self._followers[0].positions, segments, dict(self._latest.latest), dict(self._latest.seen)
+        )
 
     def close(self) -> None:
         for follower in self._followers or ():
