@@ -10,15 +10,20 @@ subscribes does not join the group, so reading its offsets leaves the group's me
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 __all__ = ["GroupOffset", "committed_offsets"]
 
 _TIMEOUT_S = 30
+# the group's coordinator is moving or loading (a new cluster, a broker restart): asked again
+_COORDINATOR_MOVING = frozenset(
+    {KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_LOAD_IN_PROGRESS, KafkaError.COORDINATOR_NOT_AVAILABLE}
+)
 
 
 @dataclass(frozen=True)
@@ -49,7 +54,7 @@ def committed_offsets(conf: Mapping[str, Any], group: str, topics: Iterable[str]
         ]
         if not partitions:
             return []
-        committed = consumer.committed(partitions, timeout=_TIMEOUT_S)
+        committed = _committed(consumer, partitions, time.monotonic() + _TIMEOUT_S)
     finally:
         consumer.close()
     return [
@@ -57,3 +62,19 @@ def committed_offsets(conf: Mapping[str, Any], group: str, topics: Iterable[str]
         for tp in committed
         if tp.offset >= 0 and tp.error is None
     ]
+
+
+def _committed(consumer: Consumer, partitions: list[TopicPartition], deadline: float) -> list[TopicPartition]:
+    """``consumer.committed``, asked again (up to ``deadline``) while the group's coordinator moves."""
+    delay = 0.2
+    while True:
+        try:
+            return consumer.committed(partitions, timeout=max(1.0, deadline - time.monotonic()))
+        except KafkaException as exc:
+            err = exc.args[0] if exc.args else None
+            if not isinstance(err, KafkaError) or err.code() not in _COORDINATOR_MOVING:
+                raise
+            if time.monotonic() + delay >= deadline:
+                raise
+            time.sleep(delay)
+            delay = min(2.0, delay * 2)
