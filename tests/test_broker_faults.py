@@ -32,6 +32,7 @@ from bench.faults import (
 )
 from mirrorlake.traffic import ensure_topic
 from replicator.flow.outage import Outages
+from replicator.flow.shutdown import StopBudget, StopTimedOut
 from tests.waiting import wait_for
 
 # outage lengths: the user's incident (target SIGKILLed for 30 s) in full, the others shorter
@@ -156,3 +157,16 @@ def test_sigterm_while_the_target_is_down_stops_within_the_stop_timeout_and_lose
     assert source_keys and not set(source_keys) - set(target_keys), "records lost"
     if exactly_once:
         assert len(target_keys) == len(set(target_keys)), "duplicates under exactly-once (read_committed)"
+
+
+def test_the_stop_budget_counts_only_from_the_stop():
+    stopping = False
+    spent_at_once = StopBudget(0, lambda: stopping)
+    long = StopBudget(3600, lambda: stopping)
+    spent_at_once.check("the drain")  # not stopping: no budget runs, however long the wait
+    assert not spent_at_once.spent
+    stopping = True
+    long.check("the drain")
+    with pytest.raises(StopTimedOut, match="the drain not done 0 s after the stop"):
+        spent_at_once.check("the drain")
+    assert spent_at_once.spent and not long.spent
