@@ -121,7 +121,7 @@ def spark_session(config: SparkConfig | None = None, *, app_name: str = "mirrorl
             f"Spark resolves {', '.join(spark_packages())} from Maven Central into "
             f"{ivy} on first use: check that Maven Central is reachable (ivy's output: {log})."
         ) from exc
-    spark.sparkContext.setLogLevel("WARN")
+    spark.sparkContext.setLogLevel(config.conf.get("spark.log.level", "WARN"))  # Spark's own conf wins if given
     if not jars:
         _record_resolved_jars(manifest, spark.sparkContext.getConf().get("spark.jars", ""))
     return spark

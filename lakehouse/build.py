@@ -19,6 +19,8 @@ from pyspark.sql.streaming import StreamingQuery
 
 from ingest.bronze import start_bronze_ingest
 from ingest.paths import LakehousePaths
+from lakehouse.catalog import table_paths
+from lakehouse.delta_log import REPAIR_HINT, delta_log_problem
 from lakehouse.gold_tables import GOLD_TABLES
 from lakehouse.incremental import GoldUpdate, update_gold
 from lakehouse.silver import update_silver
@@ -48,6 +50,14 @@ class BuildReport:
     gold_updates: list[GoldUpdate] = field(default_factory=list, compare=False)
 
 
+def check_delta_logs(paths: LakehousePaths) -> None:
+    """``LakehouseBuildError`` naming the table and file if a table's Delta log is cut short or lacks
+    its checkpoint (``lakehouse.delta_log``): found before Spark reads it, with how to repair."""
+    for name, path in table_paths(paths).items():
+        if (problem := delta_log_problem(path)) is not None:
+            raise LakehouseBuildError(f"table {name} is not readable: {problem}{REPAIR_HINT}")
+
+
 def run_bronze(spark: SparkSession, config: MirrorlakeConfig, paths: LakehousePaths) -> None:
     """Ingest everything the state topics hold now into bronze (availableNow) and wait for it."""
     for query in start_bronze_ingest(spark, config, paths, available_now=True):
@@ -74,6 +84,7 @@ def build_lakehouse(
     ``counting rows``): a progress display's hook (``mirrorlake.progress.Steps.stage``).
     """
     paths = LakehousePaths(config.lakehouse.path.resolve())
+    check_delta_logs(paths)
     if on_stage is not None:
         on_stage("bronze: ingest the state topics")
     run_bronze(spark, config, paths)

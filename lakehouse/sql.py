@@ -21,6 +21,7 @@ import duckdb
 
 from ingest.paths import LakehousePaths
 from lakehouse.catalog import table_paths
+from lakehouse.delta_log import REPAIR_HINT, delta_log_problem
 from replicator.client.failover_cost import DELETED_ON_TARGET
 from replicator.errors import ExitCode, MirrorlakeError
 
@@ -237,6 +238,8 @@ class LakehouseSQL:
         for view, path in table_paths(self.paths).items():
             if not is_delta_table(path):
                 continue
+            if (problem := delta_log_problem(path)) is not None:
+                raise TableNotFoundError(f"{path} is not a readable Delta table: {problem}{REPAIR_HINT}")
             version = None if as_of is None else _version_at(path, as_of)
             if as_of is not None and version is None:
                 continue

@@ -246,12 +246,13 @@ def lakehouse() -> None:
 )
 def lakehouse_build(config_path: Path, full: bool) -> None:
     """Ingest the state topics (availableNow), update silver, then gold (incrementally unless --full)."""
-    from ingest.paths import ensure_writable_root
+    from ingest.paths import LakehousePaths, ensure_writable_root
     from ingest.spark import spark_session
-    from lakehouse.build import build_lakehouse
+    from lakehouse.build import build_lakehouse, check_delta_logs
 
     config = load_config(config_path)
     ensure_writable_root(config.lakehouse.path)  # before Spark starts
+    check_delta_logs(LakehousePaths(config.lakehouse.path.resolve()))
     with Steps() as steps:
         steps.stage("start Spark")
         report = build_lakehouse(spark_session(config.spark), config, full=full, on_stage=steps.stage)

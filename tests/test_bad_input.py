@@ -49,8 +49,10 @@ def _huge(path: Path) -> None:
             f.write(line)
 
 
-def _delta_table(root: Path, *, truncate_log: bool) -> None:
-    """A one-file Delta table ``tables/gold/rpo`` written by hand (no Spark), its log cut mid-line if asked."""
+def _delta_table(root: Path, *, truncate_log: bool = False, lost_checkpoint: bool = False) -> None:
+    """A one-file Delta table ``tables/gold/rpo`` written by hand (no Spark), its log cut mid-line if asked,
+    or (``lost_checkpoint``) its ``_last_checkpoint`` naming a checkpoint of version 3 that is gone, as are
+    commits 1 to 3 (log cleanup removes the commits a checkpoint covers)."""
     table = root / "tables" / "gold" / "rpo"
     (table / "_delta_log").mkdir(parents=True)
     pq.write_table(pa.table({"flow": ["A->B"], "rpo_ms": [5]}), table / "part-0.parquet")
@@ -72,6 +74,13 @@ def _delta_table(root: Path, *, truncate_log: bool) -> None:
     ]  # fmt: skip
     text = "\n".join(json.dumps(a) for a in actions) + "\n"
     (table / "_delta_log" / "00000000000000000000.json").write_text(text[: len(text) // 2] if truncate_log else text)
+    if lost_checkpoint:
+        (table / "_delta_log" / "_last_checkpoint").write_text('{"version":3,"size":3}')
+
+
+def _lakehouse_with_bad_table(path: Path) -> None:
+    _lakehouse_at("{dir}/lh")(path)
+    _delta_table(path.parent / "lh", truncate_log=True)
 
 
 def _lakehouse_at(lakehouse: str) -> Callable[[Path], object]:
@@ -172,9 +181,17 @@ CASES = [
     Bad("sql on a lakehouse path that is a file", "not a directory", ("{path}",),
         args=("sql", "SELECT 1", "--lakehouse", "{path}"), code=12, names_file=False),
     Bad("sql on a truncated Delta log", lambda p: _delta_table(p.parent / "lh", truncate_log=True),
-        ("rpo is not a readable Delta table", "Truncated"),
+        ("rpo is not a readable Delta table", "Truncated", "rpo/_delta_log/00000000000000000000.json: line 2",
+         "move the lakehouse directory aside"),
         args=("sql", "SELECT * FROM rpo", "--lakehouse", "{dir}/lh"),
         code=12, names_file=False),
+    Bad("sql on a Delta log whose checkpoint is gone", lambda p: _delta_table(p.parent / "lh", lost_checkpoint=True),
+        ("rpo/_delta_log/00000000000000000003.checkpoint.parquet: checkpoint of version 3 is missing",),
+        args=("sql", "SELECT * FROM rpo", "--lakehouse", "{dir}/lh"),
+        code=12, names_file=False),
+    Bad("build on a truncated Delta log (before Spark starts)", _lakehouse_with_bad_table,
+        ("table rpo is not readable", "rpo/_delta_log/00000000000000000000.json: line 2", "Truncated"),
+        args=("lakehouse", "build", "-c", "{path}"), code=10, names_file=False),
     Bad("build into a path under a file", _a_file_where_a_dir_goes, ("lakehouse.path", "not-a-dir"),
         args=("lakehouse", "build", "-c", "{path}"), names_file=False),
     Bad("build into a path root cannot create (/proc)", _lakehouse_at("/proc/mirrorlake-lakehouse"),

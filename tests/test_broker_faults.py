@@ -8,11 +8,32 @@ test and are never killed). Records are counted by content (unique keys) on both
 from __future__ import annotations
 
 import logging
+import signal
+import subprocess
+import sys
+import uuid
 
 import pytest
+import yaml
 
-from bench.faults import SCENARIOS, cluster_pair, run_scenario, waiting_gauge_on
+from bench.faults import (
+    PARTITIONS,
+    ROOT,
+    SCENARIOS,
+    SteadyProducer,
+    cluster_pair,
+    end_offsets,
+    free_port,
+    health,
+    read_keys,
+    run_scenario,
+    waiting_gauge_on,
+    write_replicator_config,
+)
+from mirrorlake.traffic import ensure_topic
 from replicator.flow.outage import Outages
+from replicator.flow.shutdown import StopBudget, StopTimedOut
+from tests.waiting import wait_for
 
 # outage lengths: the user's incident (target SIGKILLed for 30 s) in full, the others shorter
 CASES = [("target-kill-alo", 30.0), ("target-kill-eos", 15.0), ("source-restart", 3.0), ("state-cluster-frozen", 15.0)]
@@ -73,3 +94,79 @@ def test_the_waiting_gauge_is_read_from_prometheus_text():
     page = 'mirrorlake_waiting_for_cluster{flow="S->T",side="source"} 0.0\n'
     assert not waiting_gauge_on(page)
     assert waiting_gauge_on(page + 'mirrorlake_waiting_for_cluster{flow="S->T",side="target"} 1.0\n')
+
+
+@pytest.mark.kafka
+@pytest.mark.parametrize("exactly_once", [False, True], ids=["alo", "eos"])
+def test_sigterm_while_the_target_is_down_stops_within_the_stop_timeout_and_loses_nothing(
+    fault_pair, tmp_path, exactly_once
+):
+    """SIGTERM with the target SIGKILLed and records in flight: the replicator stops once
+    ``stop_timeout_seconds`` are spent (not when the target is back), exits 0 with a WARNING saying
+    what it did not flush, and commits only what is durable: a run after the target is back copies
+    every record (none lost)."""
+    scenario = SCENARIOS["target-kill-eos" if exactly_once else "target-kill-alo"]
+    source, target = fault_pair.bootstrap("S"), fault_pair.bootstrap("T")
+    topic = f"sigterm-{uuid.uuid4().hex[:8]}"
+    ensure_topic(source, topic, PARTITIONS)
+    config = write_replicator_config(fault_pair, scenario, topic, tmp_path / "sigterm.yaml")
+    config.write_text(yaml.safe_dump({**yaml.safe_load(config.read_text()), "stop_timeout_seconds": 5}))
+    port = free_port()
+    log = tmp_path / "sigterm.log"
+    producer = SteadyProducer(source, topic, 1000)
+    broker = fault_pair.brokers["T"]
+    with log.open("w") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "mirrorlake.cli", "replicate", str(config), "--status-port", str(port)],
+            cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, text=True,
+        )  # fmt: skip
+    try:
+        producer.start()
+        wait_for(lambda: proc.poll() is not None or end_offsets(target, f"S.{topic}") > 0, "copies on T", every_s=0.5)
+        assert proc.poll() is None, log.read_text()[-4000:]
+        broker.kill()
+
+        def waiting() -> bool:
+            return any("target" in f.get("waiting_for", {}) for f in health(port).get("flows", {}).values())
+
+        wait_for(lambda: proc.poll() is not None or waiting(), "the flow to wait for T", every_s=0.5)
+        assert proc.poll() is None, log.read_text()[-4000:]
+        producer.stop()
+        proc.send_signal(signal.SIGTERM)
+        try:
+            code = proc.wait(120)  # 5 s of stop timeout, then closing; the target stays down meanwhile
+        except subprocess.TimeoutExpired:
+            pytest.fail("the replicator did not stop while the target was down:\n" + log.read_text()[-4000:])
+    finally:
+        producer.stop()
+        if proc.poll() is None:
+            proc.kill()
+        if not broker.is_running():  # the module's other tests need T
+            broker.start()
+            broker.wait_ready()
+    text = log.read_text(errors="replace")
+    assert code == 0, text[-4000:]
+    assert "Traceback" not in text and " ERROR " not in text, text[-4000:]
+    assert "stopping without flushing" in text, text[-4000:]
+    rerun = subprocess.run(
+        [sys.executable, "-m", "mirrorlake.cli", "replicate", str(config), "--until-caught-up"],
+        cwd=ROOT, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert rerun.returncode == 0, rerun.stderr[-4000:]
+    source_keys, target_keys = read_keys(source, topic), read_keys(target, f"S.{topic}")
+    assert source_keys and not set(source_keys) - set(target_keys), "records lost"
+    if exactly_once:
+        assert len(target_keys) == len(set(target_keys)), "duplicates under exactly-once (read_committed)"
+
+
+def test_the_stop_budget_counts_only_from_the_stop():
+    stopping = False
+    spent_at_once = StopBudget(0, lambda: stopping)
+    long = StopBudget(3600, lambda: stopping)
+    spent_at_once.check("the drain")  # not stopping: no budget runs, however long the wait
+    assert not spent_at_once.spent
+    stopping = True
+    long.check("the drain")
+    with pytest.raises(StopTimedOut, match="the drain not done 0 s after the stop"):
+        spent_at_once.check("the drain")
+    assert spent_at_once.spent and not long.spent

@@ -260,6 +260,19 @@ def raw_values(conf: dict[str, str], topic: str) -> list[bytes]:
         consumer.close()
 
 
+def raw_state_topic(conf: dict[str, str]) -> str:
+    """A new state topic holding 5 records ``raw-0`` .. ``raw-4`` (bronze keeps raw bytes)."""
+    state_topic = f"state-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient(conf)
+    for future in admin.create_topics([NewTopic(state_topic, 1, 1)]).values():
+        future.result(timeout=60)
+    producer = Producer(conf)
+    for i in range(5):
+        producer.produce(state_topic, key=b"k", value=f"raw-{i}".encode())
+    assert producer.flush(60) == 0
+    return state_topic
+
+
 @pytest.mark.spark
 def test_the_bronze_stream_reads_a_sasl_ssl_state_topic(secured, spark, tmp_path):
     """Spark's Java Kafka client gets the JAAS config and a PEM trust store made from librdkafka's settings;
@@ -270,14 +283,7 @@ def test_the_bronze_stream_reads_a_sasl_ssl_state_topic(secured, spark, tmp_path
 
     target = secured["T"]
     alice = target.client_config("alice", mechanism="PLAIN")
-    state_topic = f"state-{uuid.uuid4().hex[:8]}"
-    admin = AdminClient(alice)
-    for future in admin.create_topics([NewTopic(state_topic, 1, 1)]).values():
-        future.result(timeout=60)
-    producer = Producer(alice)
-    for i in range(5):
-        producer.produce(state_topic, key=b"k", value=f"raw-{i}".encode())  # bronze keeps raw bytes
-    assert producer.flush(60) == 0
+    state_topic = raw_state_topic(alice)
     config = parse_config(
         {
             "clusters": {
@@ -304,6 +310,66 @@ def test_the_bronze_stream_reads_a_sasl_ssl_state_topic(secured, spark, tmp_path
     files = [f for f in (tmp_path / "lakehouse").rglob("*") if f.is_file()]
     assert files and not [str(f) for f in files if canary.encode() in f.read_bytes()]
     assert plans and not [p for p in plans if canary in p], "the password is in a plan or progress string"
+
+
+LOG4J2_TO_FILE = """rootLogger.level = info
+rootLogger.appenderRef.file.ref = file
+appender.file.type = File
+appender.file.name = file
+appender.file.fileName = {path}
+appender.file.layout.type = PatternLayout
+appender.file.layout.pattern = %d %p %c: %m%n
+"""
+BRONZE_ONLY = """import sys
+from ingest.paths import LakehousePaths
+from ingest.spark import spark_session
+from lakehouse.build import run_bronze
+from replicator.config import load_config
+config = load_config(sys.argv[1])
+run_bronze(spark_session(config.spark), config, LakehousePaths(config.lakehouse.path.resolve()))
+"""
+
+
+@pytest.mark.spark
+def test_sparks_own_log_at_info_of_a_secured_bronze_ingest_holds_no_password(secured, tmp_path):
+    """The bronze ingest (the one Spark stage that talks to Kafka) in a Spark process of its own whose
+    log4j writes everything at INFO to a file (Spark's driver and executors, and the Kafka client,
+    which logs its settings), alice's password given as ``${file:...}``: it is in none of that log,
+    the process's output, nor the lakehouse's files."""
+    target = secured["T"]
+    canary = USERS["alice"]
+    password_file = tmp_path / "alice.password"
+    password_file.write_text(canary + "\n")
+    alice = target.client_config("alice", mechanism="PLAIN")
+    state_topic = raw_state_topic(alice)
+    spark_log, log4j = tmp_path / "spark.log", tmp_path / "log4j2.properties"
+    log4j.write_text(LOG4J2_TO_FILE.format(path=spark_log))
+    client = {k: v for k, v in alice.items() if k != "bootstrap.servers"}
+    data = {
+        "clusters": {
+            "S": {"bootstrap_servers": secured["S"].bootstrap},
+            "T": {"bootstrap_servers": target.bootstrap,
+                  "client": {**client, "sasl.password": f"${{file:{password_file}}}"}},
+        },
+        "flows": [{"source": "S", "target": "T"}],
+        "state_topic": state_topic,
+        "lakehouse": {"path": str(tmp_path / "lakehouse")},
+        "spark": {"master": "local[1]", "conf": {
+            "spark.log.level": "INFO", "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{log4j}"}},
+    }  # fmt: skip
+    path = tmp_path / "bronze.yaml"
+    path.write_text(yaml.safe_dump(data))
+    assert canary not in path.read_text()
+    ran = subprocess.run(
+        [sys.executable, "-c", BRONZE_ONLY, str(path)], cwd=ROOT, capture_output=True, text=True, timeout=900
+    )
+    assert ran.returncode == 0, ran.stderr[-4000:]
+    log = spark_log.read_text(errors="replace")
+    assert " INFO org.apache.kafka.clients.consumer.ConsumerConfig: ConsumerConfig values" in log, log[-3000:]
+    assert "sasl.jaas.config = [hidden]" in log, "the Kafka client's settings are logged: the JAAS config hidden"
+    assert canary not in log + ran.stdout + ran.stderr, "the password is in Spark's log or output"
+    files = [f for f in (tmp_path / "lakehouse").rglob("*") if f.is_file()]
+    assert files and not [str(f) for f in files if canary.encode() in f.read_bytes()]
 
 
 def add_scram_user(broker: LocalBroker, user: str, password: str) -> None:

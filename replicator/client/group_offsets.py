@@ -10,12 +10,13 @@ subscribes does not join the group, so reading its offsets leaves the group's me
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
-from tenacity import Retrying, retry_if_exception, stop_after_delay, wait_fixed
+from tenacity import Retrying, retry_if_exception, stop_after_delay, wait_exponential, wait_fixed
 
 from replicator.kafka.errors import kafka_error
 
@@ -77,7 +78,7 @@ def committed_offsets(conf: Mapping[str, Any], group: str, topics: Iterable[str]
         ]
         if not partitions:
             return []
-        committed = consumer.committed(partitions, timeout=_TIMEOUT_S)
+        committed = _committed(consumer, partitions, time.monotonic() + _TIMEOUT_S)
     finally:
         consumer.close()
     return [
@@ -85,3 +86,17 @@ def committed_offsets(conf: Mapping[str, Any], group: str, topics: Iterable[str]
         for tp in committed
         if tp.offset >= 0 and tp.error is None
     ]
+
+
+def _committed(consumer: Consumer, partitions: list[TopicPartition], deadline: float) -> list[TopicPartition]:
+    """``consumer.committed``, asked again (up to ``deadline``) while the group's coordinator moves."""
+    retrying = Retrying(
+        retry=retry_if_exception(_coordinator_busy),
+        stop=stop_after_delay(max(0.0, deadline - time.monotonic())),
+        wait=wait_exponential(multiplier=0.2, max=2.0),
+        reraise=True,
+    )
+    for attempt in retrying:
+        with attempt:
+            return consumer.committed(partitions, timeout=max(1.0, deadline - time.monotonic()))
+    raise AssertionError("unreachable: tenacity re-raises the last error")

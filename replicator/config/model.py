@@ -212,6 +212,12 @@ class MirrorlakeConfig(_Model):
     connect_timeout_seconds: float = Field(
         default=30.0, gt=0, description="how long to retry an unreachable cluster before giving up"
     )
+    stop_timeout_seconds: float = Field(
+        default=30.0,
+        gt=0,
+        description="on SIGTERM, how long a flow waits for its target to take what is in flight; "
+        "then it stops without it (not committed: copied again at restart)",
+    )
     lakehouse: LakehouseConfig = LakehouseConfig()
     spark: SparkConfig = SparkConfig()
     local_kafka: LocalKafkaConfig = LocalKafkaConfig()

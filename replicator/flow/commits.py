@@ -25,6 +25,7 @@ from replicator.errors import ReplicationError
 from replicator.flow.mm2_metrics import WindowedValue
 from replicator.flow.outage import Outages
 from replicator.flow.positions import PositionStore
+from replicator.flow.shutdown import StopBudget
 from replicator.flow.sync_ledger import TP, SyncLedger
 from replicator.kafka.errors import kafka_error
 
@@ -64,6 +65,10 @@ class Commits:
 
     def close(self) -> None: ...
 
+    def give_up(self) -> None:
+        """The flow stops without waiting any longer for the target (``StopTimedOut``): keep only what
+        is durable there; later hooks (a revoke while the consumer closes) wait for nothing."""
+
     def positions(self) -> dict[TP, int]:
         """Source positions this process has read up to (exactly-once) or is unsure of (empty)."""
         return {}
@@ -102,6 +107,7 @@ class AtLeastOnceCommits(Commits):
         self._drain = drain
         self._flow = flow
         self._assigned = assigned
+        self._given_up = False
         self.commit_ms = WindowedValue()  # storing positions for the auto-commit, and synchronous commits
 
     def after_batch(self, force: bool = False) -> None:
@@ -124,12 +130,19 @@ class AtLeastOnceCommits(Commits):
             self.commit_ms.add((time.monotonic() - started) * 1000)
 
     def before_revoke(self, partitions: list[TopicPartition]) -> None:
-        self._drain()
+        if not self._given_up:
+            self._drain()
         self._store(self._ledger.commit_positions((tp.topic, tp.partition) for tp in partitions))
         self._commit_sync()
 
     def close(self) -> None:
         self._drain()
+        self.after_batch(force=True)
+        self._commit_sync()
+
+    def give_up(self) -> None:
+        """Commit the positions durable syncs cover (the source is up); the rest is copied again."""
+        self._given_up = True
         self.after_batch(force=True)
         self._commit_sync()
 
@@ -150,6 +163,7 @@ class TransactionalCommits(Commits):
         flow: str,
         interval_s: float,
         outages: Outages | None = None,
+        stop_budget: StopBudget | None = None,
     ) -> None:
         self._consumer = consumer
         self._producer = producer
@@ -159,6 +173,7 @@ class TransactionalCommits(Commits):
         self._flow = flow
         self._interval_s = interval_s
         self._outages = outages
+        self._stop_budget = stop_budget
         self._positions: dict[TP, int] = {}  # next source offset per partition, as of this transaction
         self._written: dict[TP, int] = {}  # positions already in a committed transaction
         self._dirty = False  # something was produced in the open transaction
@@ -249,6 +264,8 @@ class TransactionalCommits(Commits):
                     raise
                 if not self._outages.failed("target", exc):
                     raise
+                if self._stop_budget is not None:
+                    self._stop_budget.check("the transaction's commit or abort on the target")
                 self._producer.poll(self._outages.delay_left("target"))
 
     def committed(self, partitions: list[TopicPartition]) -> list[TopicPartition]:
@@ -277,6 +294,11 @@ class TransactionalCommits(Commits):
         to discard: aborting a transaction the broker never saw is refused under transaction.version 2."""
         if self._dirty:
             self._commit()
+
+    def give_up(self) -> None:
+        """Leave the open transaction uncommitted: the next ``init_transactions`` of this transactional
+        id aborts it, and the flow resumes from the positions committed on the target."""
+        self._dirty = False
 
 
 def commit_sync(consumer: Consumer, flow: str) -> None:

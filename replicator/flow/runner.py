@@ -40,6 +40,7 @@ from replicator.flow.copier import Copier
 from replicator.flow.offset_sync import SyncOrigin
 from replicator.flow.outage import TRANSPORT_CODES, Side
 from replicator.flow.read_positions import ReadPositions
+from replicator.flow.shutdown import StopBudget, StopTimedOut
 from replicator.flow.stats import FlowStats
 from replicator.flow.stop_requests import StopRequestWatcher
 from replicator.flow.sync_ledger import TP, SyncLedger
@@ -77,6 +78,7 @@ _CONSUME_WAIT_S = 0.02  # the longest a record waits for its batch to fill: end-
 # again from the committed position
 _REWINDABLE = TRANSPORT_CODES
 _DRAIN_SLICE_S = 1.0  # a drain waits in slices, watching outages between them
+_TASKS_JOIN_S = 5.0  # a stop that gave up on the target waits this long for a state task in progress
 _PAUSED_WAIT_S = 0.1  # while reading is paused, the loop waits on deliveries this long per turn
 
 TaskFactory = Callable[..., StateTasks]
@@ -112,6 +114,10 @@ class FlowRunner:
         self._tasks: StateTasks | None = None
         self._clients: FlowClients | None = None
         self.read_positions = ReadPositions()  # for the watermark task (exact RPO)
+        self._stop_flag: _StopFlag | None = None
+        self._stop_budget = StopBudget(
+            config.stop_timeout_seconds, lambda: self._stop_flag is not None and self._stop_flag.is_set()
+        )
 
     @property
     def leads_state_tasks(self) -> bool:
@@ -151,6 +157,7 @@ class FlowRunner:
                 self.flow.name,
                 self.flow.transaction_interval_seconds,
                 self._outages,
+                self._stop_budget,
             )
         else:
             self.commits = AtLeastOnceCommits(
@@ -204,6 +211,7 @@ class FlowRunner:
         self.stats.task_errors = tasks.errors
         self.stats.connectors = mm2_connectors(self.flow, continuous=not until_caught_up)
         self._tasks = tasks
+        self._stop_flag = _Either(stop, requested)
         try:
             if not self.flow.exactly_once:  # exactly-once: copies without a sync were never committed
                 self._guarded(self._follower.refresh, "source", "target")
@@ -215,11 +223,15 @@ class FlowRunner:
             self.commits.start()
             self.stats.state = "running"
             tasks.start()
-            self._loop(_Either(stop, requested), until_caught_up)
-            self.commits.close()
-            self.read_positions.publish(self._replicated_positions(), final=True)
-            tasks.stop(final_round=True)  # checkpoints and audits of everything copied
-            self._emit_lifecycle("stopped")
+            try:
+                self._loop(self._stop_flag, until_caught_up)
+                self.commits.close()
+            except StopTimedOut as exc:
+                self._give_up(exc, tasks)
+            else:
+                self.read_positions.publish(self._replicated_positions(), final=True)
+                tasks.stop(final_round=True)  # checkpoints and audits of everything copied
+                self._emit_lifecycle("stopped")
             self.stats.state = "stopped"
         except BaseException as exc:
             self.stats.state, self.stats.error = "failed", f"{type(exc).__name__}: {exc}"
@@ -308,17 +320,40 @@ class FlowRunner:
             self.stats.syncs = self.ledger.published
 
     def _drain(self) -> None:
-        """Wait for every record and sync in flight, publishing the syncs they produce."""
+        """Wait for every record and sync in flight, publishing the syncs they produce.
+
+        Once the flow is asked to stop, it waits ``stop_timeout_seconds`` at most (``StopTimedOut``).
+        """
         while True:
             self._producer.flush(_DRAIN_SLICE_S)
             self._check_failures()
             if len(self._producer):
                 self._watch_outages()  # the target is down or slow: say so (health, metrics) and keep waiting
+                self._stop_budget.check(f"acknowledgement by {self.flow.target} of what is in flight")
                 continue
             self.ledger.flush()
             if not self.ledger.has_pending and len(self._producer) == 0:
                 return
             self._publish_syncs()
+
+    def _give_up(self, exc: StopTimedOut, tasks: StateTasks) -> None:
+        """Stop without what the target has not acknowledged: commit only what is durable, drop the rest."""
+        records, queued = self._copier.in_flight, len(self._producer)
+        how = (
+            "the open transaction was not committed; a restart resumes from the positions committed on "
+            f"{self.flow.target}"
+            if self.flow.exactly_once
+            else "source offsets were committed only up to what durable offset syncs cover; a restart "
+            "copies the rest again"
+        )
+        _log.warning(
+            "flow %s: stopping without flushing %d copied records (%d messages with offset syncs) that %s "
+            "did not acknowledge (%s): %s",
+            self.flow.name, records, queued, self.flow.target, exc, how,
+        )  # fmt: skip
+        self.commits.give_up()
+        self._producer.purge()  # nothing waits on them now: the producer closes at once
+        tasks.stop(flush_s=0, join_s=_TASKS_JOIN_S)
 
     def _check_failures(self) -> None:
         """Raise for a failed write; ``AbortTransaction`` if an exactly-once flow can retry it by rewinding."""

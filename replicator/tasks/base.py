@@ -222,16 +222,28 @@ class StateTasks:
         if self.errors.pop(task.name, None) is not None:
             _log.info("flow %s: %s works again", self.ctx.flow.name, task.name)
 
-    def stop(self, *, final_round: bool = False, force: bool = False) -> None:
-        """Stop the thread; ``final_round`` runs each task once more if this process leads (or ``force``)."""
+    def stop(
+        self, *, final_round: bool = False, force: bool = False, flush_s: float = 30, join_s: float | None = None
+    ) -> None:
+        """Stop the thread; ``final_round`` runs each task once more if this process leads (or ``force``);
+        state events not acknowledged within ``flush_s`` are dropped (each task emits them again).
+
+        ``join_s``: wait that long at most for a task in progress (one waiting for a cluster that is
+        down); if it is still running, its clients are left open to the process's exit.
+        """
         self._stop.set()
         if self._thread is not None:
-            self._thread.join()
+            self._thread.join(join_s)
+            if self._thread.is_alive():
+                _log.info("flow %s: state tasks still busy; not waiting for them", self.ctx.flow.name)
+                return
         if final_round and (force or self.leading or self._is_leader()):
             for task in self.tasks:
                 if task.in_final_round:
                     self._run(task)
-        self.ctx.state.producer.flush(30)
+        self.ctx.state.producer.flush(flush_s)
+        if flush_s == 0:
+            self.ctx.state.producer.purge()
         for task in self.tasks:
             task.close()
         self.ctx.view.close()
