@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import statistics
 import tempfile
 import time
@@ -146,6 +147,28 @@ def append_bronze(spark, paths, start: int, count: int, partitions: int, touched
     return time.monotonic() - began
 
 
+def _load() -> str:
+    """The 1, 5 and 15 minute load averages (the machine is shared: read times beside them)."""
+    return " ".join(f"{x:.1f}" for x in os.getloadavg())
+
+
+class StageClock:
+    """An ``on_stage`` hook that records how long each stage of a build took."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+        self._current: tuple[str, float] | None = None
+
+    def stage(self, name: str) -> None:
+        now = time.monotonic()
+        if self._current is not None:
+            self.seconds[self._current[0]] = now - self._current[1]
+        self._current = (name.split(":")[0], now) if name else None
+
+    def __str__(self) -> str:
+        return ", ".join(f"{name} {took:.1f} s" for name, took in self.seconds.items())
+
+
 def _sql_latency(root: Path, runs: int = 7) -> float:
     from lakehouse.sql import LakehouseSQL
 
@@ -187,7 +210,7 @@ def main() -> None:
     work = args.work_dir or Path(tempfile.mkdtemp(prefix="lakehouse-scale-"))
     print(
         f"# lakehouse_scale: sizes {sizes}, {args.partitions} partitions, master {args.master}, "
-        f"driver memory {args.driver_memory}, work dir {work}"
+        f"driver memory {args.driver_memory}, work dir {work}, load average {_load()}"
     )
     per_second: dict[int, float] = {}
     last = None
@@ -199,14 +222,17 @@ def main() -> None:
         )
         paths = LakehousePaths(root.resolve())
         gen = append_bronze(spark, paths, 0, n, args.partitions, args.partitions)
+        stages = StageClock()
         began = time.monotonic()
-        report = refresh(spark, config, paths)
+        report = refresh(spark, config, paths, on_stage=stages.stage)
         took = time.monotonic() - began
+        stages.stage("")
         per_second[n] = n / took
         print(
             f"build n={n:>10}  bronze write {gen:7.1f} s  silver+gold {took:7.1f} s  "
             f"{per_second[n]:>9.0f} events/s  syncs {report.offset_syncs}  mapping rows {report.mapping_segments}"
         )
+        print(f"  stages: {stages}")
         last = (n, config, paths, report)
     assert last is not None
     n, config, paths, report = last
@@ -215,21 +241,27 @@ def main() -> None:
     began = time.monotonic()
     update_silver(spark, paths)
     silver = time.monotonic() - began
+    inc_stages, full_stages = StageClock(), StageClock()
     began = time.monotonic()
-    update_gold(spark, paths, config=config)
+    update_gold(spark, paths, config=config, on_stage=inc_stages.stage)
     incremental = time.monotonic() - began
+    inc_stages.stage("")
     began = time.monotonic()
-    update_gold(spark, paths, config=config, full=True)
+    update_gold(spark, paths, config=config, full=True, on_stage=full_stages.stage)
     full = time.monotonic() - began
+    full_stages.stage("")
     print(
         f"+{args.incremental} events on {n} ({args.touched_partitions} of {args.partitions} partitions): "
         f"silver {silver:.1f} s, then gold incremental (MERGE of touched keys) "
         f"{incremental:.1f} s vs gold full rebuild {full:.1f} s: full/incremental={full / incremental:.2f}"
     )
+    print(f"  incremental stages: {inc_stages}")
+    print(f"  full stages: {full_stages}")
     latency = _sql_latency(paths.root)
     print(f"duckdb translate_group over {args.partitions} partitions: {latency * 1000:.1f} ms (median of 7)")
     for size, rate in per_second.items():
         print(f"events_per_second_{size:.0e}={rate:.0f}".replace("e+0", "e"))
+    print(f"# load average at the end {_load()}")
     value = f"{per_second[10_000_000]:.0f}" if 10_000_000 in per_second else "not_run"
     print(f"events_per_second_1e7={value}")
     spark.stop()

@@ -122,20 +122,25 @@ def decode_events(raw: DataFrame, event_type: str) -> DataFrame:
 
         arrow_schema = _arrow_schema(out)
         for batch in batches:
-            rows = []
-            for rec in batch.to_pylist():
-                row: dict[str, Any] = {c: rec[c] for c in LINEAGE_COLUMNS}
+            values = batch.column("value").to_pylist()
+            n = len(values)
+            columns: dict[str, list[Any]] = {name: [None] * n for name in names}
+            kept: list[bytes | None] = [None] * n
+            errors: list[str | None] = [None] * n
+            for i, value in enumerate(values):
                 try:
-                    _writer, record = decode_record(rec["value"])
-                    row.update((n, record.get(n)) for n in names)
-                    row["value"] = None
-                    row["decode_error"] = None
+                    _writer, record = decode_record(value)
                 except EventDecodeError as exc:
-                    row.update((n, None) for n in names)
-                    row["value"] = rec["value"]
-                    row["decode_error"] = str(exc)
-                rows.append(row)
-            yield pa.RecordBatch.from_pylist(rows, schema=arrow_schema)
+                    kept[i] = value
+                    errors[i] = str(exc)
+                    continue
+                for name in names:
+                    columns[name][i] = record.get(name)
+            # lineage columns pass through as they are: only the decoded fields go through Python
+            arrays = [pa.array(columns[name], arrow_schema.field(name).type) for name in names]
+            arrays += [batch.column(c).cast(arrow_schema.field(c).type) for c in LINEAGE_COLUMNS]
+            arrays += [pa.array(kept, pa.binary()), pa.array(errors, pa.string())]
+            yield pa.RecordBatch.from_arrays(arrays, schema=arrow_schema)
 
     selected = raw.where(F.col("event_type") == event_type).select(
         *[F.col(old).alias(new) for old, new in zip(_BRONZE_KEY, LINEAGE_COLUMNS, strict=True)], "value"
