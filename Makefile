@@ -13,8 +13,8 @@ setup:
 demo: setup
 	$(BIN)/mirrorlake demo
 
-# two workers: one runs every test of the session's clusters and Spark session (started once,
-# there only), the other everything that needs neither (unit tests, faults on clusters of their own)
+# two workers: one takes every module of the Spark session and built lakehouse (started once,
+# there only); each other module goes to whichever worker runs low (tests/conftest.py)
 test: setup
 	$(BIN)/pytest -n 2 --dist loadgroup
 
