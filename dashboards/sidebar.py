@@ -26,8 +26,10 @@ REFRESH_SECONDS = 10
 LATEST = "Latest (live)"
 
 
-def _label(build: Build, now_ms: int) -> str:
-    return f"Build {build.number} · {fmt.utc(build.at_ms)} ({fmt.ago(build.at_ms, now_ms)})"
+def _label(build: Build) -> str:
+    # no "(5 min ago)" here: Streamlit keys a widget by its options too, so a label that changes
+    # with the clock would reset the chosen build to Latest when the minute turns
+    return f"Build {build.number} · {fmt.utc(build.at_ms)}"
 
 
 def as_of_selector(
@@ -39,7 +41,7 @@ def as_of_selector(
     """
     st.sidebar.subheader("Time travel")
     found = list(reversed(builds(history)))
-    labels = [LATEST] + [_label(b, now_ms) for b in found]
+    labels = [LATEST] + [_label(b) for b in found]
     choice = st.sidebar.selectbox(
         "As of",
         range(len(labels)),
@@ -47,6 +49,8 @@ def as_of_selector(
         key="as_of_build",
         help="Show every page as the lakehouse was right after that build (Delta time travel).",
     )
+    if found:
+        st.sidebar.caption(f"Newest build {fmt.ago(found[0].at_ms, now_ms)}")
     typed = st.sidebar.text_input(
         "or a table version / UTC time",
         key="as_of_text",
@@ -60,7 +64,7 @@ def as_of_selector(
         return value, label
     if choice:
         build = found[choice - 1]
-        return moment(build.at_ms), _label(build, now_ms)
+        return moment(build.at_ms), _label(build)
     return None, None
 
 
