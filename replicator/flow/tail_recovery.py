@@ -225,27 +225,20 @@ def recover_orphan_copies(
     replicator_id: str,
     producer: Producer,
     partitions: list[tuple[str, str, int]],
-    view: StateView | None = None,
+    view: StateView,
 ) -> int:
     """Publish, durably, the syncs of the copies a killed process left without one; returns how many.
 
     Call before the flow copies anything (its new copies would otherwise be taken for orphans'
     neighbours). ``partitions``: (source topic, target topic, partition) of the flow's selection;
     ``producer`` writes to the target's state topic outside any transaction. ``view``: the flow's
-    state view to read the mapping through (it is refreshed, not closed: the state tasks that own it
-    go on from where it stopped); without one, a view of its own is read and closed.
+    state view (the state tasks'), refreshed here to read the mapping, not closed: the tasks that
+    own it go on from where it stopped, so the state log is read once at start.
     """
     if not partitions:
         return 0
     started = time.monotonic()
-    if view is not None:
-        view.refresh()
-    else:
-        view = StateView(config, flow)
-        try:
-            view.refresh()
-        finally:
-            view.close()
+    view.refresh()
     origin = SyncOrigin(flow.name, replicator_id, flow.source, flow.target)
     source_conf = config.cluster(flow.source).client_config()
     recovery = TailRecovery(origin, source_conf, config.cluster(flow.target).client_config())
