@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from replicator.client.state_snapshot import FlowSnapshot, latest_key
 from replicator.config import parse_config
 from replicator.errors import FailoverError
 from replicator.events import Checkpoint, Failover, Lifecycle, OffsetSync, Watermark
@@ -123,6 +124,15 @@ def test_state_keeps_earlier_failovers_and_the_latest_of_each_thing():
     assert state.checkpoints[("g", "orders", 0)].upstream_offset == 120
     assert state.last_copy()[("orders", 0)] == 99
     assert state.lifecycle["r1"].state == "started"
+
+
+def test_a_failover_seen_twice_counts_once():
+    """At-least-once state topic, or a snapshot read mid-write: the same event in ``latest`` and the tail."""
+    done = Failover(**BASE, source_cluster="A", target_cluster="B", mode="unplanned", groups=("g",), offsets=(),
+                    records_lost=0, records_reread=0, host="h", user="u")  # fmt: skip
+    snap = FlowSnapshot("A->B", latest={latest_key(done): done})
+    state = flow_state_from_events(FLOW, [*_events(), done, done], T + 1000, snapshot=snap)
+    assert state.failovers == [done]
 
 
 def test_copies_deleted_from_the_target_count_as_lost_with_their_cause():

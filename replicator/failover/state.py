@@ -15,10 +15,11 @@ replays the whole log; both give the same ``FlowState`` (tests/test_state_snapsh
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from replicator.client.mapping_index import MappingIndex
 from replicator.client.state_reader import read_state_log
-from replicator.client.state_snapshot import SEEN_TYPES, FlowSnapshot, load_snapshot
+from replicator.client.state_snapshot import SEEN_TYPES, FlowSnapshot, latest_key, load_snapshot
 from replicator.config import FlowConfig, MirrorlakeConfig
 from replicator.events import Checkpoint, Event, Failback, Failover, Lifecycle, OffsetSync, Watermark
 from replicator.events.model import now_ms
@@ -29,6 +30,7 @@ __all__ = ["FlowState", "read_flow_state", "flow_state_from_events", "EVENT_TYPE
 EVENT_TYPES_READ = SEEN_TYPES  # every type a plan reads counts as a replicator's sign of life
 
 PartitionKey = tuple[str, int]  # (topic, partition)
+_Op = TypeVar("_Op", Failover, Failback)
 
 
 @dataclass
@@ -101,9 +103,15 @@ def flow_state_from_events(
             state.failovers.append(e)
         elif isinstance(e, Failback):
             state.failbacks.append(e)
-    state.failovers.sort(key=lambda f: (f.emitted_at_ms, f.event_id))
-    state.failbacks.sort(key=lambda f: (f.emitted_at_ms, f.event_id))
+    # one each: the state topic is at-least-once, and a snapshot read while its next round is being
+    # written holds events the log after its position holds too
+    state.failovers = sorted(_distinct(state.failovers), key=lambda f: (f.emitted_at_ms, f.event_id))
+    state.failbacks = sorted(_distinct(state.failbacks), key=lambda f: (f.emitted_at_ms, f.event_id))
     return state
+
+
+def _distinct(events: list[_Op]) -> list[_Op]:
+    return list({latest_key(e): e for e in events}.values())
 
 
 def read_flow_state(config: MirrorlakeConfig, flow_name: str, *, use_snapshot: bool = True) -> FlowState:
