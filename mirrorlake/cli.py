@@ -167,8 +167,11 @@ def translate(config_path: Path, flow: str, group: str, fmt: str) -> None:
     import json
 
     from replicator.client.translation import translate_offsets
+    from replicator.kafka.permissions import naming_missing_acls
 
-    checkpoints = translate_offsets(load_config(config_path), flow, group)
+    config = load_config(config_path)
+    with naming_missing_acls(config, [config.flow(flow)], "translate"):
+        checkpoints = translate_offsets(config, flow, group)
     rows = [
         {
             "topic": topic,
@@ -196,9 +199,14 @@ def translate(config_path: Path, flow: str, group: str, fmt: str) -> None:
 def observe(positional_config: Path | None, option_config: Path | None, flows: tuple[str, ...]) -> None:
     """Emit each flow's watermarks, config snapshots, audits and checkpoints once, copying nothing."""
     config_path = _pick_config(positional_config, option_config)
+    from replicator.kafka.permissions import naming_missing_acls
     from replicator.tasks.observe import observe_once
 
-    for flow, errors in observe_once(load_config(config_path), list(flows) or None).items():
+    config = load_config(config_path)
+    selected = [config.flow(name) for name in flows] if flows else list(config.enabled_flows())
+    with naming_missing_acls(config, selected, "observe"):
+        observed = observe_once(config, list(flows) or None)
+    for flow, errors in observed.items():
         click.echo(f"{flow}: observed" + (f"; task errors: {errors}" if errors else ""))
         if errors:
             raise SystemExit(ExitCode.FAILED)
@@ -215,12 +223,17 @@ def import_mm2(
     config_path = _pick_config(positional_config, option_config)
     import threading
 
+    from replicator.kafka.permissions import naming_missing_acls
     from replicator.mm2.importer import import_mm2 as run_import
 
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
-    for s in run_import(load_config(config_path), flows=list(flows) or None, follow=follow, stop=stop):
+    config = load_config(config_path)
+    selected = [config.flow(name) for name in flows] if flows else list(config.enabled_flows())
+    with naming_missing_acls(config, selected, "import-mm2"):
+        imported = run_import(config, flows=list(flows) or None, follow=follow, stop=stop)
+    for s in imported:
         click.echo(
             f"{s.flow}: imported {s.offset_syncs} offset syncs, {s.checkpoints} checkpoints, {s.heartbeats} "
             f"heartbeats; skipped {s.skipped} of other flows, {s.bad} undecodable"

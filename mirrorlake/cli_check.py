@@ -1,7 +1,7 @@
 """``mirrorlake check CONFIG``: every permission each flow needs, asked of the clusters with its credentials.
 
-Prints one row per (cluster, resource, operation) with the feature that needs it and OK, MISSING
-or UNKNOWN; exits 0 when nothing is MISSING, ``ExitCode.MISSING_PERMISSION`` otherwise. CONFIG
+Prints one row per (cluster, resource, operation) with the feature (or command, ``--for``) that
+needs it and OK, MISSING or UNKNOWN; exits 0 when nothing is MISSING, ``ExitCode.MISSING_PERMISSION`` otherwise. CONFIG
 is positional or ``--config``. Runs nothing and changes nothing. ``mirrorlake.cli`` registers it
 and gives it its config arguments.
 """
@@ -17,24 +17,39 @@ import click
 
 from replicator.config import load_config
 from replicator.errors import ExitCode
+from replicator.kafka.acl_needs import COMMANDS, Command
 
 __all__ = ["check"]
 
 
 @click.command()
 @click.option("--flow", "flows", multiple=True, help="check only this flow (A->B); repeatable")
+@click.option(
+    "--for",
+    "commands",
+    multiple=True,
+    type=click.Choice(COMMANDS),
+    help="the command(s) whose ACLs to check (default: replicate); repeatable",
+)
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
 @click.option("--missing-only", is_flag=True, help="print only the rows that are not OK")
 def check(
-    positional_config: Path | None, option_config: Path | None, flows: tuple[str, ...], fmt: str, missing_only: bool
+    positional_config: Path | None,
+    option_config: Path | None,
+    flows: tuple[str, ...],
+    commands: tuple[Command, ...],
+    fmt: str,
+    missing_only: bool,
 ) -> None:
-    """Before anything runs: does each flow's principal hold every ACL its features need?"""
+    """Before anything runs: does each flow's principal hold every ACL its features (or a command) need?
+
+    ``--for failover`` before a disaster: the ACLs ``failover plan/apply`` will need on the target."""
     from mirrorlake.cli import _pick_config
     from replicator.kafka.permissions import check_permissions
 
     config = load_config(_pick_config(positional_config, option_config))
     selected = [config.flow(name) for name in flows] if flows else None
-    rows = check_permissions(config, selected)
+    rows = check_permissions(config, selected, commands=commands or ("replicate",))
     shown = [r for r in rows if r.status != "OK"] if missing_only else rows
     if fmt == "json":
         click.echo(json.dumps([{**asdict(r.permission), "status": r.status, "principal": r.principal,

@@ -49,9 +49,12 @@ def plan_cmd(config_path: Path, flow: str, groups: str | None, at: str | None, s
     """Per group and partition: where it resumes on the target, records lost / re-read, what was
     never replicated, and the consistent cut. Reads only the target cluster; writes nothing."""
     from replicator.failover import parse_time, plan_failover
+    from replicator.kafka.permissions import naming_missing_acls
 
     at_ms = parse_time(at) if at is not None else None
-    plan = plan_failover(load_config(config_path), flow, groups=groups, at_ms=at_ms, stale_after_s=stale_after)
+    config = load_config(config_path)
+    with naming_missing_acls(config, [config.flow(flow)], "failover"):
+        plan = plan_failover(config, flow, groups=groups, at_ms=at_ms, stale_after_s=stale_after)
     if fmt == "json":
         click.echo(json.dumps(_plan_json(plan), indent=2))
     else:
@@ -84,18 +87,21 @@ def apply_cmd(
     the target for groups with no members there (a group_sync event each), record a failover event.
     A rerun is a no-op."""
     from replicator.failover import apply_failover, parse_time
+    from replicator.kafka.permissions import naming_missing_acls
 
     at_ms = parse_time(at) if at is not None else None
-    result = apply_failover(
-        load_config(config_path),
-        flow,
-        groups=groups,
-        at_ms=at_ms,
-        planned=planned,
-        stop_replication=stop_replication,
-        timeout_s=timeout,
-        stale_after_s=stale_after,
-    )
+    config = load_config(config_path)
+    with naming_missing_acls(config, [config.flow(flow)], "failover"):
+        result = apply_failover(
+            config,
+            flow,
+            groups=groups,
+            at_ms=at_ms,
+            planned=planned,
+            stop_replication=stop_replication,
+            timeout_s=timeout,
+            stale_after_s=stale_after,
+        )
     if fmt == "json":
         out = {
             "plan": _plan_json(result.plan),

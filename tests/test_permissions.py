@@ -6,12 +6,13 @@ withheld, reported by ``mirrorlake check`` and by a failing run).
 
 from __future__ import annotations
 
+import pytest
 from confluent_kafka import KafkaError, KafkaException
 
 from replicator.config import parse_config
 from replicator.errors import ReplicationError
+from replicator.kafka.acl_needs import _literal
 from replicator.kafka.permissions import (
-    _literal,
     _status,
     authorization_failure,
     principal,
@@ -103,3 +104,40 @@ def test_an_authorization_error_names_the_resource_kind_when_the_check_cannot_ru
     error = authorization_failure(config, config.flows[0], refused)
     assert error is not None and error.exit_code == 22
     assert "flow A->B: not authorized" in str(error) and "GROUP ACLs" in str(error)
+
+
+def _command_rows(config, command: str) -> set[tuple[str, str, str, str]]:
+    perms = required_permissions(config, config.flows[0], source_groups=["app"], commands=(command,))
+    return {(p.cluster, p.resource_type, p.name, p.operation) for p in perms}
+
+
+def test_the_operators_commands_need_no_write_on_the_source_and_only_what_they_do_on_the_target():
+    config = _config()
+    failover, translate = _command_rows(config, "failover"), _command_rows(config, "translate")
+    assert {r[3] for r in failover if r[0] == "A"} == {"DESCRIBE"}  # A may be down; asked only when it answers
+    assert {(r[1], r[2]) for r in failover if r[3] == "WRITE"} == {("TOPIC", "mirrorlake.events")}  # its events
+    assert ("B", "GROUP", "app", "READ") in failover  # apply commits the group's offsets on the target
+    assert ("B", "TOPIC", "A.orders", "READ") in failover  # an offset commit needs Read on the topic
+    assert not any(r[3] in ("CREATE", "ALTER", "ALTER_CONFIGS") for r in failover)
+    assert translate and {r[0] for r in translate} == {"B"} and {r[3] for r in translate} <= {"DESCRIBE", "READ"}
+    observe = _command_rows(config, "observe")
+    assert not any(r[3] in ("CREATE", "ALTER", "ALTER_CONFIGS") for r in observe)  # it creates nothing
+    assert {(r[1], r[2]) for r in observe if r[3] == "WRITE"} == {("TOPIC", "mirrorlake.events"),
+                                                                  ("TOPIC", "mirrorlake.events.snapshot")}  # fmt: skip
+    mm2 = _command_rows(config, "import-mm2")
+    assert ("A", "TOPIC", "mm2-offset-syncs.B.internal", "READ") in mm2
+    assert ("B", "TOPIC", "A.checkpoints.internal", "READ") in mm2
+    assert {("A", "GROUP", "mirrorlake.import-mm2.A->B", "READ"), ("B", "GROUP", "mirrorlake.import-mm2.A->B",
+                                                                     "READ")} <= mm2  # fmt: skip
+    assert _command_rows(config, "replicate") | failover == {
+        (p.cluster, p.resource_type, p.name, p.operation)
+        for p in required_permissions(
+            config, config.flows[0], source_groups=["app"], commands=("replicate", "failover")
+        )
+    }  # several commands: the union, each row once
+
+
+def test_an_unknown_command_is_named():
+    config = _config()
+    with pytest.raises(ValueError, match="failback.*failover"):
+        required_permissions(config, config.flows[0], commands=("failback",))  # type: ignore[arg-type]

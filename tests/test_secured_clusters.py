@@ -275,21 +275,31 @@ def raw_state_topic(conf: dict[str, str]) -> str:
 
 @pytest.mark.spark
 def test_the_bronze_stream_reads_a_sasl_ssl_state_topic(secured, spark, tmp_path):
-    """Spark's Java Kafka client gets the JAAS config and a PEM trust store made from librdkafka's settings;
-    alice's password is in none of the lakehouse's files (data, Delta log, stream checkpoints) and none of
-    the query's plan and progress strings."""
+    """Spark's Java Kafka client gets the JAAS config and a PEM trust store made from librdkafka's settings.
+
+    The principal is a SCRAM user whose password holds double and single quotes, backslashes and
+    spaces (the JAAS string must escape them); that password is in none of the lakehouse's files
+    (data, Delta log, stream checkpoints) and none of the query's plan and progress strings."""
     from ingest.bronze import start_bronze_ingest
     from ingest.paths import LakehousePaths
 
     target = secured["T"]
-    alice = target.client_config("alice", mechanism="PLAIN")
-    state_topic = raw_state_topic(alice)
+    user, password = f"carol-{uuid.uuid4().hex[:6]}", f'pw "quoted" \\back\\slash\\ it\'s {uuid.uuid4().hex}'
+    add_scram_user(target, user, password)
+    admin = AdminClient(target.client_config("admin", mechanism="PLAIN"))
+    for future in admin.create_acls([
+        AclBinding(kind, "*", ResourcePatternType.LITERAL, f"User:{user}", "*", AclOperation.ALL, ALLOW)
+        for kind in (ResourceType.TOPIC, ResourceType.GROUP)
+    ]).values():  # fmt: skip
+        future.result(timeout=30)
+    carol = {**target.client_config("alice", mechanism=SCRAM), "sasl.username": user, "sasl.password": password}
+    state_topic = raw_state_topic(carol)
     config = parse_config(
         {
             "clusters": {
                 "S": {"bootstrap_servers": secured["S"].bootstrap},
                 "T": {"bootstrap_servers": target.bootstrap,
-                      "client": {k: v for k, v in alice.items() if k != "bootstrap.servers"}},
+                      "client": {k: v for k, v in carol.items() if k != "bootstrap.servers"}},
             },
             "flows": [{"source": "S", "target": "T"}],
             "state_topic": state_topic,
@@ -306,10 +316,10 @@ def test_the_bronze_stream_reads_a_sasl_ssl_state_topic(secured, spark, tmp_path
     rows = spark.read.format("delta").load(str(paths.bronze)).collect()
     assert sorted(bytes(r["value"]) for r in rows) == [f"raw-{i}".encode() for i in range(5)]
     assert {r["cluster"] for r in rows} == {"T"}
-    canary = USERS["alice"]
+    secret = password.split()[-1]  # the random part, which no other text holds
     files = [f for f in (tmp_path / "lakehouse").rglob("*") if f.is_file()]
-    assert files and not [str(f) for f in files if canary.encode() in f.read_bytes()]
-    assert plans and not [p for p in plans if canary in p], "the password is in a plan or progress string"
+    assert files and not [str(f) for f in files if secret.encode() in f.read_bytes()]
+    assert plans and not [p for p in plans if secret in p], "the password is in a plan or progress string"
 
 
 LOG4J2_TO_FILE = """rootLogger.level = info
@@ -407,8 +417,9 @@ class LeastPrivileged:
     perms: list[Permission]
 
 
-def least_privileged(secured, tmp_path: Path, withhold, **flow: object) -> LeastPrivileged:
-    """Grant the new principal every permission ``required_permissions`` lists for the flow but ``withhold``."""
+def least_privileged(secured, tmp_path: Path, withhold, commands=("replicate",), **flow: object) -> LeastPrivileged:
+    """Grant the new principal every permission ``required_permissions`` lists for the flow's
+    ``commands`` but ``withhold``."""
     source, target = secured["S"], secured["T"]
     bob, password = f"bob-{uuid.uuid4().hex[:6]}", f"pw-{uuid.uuid4().hex}"
     for broker in (source, target):
@@ -439,7 +450,7 @@ def least_privileged(secured, tmp_path: Path, withhold, **flow: object) -> Least
         "connect_timeout_seconds": 20,
     }
     config = parse_config(data)
-    perms = required_permissions(config, config.flows[0], source_topics=[topic])
+    perms = required_permissions(config, config.flows[0], source_topics=[topic], commands=commands)
     kept = [p for p in perms if not withhold(p, topic)]
     grant(source, bob, [p for p in kept if p.cluster == "S"])
     grant(target, bob, [p for p in kept if p.cluster == "T"])
@@ -523,3 +534,128 @@ def test_an_exactly_once_flow_without_its_transactional_id_acl_fails_naming_it(s
     assert f"User:{least.user} Write on TRANSACTIONAL_ID 'mirrorlake.S->T.least-test' of cluster T" in ran.stderr, (
         ran.stderr[-3000:]
     )
+
+
+def cli(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "mirrorlake.cli", *args], cwd=ROOT, capture_output=True, text=True, timeout=timeout
+    )
+
+
+def missing_rows(checked: subprocess.CompletedProcess[str]) -> list[tuple[str, str, str, str]]:
+    rows = json.loads(checked.stdout)
+    return [(r["cluster"], r["resource_type"], r["name"], r["operation"]) for r in rows if r["status"] == "MISSING"]
+
+
+def commit_as_admin(broker: LocalBroker, group: str, topic: str, offset: int) -> None:
+    consumer = Consumer({**broker.client_config("admin", mechanism="PLAIN"), "group.id": group})
+    try:
+        wait_for(lambda: committed_at(consumer, topic, offset), f"group {group} to commit", timeout_s=60)
+    finally:
+        consumer.close()
+
+
+def committed_at(consumer: Consumer, topic: str, offset: int) -> bool:
+    try:
+        consumer.commit(offsets=[TopicPartition(topic, 0, offset)], asynchronous=False)
+    except KafkaException as exc:
+        if exc.args[0].code() not in TRANSPORT_CODES:
+            raise
+        return False
+    return True
+
+
+def committed_offset(broker: LocalBroker, group: str, topic: str) -> int:
+    consumer = Consumer({**broker.client_config("admin", mechanism="PLAIN"), "group.id": group})
+    try:
+        (tp,) = consumer.committed([TopicPartition(topic, 0)], timeout=30)
+        return tp.offset
+    finally:
+        consumer.close()
+
+
+def test_failover_as_a_least_privileged_principal_needs_exactly_the_listed_acls(secured, tmp_path):
+    """bob holds the ACLs ``required_permissions`` lists for replicate, failover and translate, less
+    Read on the group on the target (what ``failover apply`` commits with). ``check --for failover``
+    reports that one row; translate and ``failover plan`` run; ``apply`` fails with exit 22 naming it
+    and moves nothing. Once granted, ``apply`` moves the group to its exact offset."""
+    source, target = secured["S"], secured["T"]
+
+    def withhold(p: Permission, topic: str) -> bool:
+        return (p.cluster, p.resource_type, p.name, p.operation) == ("T", "GROUP", f"group-{topic}", "READ")
+
+    least = least_privileged(
+        secured, tmp_path, withhold, commands=("replicate", "failover", "translate"), sync_group_offsets=False
+    )
+    group, path = f"group-{least.topic}", str(least.path)
+    commit_as_admin(source, group, least.topic, 6)
+    ran = cli("replicate", path, "--until-caught-up")
+    assert ran.returncode == 0, ran.stderr[-3000:]
+
+    checked = cli("check", path, "--for", "failover", "--format", "json")
+    assert checked.returncode == MissingPermissionError.exit_code, (checked.stdout, checked.stderr)
+    assert missing_rows(checked) == [("T", "GROUP", group, "READ")], checked.stdout
+    translated = cli("translate", "-c", path, "--flow", "S->T", "--group", group, "--format", "json")
+    assert translated.returncode == 0, translated.stderr[-3000:]
+    assert [r["offset"] for r in json.loads(translated.stdout)["offsets"]] == [6]
+    planned = cli("failover", "plan", "-c", path, "--flow", "S->T", "--format", "json")
+    assert planned.returncode == 0, planned.stderr[-3000:]
+    assert "authoriz" not in planned.stderr.lower(), planned.stderr[-3000:]
+
+    refused = cli("failover", "apply", "-c", path, "--flow", "S->T")
+    assert refused.returncode == MissingPermissionError.exit_code, (refused.returncode, refused.stderr[-3000:])
+    assert "Traceback" not in refused.stderr, refused.stderr[-3000:]
+    assert f"User:{least.user} Read on GROUP '{group}' of cluster T (failover apply)" in refused.stderr, refused.stderr[
+        -3000:
+    ]
+    assert committed_offset(target, group, f"S.{least.topic}") < 0, "a refused apply moved the group"
+
+    grant(target, least.user, [p for p in least.perms if withhold(p, least.topic)])
+    assert cli("check", path, "--for", "failover").returncode == 0
+    applied = cli("failover", "apply", "-c", path, "--flow", "S->T", "--format", "json")
+    assert applied.returncode == 0, applied.stderr[-3000:]
+    assert "authoriz" not in applied.stderr.lower(), applied.stderr[-3000:]
+    assert committed_offset(target, group, f"S.{least.topic}") == 6
+    assert least.password not in refused.stderr + applied.stdout + applied.stderr + checked.stdout
+
+
+def test_observe_and_import_mm2_as_a_least_privileged_principal_need_exactly_the_listed_acls(secured, tmp_path):
+    """bob holds the ACLs listed for replicate (with MM2-format offset syncs and checkpoints), observe
+    and import-mm2, less Read on the MM2 checkpoints topic on the target (which only import-mm2
+    reads). ``check --for import-mm2`` reports that one row, ``import-mm2`` fails naming it; once
+    granted, it imports the flow's checkpoints, and ``observe`` runs every state task without error."""
+    source = secured["S"]
+    ckpt = "S.checkpoints.internal"
+
+    def withhold(p: Permission, _topic: str) -> bool:
+        return (p.cluster, p.name, p.operation) == ("T", ckpt, "READ")
+
+    least = least_privileged(
+        secured, tmp_path, withhold, commands=("replicate", "observe", "import-mm2"),
+        emit_mm2_offset_syncs=True, emit_mm2_checkpoints=True, sync_group_offsets=False,
+    )  # fmt: skip
+    group, path = f"group-{least.topic}", str(least.path)
+    commit_as_admin(source, group, least.topic, 4)
+    ran = cli("replicate", path, "--until-caught-up")
+    assert ran.returncode == 0, ran.stderr[-3000:]
+    assert "authoriz" not in ran.stderr.lower(), ran.stderr[-3000:]
+
+    checked = cli("check", path, "--for", "import-mm2", "--format", "json")
+    assert checked.returncode == MissingPermissionError.exit_code, (checked.stdout, checked.stderr)
+    assert missing_rows(checked) == [("T", "TOPIC", ckpt, "READ")], checked.stdout
+    refused = cli("import-mm2", "-c", path)
+    assert refused.returncode == MissingPermissionError.exit_code, (refused.returncode, refused.stderr[-3000:])
+    assert "Traceback" not in refused.stderr, refused.stderr[-3000:]
+    assert f"User:{least.user} Read on TOPIC '{ckpt}' of cluster T (import-mm2)" in refused.stderr, refused.stderr[
+        -3000:
+    ]
+
+    grant(secured["T"], least.user, [p for p in least.perms if withhold(p, least.topic)])
+    assert cli("check", path, "--for", "import-mm2", "--for", "observe").returncode == 0
+    imported = cli("import-mm2", "-c", path)
+    assert imported.returncode == 0, imported.stderr[-3000:]
+    assert " 0 checkpoints" not in imported.stdout, imported.stdout
+    observed = cli("observe", "-c", path)
+    assert observed.returncode == 0, (observed.stdout, observed.stderr[-3000:])
+    assert "S->T: observed" in observed.stdout and "task errors" not in observed.stdout, observed.stdout
+    assert "authoriz" not in (imported.stderr + observed.stderr).lower(), (imported.stderr + observed.stderr)[-3000:]

@@ -1,12 +1,12 @@
 """What each flow's principal must be allowed to do, and whether the clusters allow it.
 
-``required_permissions`` lists, per flow and per enabled feature, every (cluster, resource,
-operation) the flow's clients use; ``check_permissions`` asks each cluster, with that flow's own
-credentials, which of them it grants. It never reads ACLs (that needs Describe on the cluster,
-which a least-privileged principal lacks): it asks for the *authorized operations* of each topic,
-group and of the cluster (``describe_topics``/``describe_consumer_groups``/``describe_cluster``
-with ``include_authorized_operations``), and for topics that do not exist yet it asks for a
-``validate_only`` creation. Nothing is created or changed.
+``required_permissions`` (``replicator.kafka.acl_needs``) lists, per flow, per enabled feature and
+per command, every (cluster, resource, operation) the clients use; ``check_permissions`` asks each
+cluster, with that flow's own credentials, which of them it grants. It never reads ACLs (that
+needs Describe on the cluster, which a least-privileged principal lacks): it asks for the
+*authorized operations* of each topic, group and of the cluster (``describe_topics``,
+``describe_consumer_groups``, ``describe_cluster`` with ``include_authorized_operations``), and
+for topics that do not exist yet it asks for a ``validate_only`` creation. Nothing is created or changed.
 
 A topic the principal cannot describe is reported MISSING for Describe and for every operation
 that implies Describe (Read, Write, Alter); its other operations are UNKNOWN. A transactional id
@@ -19,41 +19,36 @@ naming the ACLs to grant.
 from __future__ import annotations
 
 import logging
-import re
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import Future
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from confluent_kafka import KafkaError, KafkaException, TopicCollection
 from confluent_kafka.admin import AclOperation, AdminClient, NewTopic
 
-from replicator.client.policy import ReplicationPolicy, policy_from_config
-from replicator.client.state_snapshot import snapshot_topic
+from replicator.client.policy import policy_from_config
 from replicator.config import FlowConfig, MirrorlakeConfig
 from replicator.errors import ClusterUnreachableError, MissingPermissionError
+from replicator.kafka.acl_needs import COMMANDS, Command, Permission, required_permissions
 from replicator.kafka.admin import admin_client
 from replicator.kafka.connectivity import wait_for_cluster
 from replicator.kafka.errors import kafka_error, kafka_error_reason
-from replicator.kafka.settings import (
-    READER_GROUP_PREFIX,
-    consumer_group_id,
-    heartbeat_group_prefix,
-    positions_group_id,
-    transactional_id,
-)
-from replicator.metadata.filters import RegexGroupFilter
 from replicator.metadata.topics import flow_topic_selector
 
 __all__ = [
     "AUTHORIZATION_CODES",
+    "COMMANDS",
+    "Command",
     "Permission",
     "PermissionCheck",
     "required_permissions",
     "check_permissions",
     "principal",
     "authorization_failure",
+    "naming_missing_acls",
 ]
 
 _log = logging.getLogger(__name__)
@@ -88,24 +83,6 @@ _IMPLY_DESCRIBE = frozenset({"READ", "WRITE", "DELETE", "ALTER", "DESCRIBE"})
 
 
 @dataclass(frozen=True)
-class Permission:
-    """One ACL a flow needs: ``operation`` on ``resource_type`` ``name`` at cluster ``cluster``."""
-
-    cluster: str
-    resource_type: str  # TOPIC | GROUP | TRANSACTIONAL_ID | CLUSTER
-    name: str
-    operation: str  # AclOperation name: READ, WRITE, CREATE, DESCRIBE, ...
-    feature: str
-    flow: str
-    pattern: str = "LITERAL"  # or PREFIXED: ``name`` is a prefix (of per-process group ids)
-
-    @property
-    def probe_name(self) -> str:
-        """A concrete name to ask about: a PREFIXED permission is asked for one name it covers."""
-        return self.name + "check" if self.pattern == "PREFIXED" else self.name
-
-
-@dataclass(frozen=True)
 class PermissionCheck:
     permission: Permission
     status: Status
@@ -132,98 +109,24 @@ def principal(conf: dict[str, Any]) -> str:
     return "the TLS certificate's principal" if protocol == "SSL" else "User:ANONYMOUS"
 
 
-def _literal(pattern: str) -> str | None:
-    """The name a topic/group pattern stands for when it is a plain name (``orders``, ``a\\.b``), else None."""
-    return pattern.replace("\\.", ".") if re.fullmatch(r"(?:[A-Za-z0-9_\-.]|\\\.)+", pattern) else None
-
-
-def required_permissions(
+def check_permissions(
     config: MirrorlakeConfig,
-    flow: FlowConfig,
+    flows: Iterable[FlowConfig] | None = None,
     *,
-    source_topics: Iterable[str] = (),
-    source_groups: Iterable[str] = (),
-    policy: ReplicationPolicy | None = None,
-) -> list[Permission]:
-    """Every permission ``flow`` needs with its features on, for the given source topics and groups.
-
-    ``source_topics``/``source_groups`` are the concrete names the flow replicates/checkpoints
-    (from the source's listing); literal names in the flow's patterns are added when not given.
-    """
-    policy = policy or policy_from_config(config.replication_policy)
-    selector = flow_topic_selector(config, flow, policy)
-    topics = set(source_topics) | {n for p in flow.topics if (n := _literal(p)) and selector.should_replicate(n)}
-    group_filter = RegexGroupFilter.for_flow(flow)
-    groups = {g for g in source_groups if group_filter.should_replicate_group(g)}
-    groups |= {n for p in flow.groups if (n := _literal(p)) and group_filter.should_replicate_group(n)}
-    s, t = flow.source, flow.target
-    out: list[Permission] = []
-
-    def need(cluster: str, kind: str, name: str, ops: str, feature: str, pattern: str = "LITERAL") -> None:
-        out.extend(Permission(cluster, kind, name, op, feature, flow.name, pattern) for op in ops.split())
-
-    need(s, "GROUP", consumer_group_id(flow), "READ DESCRIBE", "copy")
-    for state in (config.state_topic, snapshot_topic(config.state_topic)):
-        need(t, "TOPIC", state, "DESCRIBE READ WRITE CREATE", "state topic")
-    need(t, "GROUP", READER_GROUP_PREFIX, "DESCRIBE", "state topic", "PREFIXED")  # assign-only readers
-    if flow.exactly_once:
-        instance = config.replicator_id or "main"
-        need(t, "TRANSACTIONAL_ID", transactional_id(flow, instance), "WRITE DESCRIBE", "exactly-once")
-        need(t, "TOPIC", config.positions_topic, "DESCRIBE READ WRITE CREATE", "exactly-once")
-        need(t, "GROUP", positions_group_id(flow), "DESCRIBE", "exactly-once")
-    if flow.emit_heartbeats:
-        topics.add(config.heartbeats_topic)  # heartbeats always travel, whatever the filter says
-    for topic in sorted(topics):
-        remote = policy.format_remote_topic(s, topic)
-        need(s, "TOPIC", topic, "DESCRIBE READ", "copy")
-        need(t, "TOPIC", remote, "DESCRIBE CREATE WRITE", "copy")
-        if flow.sync_topic_configs:
-            need(s, "TOPIC", topic, "DESCRIBE_CONFIGS", "config sync")
-            need(t, "TOPIC", remote, "DESCRIBE_CONFIGS ALTER_CONFIGS", "config sync")
-        if flow.audit:
-            need(t, "TOPIC", remote, "READ", "audit")
-    if flow.audit:
-        need(s, "GROUP", READER_GROUP_PREFIX, "DESCRIBE", "audit", "PREFIXED")
-    if flow.sync_topic_acls:
-        need(s, "CLUSTER", "kafka-cluster", "DESCRIBE", "ACL sync")
-        need(t, "CLUSTER", "kafka-cluster", "ALTER", "ACL sync")
-    if flow.emit_checkpoints:
-        for group in sorted(groups):
-            need(s, "GROUP", group, "DESCRIBE", "checkpoints")
-            if flow.sync_group_offsets:
-                need(t, "GROUP", group, "READ DESCRIBE", "group sync")
-        if flow.emit_mm2_checkpoints:
-            need(t, "TOPIC", policy.checkpoints_topic(s), "DESCRIBE CREATE WRITE", "checkpoints")
-    if flow.emit_mm2_offset_syncs:
-        need(s, "TOPIC", policy.offset_syncs_topic(t), "DESCRIBE CREATE WRITE", "MM2 offset syncs")
-    if flow.emit_heartbeats:
-        need(t, "TOPIC", config.heartbeats_topic, "DESCRIBE CREATE WRITE", "heartbeats")
-        need(s, "TOPIC", config.heartbeats_topic, "CREATE WRITE", "heartbeats")
-        need(t, "TOPIC", policy.format_remote_topic(s, config.heartbeats_topic), "READ", "heartbeats")
-        need(t, "GROUP", heartbeat_group_prefix(flow), "DESCRIBE", "heartbeats", "PREFIXED")
-    return _unique(out)
-
-
-def _unique(perms: list[Permission]) -> list[Permission]:
-    seen: dict[tuple[str, str, str, str], Permission] = {}
-    for p in perms:
-        seen.setdefault((p.cluster, p.resource_type, p.name, p.operation), p)  # first feature named wins
-    return list(seen.values())
-
-
-def check_permissions(config: MirrorlakeConfig, flows: Iterable[FlowConfig] | None = None) -> list[PermissionCheck]:
-    """Ask every flow's clusters, with its credentials, which of its required permissions they grant.
+    commands: Sequence[Command] = ("replicate",),
+) -> list[PermissionCheck]:
+    """Ask every flow's clusters, with its credentials, which permissions ``commands`` need they grant.
 
     Raises ``ClusterUnreachableError`` (one line naming the cluster) when a cluster does not answer
     within ``connect_timeout_seconds``.
     """
     results: list[PermissionCheck] = []
     for flow in config.enabled_flows() if flows is None else flows:
-        results += _check_flow(config, flow)
+        results += _check_flow(config, flow, commands)
     return results
 
 
-def _check_flow(config: MirrorlakeConfig, flow: FlowConfig) -> list[PermissionCheck]:
+def _check_flow(config: MirrorlakeConfig, flow: FlowConfig, commands: Sequence[Command]) -> list[PermissionCheck]:
     confs = {alias: config.cluster(alias).client_config() for alias in (flow.source, flow.target)}
     for alias, conf in confs.items():
         wait_for_cluster(alias, conf, timeout_s=config.connect_timeout_seconds)
@@ -233,11 +136,15 @@ def _check_flow(config: MirrorlakeConfig, flow: FlowConfig) -> list[PermissionCh
         visible = list(source.list_topics(timeout=_TIMEOUT_S).topics)  # only those it may Describe
     except KafkaException as exc:
         raise ClusterUnreachableError(f"cluster {flow.source}: cannot list topics: {kafka_error_reason(exc)}") from exc
-    groups = _visible_groups(source, flow.source) if flow.emit_checkpoints else []
+    groups = _visible_groups(source, flow.source) if flow.emit_checkpoints or "failover" in commands else []
     policy = policy_from_config(config.replication_policy)
     selector = flow_topic_selector(config, flow, policy)
     perms = required_permissions(
-        config, flow, source_topics=[t for t in visible if selector.should_replicate(t)], source_groups=groups
+        config,
+        flow,
+        source_topics=[t for t in visible if selector.should_replicate(t)],
+        source_groups=groups,
+        commands=commands,
     )
     out = []
     for alias in (flow.source, flow.target):
@@ -397,7 +304,7 @@ def _status(operation: str, ops: set[str] | None, state: str) -> tuple[Status, s
 
 
 def authorization_failure(
-    config: MirrorlakeConfig, flow: FlowConfig, exc: BaseException
+    config: MirrorlakeConfig, flow: FlowConfig, exc: BaseException, commands: Sequence[Command] = ("replicate",)
 ) -> MissingPermissionError | None:
     """A ``MissingPermissionError`` naming the ACLs to grant if ``exc`` is an authorization error, else None.
 
@@ -408,10 +315,11 @@ def authorization_failure(
     err = _authorization_error(exc)
     if err is None:
         return None
-    reason = f"flow {flow.name}: not authorized ({err.str()})"
+    what = f"flow {flow.name}" if tuple(commands) == ("replicate",) else f"{', '.join(commands)} of flow {flow.name}"
+    reason = f"{what}: not authorized ({err.str()})"
     kind = _RESOURCE_OF_CODE[err.code()]
     try:
-        checks = check_permissions(config, [flow])
+        checks = check_permissions(config, [flow], commands=commands)
     except (KafkaException, ClusterUnreachableError, TimeoutError) as check_exc:
         _log.debug("flow %s: permission check after an authorization error failed: %s", flow.name, check_exc)
         checks = []
@@ -437,3 +345,23 @@ def _authorization_error(exc: BaseException | None) -> KafkaError | None:
             return err
         exc, seen = exc.__cause__ or exc.__context__, seen + 1
     return None
+
+
+@contextmanager
+def naming_missing_acls(config: MirrorlakeConfig, flows: Sequence[FlowConfig], command: Command) -> Iterator[None]:
+    """Inside, an authorization error becomes a ``MissingPermissionError`` naming what ``command`` lacks.
+
+    For the operator's commands (``failover``, ``translate``, ``import-mm2``, ``observe``): a
+    refusal met at run time ends the command with the ACLs to grant, checked with each flow's own
+    credentials at that moment (the first flow that lacks one names it), instead of a traceback or
+    a generic error.
+    """
+    try:
+        yield
+    except MissingPermissionError:
+        raise
+    except Exception as exc:
+        failures = [f for flow in flows if (f := authorization_failure(config, flow, exc, commands=(command,)))]
+        if not failures:
+            raise
+        raise next((f for f in failures if "; grant: " in str(f)), failures[0]) from exc

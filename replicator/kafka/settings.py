@@ -25,6 +25,7 @@ __all__ = [
     "positions_group_id",
     "heartbeat_group_prefix",
     "READER_GROUP_PREFIX",
+    "import_group_id",
     "transactional_id",
     "reader_config",
 ]
@@ -78,6 +79,11 @@ def positions_group_id(flow: FlowConfig) -> str:
 def heartbeat_group_prefix(flow: FlowConfig) -> str:
     """Each heartbeat observer's (never joined) group id starts with this."""
     return f"mirrorlake.heartbeats.{flow.name}."
+
+
+def import_group_id(flow: str) -> str:
+    """The group that holds ``import-mm2``'s progress (on each cluster it reads from)."""
+    return f"mirrorlake.import-mm2.{flow}"
 
 
 def transactional_id(flow: FlowConfig, instance: str) -> str:

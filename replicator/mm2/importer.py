@@ -47,7 +47,7 @@ from replicator.events import Checkpoint, Heartbeat, OffsetSync
 from replicator.kafka.admin import admin_client
 from replicator.kafka.connectivity import wait_for_cluster
 from replicator.kafka.errors import kafka_error_reason
-from replicator.kafka.settings import RDKAFKA_LOG, idempotent_producer_config
+from replicator.kafka.settings import RDKAFKA_LOG, idempotent_producer_config, import_group_id
 from replicator.kafka.state_log import StateLog
 from replicator.metadata.topics import TopicManager
 from replicator.mm2.events import REPLICATOR_ID, Mm2EventMapper, Mm2Kind, Mm2Record
@@ -59,11 +59,6 @@ _TIMEOUT_S = 30.0
 _BATCH = 5000
 _REFRESH_S = 5.0  # follow mode: how often new MM2 topics and partitions are looked for
 _KEEP_BAD = 100  # bad records kept in the stats (all are counted and logged)
-
-
-def import_group_id(flow: str) -> str:
-    """The consumer group that holds an import's progress (on each cluster it reads from)."""
-    return f"mirrorlake.import-mm2.{flow}"
 
 
 @dataclass(frozen=True)

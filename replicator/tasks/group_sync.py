@@ -21,7 +21,8 @@ from confluent_kafka import ConsumerGroupState, ConsumerGroupTopicPartitions, Ka
 from replicator.client.group_offsets import GroupOffset, committed_offsets
 from replicator.events import Checkpoint, GroupSync
 from replicator.kafka.admin import admin_client
-from replicator.kafka.errors import kafka_error_reason
+from replicator.kafka.errors import kafka_error, kafka_error_reason
+from replicator.kafka.permissions import AUTHORIZATION_CODES
 
 if TYPE_CHECKING:
     from replicator.tasks.base import TaskContext
@@ -104,18 +105,36 @@ class GroupOffsetSync:
     def _write(
         self, group: str, checkpoints: list[Checkpoint], on_target: dict[tuple[str, int], int]
     ) -> list[Decision]:
+        """Alter the group's offsets; a partition the broker refused is ``failed`` with its reason.
+
+        The broker answers per partition (a refused commit is not an exception of the request),
+        so each partition's error is read. An authorization refusal is raised (as a
+        ``KafkaException``): the caller names the ACL to grant rather than record a decision.
+        """
         partitions = [TopicPartition(c.target_topic, c.partition, c.downstream_offset) for c in checkpoints]
         request = [ConsumerGroupTopicPartitions(group, partitions)]
         try:
-            self._target.alter_consumer_group_offsets(request, request_timeout=_TIMEOUT_S)[group].result(
+            result = self._target.alter_consumer_group_offsets(request, request_timeout=_TIMEOUT_S)[group].result(
                 timeout=_TIMEOUT_S
             )
         except KafkaException as exc:
+            err = kafka_error(exc)
+            if err is not None and err.code() in AUTHORIZATION_CODES:
+                raise
             reason = kafka_error_reason(exc)
             return [(c, "failed", on_target.get((c.target_topic, c.partition)), None, reason) for c in checkpoints]
-        return [
-            (c, "synced", on_target.get((c.target_topic, c.partition)), c.downstream_offset, None) for c in checkpoints
-        ]
+        refused = {(tp.topic, tp.partition): tp.error for tp in result.topic_partitions or [] if tp.error}
+        for err in refused.values():
+            if err.code() in AUTHORIZATION_CODES:
+                raise KafkaException(err)
+        out: list[Decision] = []
+        for c in checkpoints:
+            key, before = (c.target_topic, c.partition), on_target.get((c.target_topic, c.partition))
+            if key in refused:
+                out.append((c, "failed", before, None, f"{refused[key].name()}: {refused[key].str()}"))
+            else:
+                out.append((c, "synced", before, c.downstream_offset, None))
+        return out
 
     def _emit(
         self,
