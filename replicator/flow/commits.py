@@ -208,6 +208,13 @@ class TransactionalCommits(Commits):
         """Copies in the open transaction vanish if it aborts: held back to the committed one."""
         return {tp: self._written.get(tp) for tp, o in self._positions.items() if self._written.get(tp) != o}
 
+    def open_transaction_span(self) -> tuple[int, int]:
+        """What an abort of the open transaction would drop: (source offsets consumed in it on the
+        partitions whose last committed position is known, partitions consumed with none known yet)."""
+        known = sum(o - self._written[tp] for tp, o in self._positions.items() if tp in self._written)
+        unknown = sum(1 for tp in self._positions if tp not in self._written)
+        return known, unknown
+
     def after_batch(self, force: bool = False) -> None:
         if self._dirty and (force or time.monotonic() >= self._next_commit):
             self._commit()

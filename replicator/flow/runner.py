@@ -339,18 +339,23 @@ class FlowRunner:
     def _give_up(self, exc: StopTimedOut, tasks: StateTasks) -> None:
         """Stop without what the target has not acknowledged: commit only what is durable, drop the rest."""
         records, queued = self._copier.in_flight, len(self._producer)
-        how = (
-            "the open transaction was not committed; a restart resumes from the positions committed on "
-            f"{self.flow.target}"
-            if self.flow.exactly_once
-            else "source offsets were committed only up to what durable offset syncs cover; a restart "
-            "copies the rest again"
-        )
-        _log.warning(
-            "flow %s: stopping without flushing %d copied records (%d messages with offset syncs) that %s "
-            "did not acknowledge (%s): %s",
-            self.flow.name, records, queued, self.flow.target, exc, how,
-        )  # fmt: skip
+        if isinstance(self.commits, TransactionalCommits):  # everything since the last commit is dropped
+            span, unknown = self.commits.open_transaction_span()
+            _log.warning(
+                "flow %s: stopping without committing the open transaction (%s): %d source offsets consumed "
+                "since the last commit%s are dropped (%d of its records not acknowledged by %s); a restart "
+                "resumes from the positions committed on %s",
+                self.flow.name, exc, span,
+                f" (plus {unknown} partitions with no committed position yet)" if unknown else "",
+                records, self.flow.target, self.flow.target,
+            )  # fmt: skip
+        else:
+            _log.warning(
+                "flow %s: stopping without flushing %d copied records (%d messages with offset syncs) that %s "
+                "did not acknowledge (%s): source offsets were committed only up to what durable offset syncs "
+                "cover; a restart copies the rest again",
+                self.flow.name, records, queued, self.flow.target, exc,
+            )  # fmt: skip
         self.commits.give_up()
         self._producer.purge()  # nothing waits on them now: the producer closes at once
         tasks.stop(flush_s=0, join_s=_TASKS_JOIN_S)
