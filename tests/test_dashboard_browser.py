@@ -16,6 +16,7 @@ import socket
 import subprocess
 import tempfile
 import urllib.request
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -48,6 +49,13 @@ CHROMIUM_ARGS = [
     "--disable-sync",
 ]
 TIMEOUT_MS = 60_000
+CANARY = f"canary-{uuid.uuid4().hex}"
+SECURED_CLIENT = {
+    "security.protocol": "SASL_SSL",
+    "sasl.mechanisms": "SCRAM-SHA-512",
+    "sasl.username": "dashboard-viewer",
+    "sasl.password": CANARY,
+}
 
 
 def _free_port() -> int:
@@ -72,7 +80,11 @@ def dashboard(built: Built, tmp_path_factory: pytest.TempPathFactory) -> Iterato
     config_file.write_text(
         yaml.safe_dump(
             {
-                "clusters": {a: {"bootstrap_servers": c.bootstrap_servers} for a, c in built.config.clusters.items()},
+                # cluster A's SASL password in the config text (the dashboard connects to no cluster): no page shows it
+                "clusters": {
+                    a: {"bootstrap_servers": c.bootstrap_servers, **({"client": SECURED_CLIENT} if a == "A" else {})}
+                    for a, c in built.config.clusters.items()
+                },
                 "flows": [{"source": "A", "target": "B", "topics": ["orders"]}],
                 "lakehouse": {"path": str(built.config.lakehouse.path)},
             }
@@ -188,13 +200,17 @@ def _sql(built: Built, query: str, as_of=None):  # noqa: ANN001
         sql.close()
 
 
-def test_every_page_loads_without_an_exception(page, dashboard: str, screenshots: Path):  # noqa: ANN001
+def test_every_page_loads_without_an_exception_and_shows_no_password(page, dashboard: str, screenshots: Path):  # noqa: ANN001
+    """Every page runs and draws; the config the dashboard reads holds a cluster's SASL password in
+    its text, and that password is in no page's HTML or text."""
     for p in PAGES:
         _open(page, dashboard, p.slug, p.title)
         assert page.get_by_role("button", name="Deploy").count() == 0  # viewer mode: no developer toolbar
         # idle and drawn at once: a live rerun (a new lakehouse commit) may start after the page settled
         wait_for(lambda: _idle(page) and _drawn(page), f"{p.title} to be run and drawn", timeout_s=120)
         page.screenshot(path=str(screenshots / f"{p.slug}.png"), full_page=True)
+        html, text = page.content(), page.inner_text("body")
+        assert CANARY not in html and CANARY not in text, f"the password is on the page {p.title}"
 
 
 def test_pages_show_the_figures_sql_returns(page, dashboard: str, built: Built):  # noqa: ANN001
