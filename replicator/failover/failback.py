@@ -44,8 +44,8 @@ from replicator.failover.api import STALE_AFTER_S, running_replicators, user_nam
 from replicator.failover.state import FlowState, read_flow_state
 from replicator.kafka.connectivity import wait_for_cluster
 from replicator.kafka.errors import kafka_error_reason
-from replicator.kafka.log_bounds import log_bounds
-from replicator.kafka.settings import idempotent_producer_config, reader_config
+from replicator.kafka.log_bounds import log_bounds, throwaway_reader
+from replicator.kafka.settings import idempotent_producer_config
 from replicator.kafka.state_log import key_of
 
 __all__ = ["NeverReplicated", "Recovery", "failback_plan", "recover_never_replicated", "recovered_up_to"]
@@ -162,20 +162,18 @@ def _walk(
     flow = state.flow
     conf = config.cluster(flow.source).client_config()
     wait_for_cluster(flow.source, conf, timeout_s=config.connect_timeout_seconds)
-    consumer = Consumer(reader_config(conf, "mirrorlake-failback"))
+    result = []
     try:
-        result = []
-        for topic, partition in _partitions(state):
-            segments = state.index.segments(flow.name, topic, partition)
-            copied = max((s.upstream_end for s in segments), default=-1) + 1
-            recovered, records = recovered_up_to(state, topic, partition)
-            row = _read(consumer, topic, partition, max(copied, recovered), sink_for(topic, partition))
-            result.append(dataclasses.replace(row, recovered_records=records))
-        return result
+        with throwaway_reader(conf, "mirrorlake-failback") as consumer:
+            for topic, partition in _partitions(state):
+                segments = state.index.segments(flow.name, topic, partition)
+                copied = max((s.upstream_end for s in segments), default=-1) + 1
+                recovered, records = recovered_up_to(state, topic, partition)
+                row = _read(consumer, topic, partition, max(copied, recovered), sink_for(topic, partition))
+                result.append(dataclasses.replace(row, recovered_records=records))
     except KafkaException as exc:
         raise FailoverError(f"cannot read the source {flow.source}: {kafka_error_reason(exc)}") from exc
-    finally:
-        consumer.close()
+    return result
 
 
 def failback_plan(config: MirrorlakeConfig, flow_name: str, *, export: Path | None = None) -> list[NeverReplicated]:

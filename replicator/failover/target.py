@@ -7,13 +7,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from replicator.errors import ReplicationError
 from replicator.kafka.errors import kafka_error, kafka_error_reason
-from replicator.kafka.log_bounds import log_bounds
-from replicator.kafka.settings import reader_config
+from replicator.kafka.log_bounds import log_bounds, throwaway_reader
 from replicator.tasks.group_sync import INACTIVE_STATES
 
 __all__ = ["GroupActivity", "group_activity", "TimePosition", "positions_at"]
@@ -67,17 +66,15 @@ def positions_at(
     wanted = sorted(set(partitions))
     if not wanted:
         return {}
-    consumer = Consumer(reader_config(conf, "mirrorlake-failover-times"))
     try:
-        found = consumer.offsets_for_times([TopicPartition(t, p, at_ms) for t, p in wanted], timeout=_TIMEOUT_S)
-        bounds = log_bounds(consumer, wanted, timeout_s=_TIMEOUT_S)
-        return {
-            (tp.topic, tp.partition): TimePosition(
-                tp.offset if tp.offset >= 0 else bounds[(tp.topic, tp.partition)][1], *bounds[(tp.topic, tp.partition)]
-            )
-            for tp in found
-        }
+        with throwaway_reader(conf, "mirrorlake-failover-times") as consumer:
+            found = consumer.offsets_for_times([TopicPartition(t, p, at_ms) for t, p in wanted], timeout=_TIMEOUT_S)
+            bounds = log_bounds(consumer, wanted, timeout_s=_TIMEOUT_S)
     except KafkaException as exc:
         raise ReplicationError(f"cannot look up offsets by time on the target: {kafka_error_reason(exc)}") from exc
-    finally:
-        consumer.close()
+    return {
+        (tp.topic, tp.partition): TimePosition(
+            tp.offset if tp.offset >= 0 else bounds[(tp.topic, tp.partition)][1], *bounds[(tp.topic, tp.partition)]
+        )
+        for tp in found
+    }
