@@ -22,7 +22,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, TopicPar
 from replicator.errors import EventDecodeError, ReplicationError
 from replicator.events import EVENT_TYPES, Event, registry
 from replicator.events.codec import decode_record, header_fingerprint
-from replicator.kafka.settings import reader_config
+from replicator.kafka.settings import BOUNDED_READ_WAIT_S, reader_config
 
 __all__ = ["BadEvent", "StateRead", "StateLogFollower", "read_state_log"]
 
@@ -74,11 +74,13 @@ class StateLogFollower:
         self._assigned: set[int] = set()
         self._positions: dict[int, int] = {}
 
-    def _assign_new_partitions(self, timeout_s: float) -> None:
+    def _new_partitions(self, timeout_s: float) -> list[int]:
         meta = self._consumer.list_topics(self._topic, timeout=timeout_s).topics.get(self._topic)
         if meta is None or meta.error is not None:
-            return  # no state topic yet: nothing was emitted
-        new = [p for p in meta.partitions if p not in self._assigned]
+            return []  # no state topic yet: nothing was emitted
+        return [p for p in meta.partitions if p not in self._assigned]
+
+    def _assign(self, new: list[int]) -> None:
         if new:
             self._consumer.incremental_assign(
                 [TopicPartition(self._topic, p, self._start.get(p, OFFSET_BEGINNING)) for p in new]
@@ -95,19 +97,22 @@ class StateLogFollower:
         return part of it, and a reader would take an old checkpoint for the latest.
         """
         try:
-            self._assign_new_partitions(timeout_s)
+            new = self._new_partitions(timeout_s)
+            # end offsets asked before new partitions are assigned: a broker answers a connection's
+            # requests in order, so one behind a fetch's long poll would wait out fetch.wait.max.ms
             ends = {}
-            for p in self._assigned:
+            for p in sorted(self._assigned | set(new)):
                 _low, high = self._consumer.get_watermark_offsets(
                     TopicPartition(self._topic, p), timeout=timeout_s, cached=False
                 )
                 ends[p] = high
+            self._assign(new)
         except KafkaException as exc:
             raise ReplicationError(f"cannot read state topic {self._topic}: {exc}") from exc
         out = StateRead()
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline and any(self._positions.get(p, 0) < end for p, end in ends.items()):
-            messages = self._consumer.consume(10_000, timeout=0.5)
+            messages = self._consumer.consume(10_000, timeout=BOUNDED_READ_WAIT_S)
             if not messages:
                 self._advance_past_markers(ends)
                 continue

@@ -38,7 +38,7 @@ from replicator.client.mapping import Segment
 from replicator.errors import EventDecodeError, ReplicationError
 from replicator.events import AuditWindow, Checkpoint, Event, Failback, Failover, Lifecycle, Watermark, decode, encode
 from replicator.kafka.errors import kafka_error_reason
-from replicator.kafka.settings import reader_config
+from replicator.kafka.settings import BOUNDED_READ_WAIT_S, reader_config
 
 __all__ = [
     "FlowSnapshot",
@@ -193,7 +193,7 @@ def _read_until(consumer: Consumer, end: int, timeout_s: float) -> list[tuple[by
     out: list[tuple[bytes, bytes | None]] = []
     position, deadline = 0, time.monotonic() + timeout_s
     while position < end and time.monotonic() < deadline:
-        for msg in consumer.consume(10_000, timeout=0.5):
+        for msg in consumer.consume(10_000, timeout=BOUNDED_READ_WAIT_S):
             if msg.error() is None and msg.key() is not None:
                 out.append((msg.key(), msg.value()))  # type: ignore[arg-type]
             position = max(position, (msg.offset() or 0) + 1)

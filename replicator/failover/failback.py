@@ -45,7 +45,7 @@ from replicator.failover.state import FlowState, read_flow_state
 from replicator.kafka.connectivity import wait_for_cluster
 from replicator.kafka.errors import kafka_error_reason
 from replicator.kafka.log_bounds import log_bounds, throwaway_reader
-from replicator.kafka.settings import idempotent_producer_config
+from replicator.kafka.settings import BOUNDED_READ_WAIT_S, idempotent_producer_config
 from replicator.kafka.state_log import key_of
 
 __all__ = ["NeverReplicated", "Recovery", "failback_plan", "recover_never_replicated", "recovered_up_to"]
@@ -101,7 +101,7 @@ def _read(
         consumer.assign([TopicPartition(topic, partition, begin)])
         deadline = time.monotonic() + 10 * _TIMEOUT_S
         while time.monotonic() < deadline:
-            for msg in consumer.consume(10_000, timeout=0.5):
+            for msg in consumer.consume(10_000, timeout=BOUNDED_READ_WAIT_S):
                 if msg.error() is not None or msg.offset() >= high:  # type: ignore[operator]
                     continue
                 records += 1

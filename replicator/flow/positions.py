@@ -15,7 +15,7 @@ from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
 from replicator.errors import ReplicationError
 from replicator.kafka.log_bounds import topic_bounds
-from replicator.kafka.settings import RDKAFKA_LOG
+from replicator.kafka.settings import BOUNDED_READ_WAIT_S, RDKAFKA_LOG
 
 __all__ = ["PositionStore"]
 
@@ -56,7 +56,7 @@ class PositionStore:
             remaining = {tp.partition for tp in parts}
             consumer.assign(parts)
             while remaining:
-                for msg in consumer.consume(1000, timeout=5):
+                for msg in consumer.consume(1000, timeout=BOUNDED_READ_WAIT_S):
                     if msg.error():
                         remaining.discard(msg.partition())  # end of partition
                     elif (key := msg.key()) in keys and (value := msg.value()) is not None:

@@ -25,6 +25,7 @@ __all__ = [
     "positions_group_id",
     "heartbeat_group_prefix",
     "READER_GROUP_PREFIX",
+    "BOUNDED_READ_WAIT_S",
     "import_group_id",
     "transactional_id",
     "reader_config",
@@ -64,6 +65,9 @@ RDKAFKA_LOG = _LibrdkafkaLog("replicator.librdkafka")
 
 
 READER_GROUP_PREFIX = "mirrorlake.reader."  # assign-only readers' throwaway group ids
+# librdkafka's consume(n, timeout) returns only once n messages arrived or the timeout passed: a read
+# up to a known end offset asks with this short wait, or it waits out the timeout on its last batch
+BOUNDED_READ_WAIT_S = 0.05
 
 
 def consumer_group_id(flow: FlowConfig) -> str:

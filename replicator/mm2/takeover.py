@@ -29,7 +29,7 @@ from replicator.errors import ConfigError, ReplicationError
 from replicator.kafka.admin import admin_client
 from replicator.kafka.errors import kafka_error_reason
 from replicator.kafka.log_bounds import topic_bounds
-from replicator.kafka.settings import RDKAFKA_LOG, consumer_group_id
+from replicator.kafka.settings import BOUNDED_READ_WAIT_S, RDKAFKA_LOG, consumer_group_id
 
 __all__ = ["mm2_source_positions", "seed_from_mm2", "default_offsets_topic"]
 
@@ -80,7 +80,7 @@ def mm2_source_positions(
         while done != set(ends):
             if time.monotonic() > deadline:
                 raise ReplicationError(f"reading MM2's offsets topic {offsets_topic} did not reach its end")
-            for msg in consumer.consume(1000, timeout=1.0):
+            for msg in consumer.consume(1000, timeout=BOUNDED_READ_WAIT_S):
                 err = msg.error()
                 if err is not None:
                     if err.code() == KafkaError._PARTITION_EOF:

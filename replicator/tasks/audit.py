@@ -29,7 +29,7 @@ from replicator.client.mapping import Segment
 from replicator.client.provenance import PROVENANCE_HEADER
 from replicator.events import AuditWindow, Event
 from replicator.kafka.admin import admin_client, partition_counts
-from replicator.kafka.settings import reader_config
+from replicator.kafka.settings import BOUNDED_READ_WAIT_S, reader_config
 from replicator.tasks.base import TaskContext
 from replicator.tasks.watermarks import partition_watermarks
 
@@ -95,7 +95,7 @@ class RangeReader:
         out: list[Message] = []
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
-            for msg in self._consumer.consume(5000, timeout=0.2):
+            for msg in self._consumer.consume(5000, timeout=BOUNDED_READ_WAIT_S):
                 if msg.error() is None and msg.offset() < end:  # type: ignore[operator]
                     out.append(msg)
             (pos,) = self._consumer.position([TopicPartition(topic, partition)])

@@ -15,7 +15,7 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
-from replicator.kafka.settings import reader_config
+from replicator.kafka.settings import BOUNDED_READ_WAIT_S, reader_config
 
 __all__ = ["Tail", "TailReader"]
 
@@ -56,7 +56,7 @@ class TailReader:
             pending = set(todo)
             deadline = time.monotonic() + timeout_s
             while pending and time.monotonic() < deadline:
-                for msg in consumer.consume(10_000, timeout=0.2):
+                for msg in consumer.consume(10_000, timeout=BOUNDED_READ_WAIT_S):
                     if msg.error() is not None:
                         continue
                     tp = (msg.topic(), msg.partition())
