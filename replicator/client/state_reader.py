@@ -70,6 +70,7 @@ class StateLogFollower:
             raise ValueError(f"unknown event types: {', '.join(sorted(unknown))}")
         self._wanted_fps = {v.fingerprint for t in wanted for v in reg.versions(t)}
         self._known_fps = {v.fingerprint for t in reg.event_types() for v in reg.versions(t)}
+        self._conf, self._name = client_conf, name
         self._consumer = Consumer(reader_config(client_conf, name))
         self._assigned: set[int] = set()
         self._positions: dict[int, int] = {}
@@ -81,12 +82,22 @@ class StateLogFollower:
         return [p for p in meta.partitions if p not in self._assigned]
 
     def _assign(self, new: list[int]) -> None:
+        """Assign at the position reached (after a reset), else the start offset, else the beginning."""
         if new:
+            for p in new:
+                if p in self._start:
+                    self._positions.setdefault(p, self._start[p])
             self._consumer.incremental_assign(
-                [TopicPartition(self._topic, p, self._start.get(p, OFFSET_BEGINNING)) for p in new]
+                [TopicPartition(self._topic, p, self._positions.get(p, OFFSET_BEGINNING)) for p in new]
             )
             self._assigned.update(new)
-            self._positions.update({p: self._start[p] for p in new if p in self._start})
+
+    def _reset(self) -> None:
+        """A new consumer after a failed read: one whose connections went bad in an outage (a frozen
+        broker) can keep failing every request after the cluster is back. Positions are kept."""
+        self._consumer.close()
+        self._consumer = Consumer(reader_config(self._conf, self._name))
+        self._assigned.clear()
 
     def poll(self, timeout_s: float = 30.0) -> StateRead:
         """Everything appended since the last call, up to the end offsets seen at the start of this one.
@@ -108,6 +119,7 @@ class StateLogFollower:
                 ends[p] = high
             self._assign(new)
         except KafkaException as exc:
+            self._reset()
             raise ReplicationError(f"cannot read state topic {self._topic}: {exc}") from exc
         out = StateRead()
         deadline = time.monotonic() + timeout_s
