@@ -203,7 +203,7 @@ def observe(positional_config: Path | None, option_config: Path | None, flows: t
     from replicator.tasks.observe import observe_once
 
     config = load_config(config_path)
-    selected = [config.flow(name) for name in flows] if flows else list(config.enabled_flows())
+    selected = config.selected_flows(flows)
     with naming_missing_acls(config, selected, "observe"):
         observed = observe_once(config, list(flows) or None)
     for flow, errors in observed.items():
@@ -230,7 +230,7 @@ def import_mm2(
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
     config = load_config(config_path)
-    selected = [config.flow(name) for name in flows] if flows else list(config.enabled_flows())
+    selected = config.selected_flows(flows)
     with naming_missing_acls(config, selected, "import-mm2"):
         imported = run_import(config, flows=list(flows) or None, follow=follow, stop=stop)
     for s in imported:

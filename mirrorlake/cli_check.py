@@ -48,7 +48,7 @@ def check(
     from replicator.kafka.permissions import check_permissions
 
     config = load_config(_pick_config(positional_config, option_config))
-    selected = [config.flow(name) for name in flows] if flows else None
+    selected = config.selected_flows(flows)
     rows = check_permissions(config, selected, commands=commands or ("replicate",))
     shown = [r for r in rows if r.status != "OK"] if missing_only else rows
     if fmt == "json":

@@ -11,6 +11,7 @@ Client settings under ``clusters.<alias>.client`` are passed to librdkafka uncha
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -264,6 +265,10 @@ class MirrorlakeConfig(_Model):
 
     def enabled_flows(self) -> tuple[FlowConfig, ...]:
         return tuple(f for f in self.flows if f.enabled)
+
+    def selected_flows(self, names: Sequence[str] | None) -> list[FlowConfig]:
+        """The named flows (``ConfigError`` for an unknown one), or every enabled flow when none is named."""
+        return [self.flow(name) for name in names] if names else list(self.enabled_flows())
 
 
 def _describe(error: ErrorDetails) -> str:

@@ -341,7 +341,7 @@ def import_mm2(
     Raises ``ConfigError`` for an unknown flow or when there is nothing to import, and the first
     error any flow raised (the others are stopped first).
     """
-    selected = [config.flow(name) for name in flows] if flows else list(config.enabled_flows())
+    selected = config.selected_flows(flows)
     if not selected:
         raise ConfigError("import-mm2: the configuration has no enabled flows (name one with --flow A->B)")
     stop = stop or threading.Event()

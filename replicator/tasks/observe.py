@@ -32,7 +32,7 @@ _log = logging.getLogger(__name__)
 def observe_once(config: MirrorlakeConfig, flows: list[str] | None = None) -> dict[str, dict[str, str]]:
     """Run every state task of each flow once; returns each flow's task errors (empty: all ran)."""
     policy = policy_from_config(config.replication_policy)
-    selected = [config.flow(name) for name in flows] if flows else list(config.enabled_flows())
+    selected = config.selected_flows(flows)
     replicator_id = config.replicator_id or default_replicator_id()
     errors: dict[str, dict[str, str]] = {}
     for flow in selected:
