@@ -128,6 +128,7 @@ def _plan_json(plan: Any) -> dict[str, Any]:
     out["bytes_unreplicated"] = plan.bytes_unreplicated
     out["seconds_unreplicated"] = plan.seconds_unreplicated
     out["records_deleted_on_target"] = plan.records_deleted_on_target
+    out["records_compacted_on_target"] = plan.records_compacted_on_target
     for g, data in zip(plan.groups, out["groups"], strict=True):
         data["active_on_target"] = g.active_on_target
     return out
@@ -159,6 +160,11 @@ def _echo_plan(plan: Any) -> None:
                 f"target by retention/deletion (target offsets {p.deleted_target_range}, source offsets "
                 f"{p.deleted_source_range}): lost on failover"
             )
+        if p.compacted_on_target:
+            click.echo(
+                f"  {p.source_topic}[{p.partition}]: {p.compacted_on_target} replicated records removed from "
+                f"{p.target_topic} by compaction (cleanup.policy=compact): lost on failover"
+            )
     click.echo("")
     click.echo(f"  {'source topic':30} {'part':>4} {'records':>8} {'bytes':>10} {'seconds':>8}  exact  observed")
     for p in plan.partitions:
@@ -183,8 +189,10 @@ def _echo_plan(plan: Any) -> None:
                 f"{r.method:>16} {_n(r.records_lost):>6} {_n(r.records_reread):>6} {_n(r.records_duplicated):>5} "
                 f"{_n(r.records_unreplicated):>7} {_n(r.exact_offset):>9}"
             )
+            gone = {"retention/deletion": r.records_deleted_on_target, "compaction": r.records_compacted_on_target}
             if r.lost_cause:
-                click.echo(f"    {r.records_deleted_on_target} of the lost records: {r.lost_cause}")
+                counts = ", ".join(f"{n} by {why}" for why, n in gone.items() if n)
+                click.echo(f"    of the lost records: {counts} ({r.lost_cause})")
 
 
 @click.group()

@@ -5,7 +5,9 @@ one-hour ``retention.ms`` (config sync off), are deleted there; the plan must co
 and name the cause. The first test makes the deletion deterministic with ``delete-records``
 (AdminClient.delete_records), which moves the target's log start past the copies exactly as
 retention does; the second lets the broker's time retention do it (the local brokers check
-retention every second: ``mirrorlake.localkafka``).
+retention every second: ``mirrorlake.localkafka``). The third is compaction on the target: the
+cleaner removes copies from inside the log, which neither the log start nor the mapping shows;
+the plan's figures are checked against what a consumer of the target really reads after ``apply``.
 """
 
 from __future__ import annotations
@@ -19,8 +21,9 @@ from confluent_kafka.admin import AdminClient
 from mirrorlake.groundtruth import read_partition
 from mirrorlake.traffic import ensure_topic
 from replicator.client.failover_cost import DELETED_ON_TARGET
+from replicator.client.present_copies import COMPACTED_ON_TARGET
 from replicator.config import parse_config
-from replicator.failover import plan_failover
+from replicator.failover import apply_failover, plan_failover
 from replicator.flow.runtime import Replicator
 from replicator.tasks.observe import observe_once
 from tests.test_state_events import _commit
@@ -113,3 +116,61 @@ def test_the_issue_s_case_old_records_expire_on_a_one_hour_target_and_count_as_l
     assert (row.target_offset, row.method, row.records_reread) == (RECORDS, "log_start", 0)
     assert (row.records_lost, row.records_deleted_on_target) == (RECORDS - COMMITTED, RECORDS - COMMITTED)
     assert row.lost_cause == DELETED_ON_TARGET and "retention" in row.lost_cause
+
+
+COMPACTED = {"cleanup.policy": "compact", "segment.ms": "100", "min.cleanable.dirty.ratio": "0.01",
+             "min.compaction.lag.ms": "0"}  # fmt: skip
+
+
+def test_copies_compacted_away_on_the_target_are_lost_in_the_plan_and_for_a_consumer(kafka_clusters, unique_topic):
+    """The 3,000 records (keys k0..k2999) copied into a compacted target (config sync off), then
+    100 more whose keys k0..k49 come twice: the cleaner keeps the latest record of each key, so
+    copies the group has not read (the first 50 of the 100) are gone from inside the target's log.
+    The plan reads B, counts them as lost with the cause named, and a consumer of B resuming where
+    ``apply`` put the group reads exactly the records the plan did not count as lost."""
+    a, b = kafka_clusters.bootstrap("A"), kafka_clusters.bootstrap("B")
+    config, topic, group = _old_records_copied(kafka_clusters, unique_topic, "compact", COMPACTED)
+    producer = Producer({"bootstrap.servers": a, "linger.ms": 5})
+    for i in range(RECORDS, RECORDS + 100):
+        producer.produce(topic, key=f"k{i % 50}".encode(), value=f"v{i}".encode(), partition=0)
+    assert producer.flush(30) == 0
+    Replicator(config, status_port=None).run_until_caught_up()
+    # records of new keys roll the target's segment (segment.ms 100): the copies above become cleanable
+    for i in range(50):
+        producer.produce(topic, key=f"late{i}".encode(), value=f"late{i}".encode(), partition=0)
+    assert producer.flush(30) == 0
+    Replicator(config, status_port=None).run_until_caught_up()
+    source, target_topic = read_partition(a, topic, 0), f"A.{topic}"
+    keys = {r.key for r in source}
+    wait_for(lambda: len(read_partition(b, target_topic, 0)) == len(keys), "the target's cleaner to compact the copies")
+
+    plan = plan_failover(config, "A->B", groups=group, stale_after_s=0)
+    (row,) = plan.groups[0].partitions
+    (risk,) = [p for p in plan.partitions if p.source_topic == topic]
+    held = {(r.key, r.value): r.offset for r in read_partition(b, target_topic, 0)}  # a copy -> its target offset
+    # ground truth by content: the unread source records with no copy left at or after the resume point
+    resume = row.target_offset if row.target_offset is not None else 0
+    unread = [r for r in source if r.offset >= COMMITTED]
+    lost = [r for r in unread if held.get((r.key, r.value), -1) < resume]
+    read_before = {(r.key, r.value) for r in source if r.offset < COMMITTED}
+    reread = [kv for kv, d in held.items() if d >= resume and kv in read_before]
+    assert risk.records == 0 and risk.compacted_on_target == len(source) - len(held)
+    assert (row.method, row.records_unreplicated) == ("exact", 0)
+    assert (row.records_lost, row.records_reread, row.records_duplicated) == (len(lost), len(reread), 0)
+    assert row.records_compacted_on_target == len(lost) == 50 and row.lost_cause == COMPACTED_ON_TARGET
+
+    applied = apply_failover(config, "A->B", groups=group, stale_after_s=0)
+    assert applied.event is not None and applied.event.offsets[0].records_lost == len(lost)
+    consumer = Consumer({"bootstrap.servers": b, "group.id": group, "enable.auto.commit": False,
+                         "enable.partition.eof": True})  # fmt: skip
+    consumer.subscribe([target_topic])
+    seen: list[tuple[bytes | None, bytes | None] | None] = []
+    try:
+        while not seen or seen[-1] is not None:
+            msg = consumer.poll(10)
+            assert msg is not None, "the group's consumer on B got nothing"
+            seen.append(None if msg.error() else (msg.key(), msg.value()))  # an error: the partition's end
+    finally:
+        consumer.close()
+    # it reads the unread records the plan did not count as lost, and none it had read on A
+    assert sorted(kv for kv in seen if kv is not None) == sorted((r.key, r.value) for r in unread if r not in lost)

@@ -64,6 +64,8 @@ group.initial.rebalance.delay.ms=0
 # Time retention is checked every 5 minutes by default; every second here, so a topic whose records
 # are older than its retention.ms loses them at once (as the target did within 20 s).
 log.retention.check.interval.ms=1000
+# The log cleaner looks for compactable logs every 15 s by default; every second here (compaction tests)
+log.cleaner.backoff.ms=1000
 num.network.threads=2
 num.io.threads=4
 # The replicator creates its topics explicitly; a typo must not create one.

@@ -22,7 +22,15 @@ from dataclasses import dataclass
 
 from replicator.client.mapping import Segment
 
-__all__ = ["FailoverCost", "failover_cost", "DeletedCopies", "deleted_on_target", "DELETED_ON_TARGET"]
+__all__ = [
+    "FailoverCost",
+    "failover_cost",
+    "DeletedCopies",
+    "deleted_on_target",
+    "DELETED_ON_TARGET",
+    "interval_union",
+    "union_size",
+]
 
 # the cause a plan and the divergence report name for records counted by ``deleted_on_target``
 DELETED_ON_TARGET = "deleted from the target by retention/deletion"
@@ -35,7 +43,7 @@ class FailoverCost:
     duplicated: int
 
 
-def _union_size(intervals: Iterable[tuple[int, int]]) -> int:
+def union_size(intervals: Iterable[tuple[int, int]]) -> int:
     total, end = 0, None
     for lo, hi in sorted(i for i in intervals if i[0] <= i[1]):
         if end is None or lo > end:
@@ -55,9 +63,9 @@ def failover_cost(segments: Sequence[Segment], committed: int, resume_at: int) -
     after_t_ge_c = [(max(lo, c), hi) for lo, hi in after_t]
     reread = sum(max(0, min(hi, c - 1) - lo + 1) for lo, hi in after_t)
     copies_ge_c = sum(max(0, hi - lo + 1) for lo, hi in after_t_ge_c)
-    distinct_after = _union_size(after_t_ge_c)
+    distinct_after = union_size(after_t_ge_c)
     return FailoverCost(
-        lost=_union_size(all_ge_c) - distinct_after,
+        lost=union_size(all_ge_c) - distinct_after,
         reread=reread,
         duplicated=copies_ge_c - distinct_after,
     )
@@ -78,7 +86,7 @@ class DeletedCopies:
     downstream_first: int | None = None
 
 
-def _union(intervals: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
+def interval_union(intervals: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
     out: list[tuple[int, int]] = []
     for lo, hi in sorted(i for i in intervals if i[0] <= i[1]):
         if out and lo <= out[-1][1] + 1:
@@ -110,8 +118,8 @@ def deleted_on_target(segments: Sequence[Segment], log_start: int, since: int = 
     ``delete-records``; compaction inside the log is not seen here). A failover loses them."""
     if log_start <= 0:
         return DeletedCopies(0)
-    copied = _union((max(s.upstream_start, since), s.upstream_end) for s in segments)
-    live = _union((max(s.upstream_start, since, log_start - s.delta), s.upstream_end) for s in segments)
+    copied = interval_union((max(s.upstream_start, since), s.upstream_end) for s in segments)
+    live = interval_union((max(s.upstream_start, since, log_start - s.delta), s.upstream_end) for s in segments)
     gone = _minus(copied, live)
     if not gone:
         return DeletedCopies(0)

@@ -26,18 +26,20 @@ import logging
 import os
 import socket
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
 from confluent_kafka import KafkaException
 
 from replicator.client.group_offsets import GroupOffset, committed_offsets
+from replicator.client.present_copies import PresentCopies
 from replicator.config import MirrorlakeConfig
 from replicator.errors import FailoverError
 from replicator.events import Checkpoint, Failover, FailoverOffset, Lifecycle
 from replicator.failover.plan import FailoverPlan, GroupPlan, build_plan, select_groups
 from replicator.failover.state import FlowState, read_flow_state
-from replicator.failover.target import group_activity, positions_at
+from replicator.failover.target import compacted_topics, group_activity, positions_at, read_present
 from replicator.flow.stop_requests import STOP_REQUESTED
 from replicator.kafka.admin import admin_client
 from replicator.kafka.connectivity import answers_metadata
@@ -81,7 +83,13 @@ def _plan(
 ) -> FailoverPlan:
     chosen = select_groups(state, groups)
     target_conf = config.cluster(state.flow.target).client_config()
-    activity = group_activity(admin_client(target_conf), chosen)
+    admin = admin_client(target_conf)
+    activity = group_activity(admin, chosen)
+
+    def present_of(ends: Mapping[tuple[str, int], int]) -> dict[tuple[str, int], PresentCopies]:
+        compacted = compacted_topics(admin, {t for t, _p in ends})
+        return read_present(target_conf, {tp: end for tp, end in ends.items() if tp[0] in compacted})
+
     return build_plan(
         state,
         chosen,
@@ -89,6 +97,7 @@ def _plan(
         lambda partitions, ts: positions_at(target_conf, partitions, ts),
         at_ms=at_ms,
         running=tuple(running_replicators(config, state, stale_after_s)),
+        present_of=present_of,
     )
 
 

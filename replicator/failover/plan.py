@@ -24,6 +24,11 @@ group for the records ``>= c``.
   ``records_lost`` with ``lost_cause`` naming it (``records_deleted_on_target`` of them), and per
   partition in ``deleted_on_target`` with their offset ranges; a translation below the log start
   resumes at the log start (``method`` ``log_start``), where a consumer would be reset to anyway.
+* On a compacted target topic the cleaner removes copies from inside the log, where neither the
+  log start nor the mapping shows it: the plan reads which target offsets still hold a record
+  (``replicator.client.present_copies``) and costs every resume point against them. Copies gone
+  that way count in ``records_lost`` too (``records_compacted_on_target`` of them, named in
+  ``lost_cause``), and per partition in ``compacted_on_target``.
 """
 
 from __future__ import annotations
@@ -32,16 +37,25 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 
-from replicator.client.failover_cost import DELETED_ON_TARGET, DeletedCopies, deleted_on_target, failover_cost
-from replicator.client.mapping import translate
+from replicator.client.failover_cost import (
+    DELETED_ON_TARGET,
+    DeletedCopies,
+    FailoverCost,
+    deleted_on_target,
+    failover_cost,
+)
+from replicator.client.mapping import Segment, translate
+from replicator.client.present_copies import COMPACTED_ON_TARGET, PresentCopies
 from replicator.errors import FailoverError
-from replicator.events import Watermark
+from replicator.events import Checkpoint, Watermark
 from replicator.failover.state import FlowState
 from replicator.failover.target import GroupActivity, TimePosition
 
 __all__ = ["PartitionRisk", "GroupPartitionPlan", "GroupPlan", "FailoverPlan", "build_plan", "select_groups"]
 
 PositionsAt = Callable[[list[tuple[str, int]], int], Mapping[tuple[str, int], TimePosition]]
+# (target topic, partition) -> end of the copies to read; answers only the compacted partitions
+PresentOf = Callable[[Mapping[tuple[str, int], int]], Mapping[tuple[str, int], PresentCopies]]
 
 
 @dataclass(frozen=True)
@@ -63,6 +77,7 @@ class PartitionRisk:
     deleted_on_target: int | None = None  # replicated records whose every copy is below it (lost)
     deleted_source_range: tuple[int, int] | None = None  # their first and last source offsets
     deleted_target_range: tuple[int, int] | None = None  # the target offsets that held them
+    compacted_on_target: int | None = None  # replicated records compaction removed (None: not compacted/read)
 
 
 @dataclass(frozen=True)
@@ -86,7 +101,8 @@ class GroupPartitionPlan:
     lost_at_cut: int | None = None
     reread_at_cut: int | None = None
     records_deleted_on_target: int | None = None  # of records_lost: copies gone below the target's log start
-    lost_cause: str | None = None  # why records_lost is not 0 beyond the translation (DELETED_ON_TARGET)
+    lost_cause: str | None = None  # why records_lost is not 0 beyond the translation (the causes, joined)
+    records_compacted_on_target: int | None = None  # of records_lost: copies removed by compaction
 
 
 @dataclass(frozen=True)
@@ -129,6 +145,10 @@ class FailoverPlan:
     @property
     def records_deleted_on_target(self) -> int:
         return sum(p.deleted_on_target or 0 for p in self.partitions)
+
+    @property
+    def records_compacted_on_target(self) -> int:
+        return sum(p.compacted_on_target or 0 for p in self.partitions)
 
     @property
     def seconds_unreplicated(self) -> float | None:
@@ -229,6 +249,48 @@ def _with_deleted(risk: PartitionRisk, state: FlowState) -> PartitionRisk:
     )
 
 
+def _copy_ends(state: FlowState, checkpoints: list[Checkpoint]) -> dict[tuple[str, int], int]:
+    """Per target partition of the groups: the offset after its last mapped copy (what a reading needs)."""
+    ends: dict[tuple[str, int], int] = {}
+    for c in checkpoints:
+        segs = state.index.segments(state.flow.name, c.source_topic, c.partition)
+        if segs:
+            ends[(c.target_topic, c.partition)] = max(s.downstream_end for s in segs) + 1
+    return ends
+
+
+def _with_compacted(
+    risk: PartitionRisk, state: FlowState, present: Mapping[tuple[str, int], PresentCopies]
+) -> PartitionRisk:
+    """``risk`` with the replicated records compaction removed from the target (partitions read only)."""
+    held = present.get((risk.target_topic, risk.partition)) if risk.target_topic else None
+    if held is None:
+        return risk
+    segs = state.index.segments(state.flow.name, risk.source_topic, risk.partition)
+    return replace(risk, compacted_on_target=held.compacted(segs))
+
+
+def _cost(segs: list[Segment], committed: int, target: int, held: PresentCopies | None) -> FailoverCost:
+    """The failover cost against the copies still present (compacted partition) or the mapping's."""
+    return held.cost(segs, committed, target) if held is not None else failover_cost(segs, committed, target)
+
+
+def _compacted_lost(
+    segs: list[Segment], committed: int, target: int | None, held: PresentCopies | None, cost: FailoverCost | None
+) -> int | None:
+    """Of ``cost.lost``: the records lost only because compaction removed their copies."""
+    if held is None or target is None or cost is None:
+        return None
+    return cost.lost - failover_cost(segs, committed, target).lost
+
+
+def _lost_cause(deleted: int, compacted: int | None, cost: FailoverCost | None) -> str | None:
+    if not cost or not cost.lost:
+        return None
+    causes = [c for n, c in ((deleted, DELETED_ON_TARGET), (compacted, COMPACTED_ON_TARGET)) if n]
+    return "; ".join(causes) or None
+
+
 def _check_time(at_ms: int, now_ms: int, found: Mapping[tuple[str, int], TimePosition]) -> None:
     if at_ms > now_ms:
         raise FailoverError(f"--at {at_ms} ms is in the future (now is {now_ms} ms)")
@@ -248,8 +310,10 @@ def build_plan(
     *,
     at_ms: int | None = None,
     running: tuple[str, ...] = (),
+    present_of: PresentOf | None = None,
 ) -> FailoverPlan:
-    """The plan for ``groups`` (already selected); ``positions_at`` looks positions up on the target."""
+    """The plan for ``groups`` (already selected); ``positions_at`` looks positions up on the target,
+    ``present_of`` reads which copies the compacted ones among the groups' target partitions hold."""
     flow = state.flow
     chosen = set(groups)
     checkpoints = sorted(
@@ -257,8 +321,13 @@ def build_plan(
         key=lambda c: (c.group, c.source_topic, c.partition),
     )
     last_copy = state.last_copy()
+    present = present_of(_copy_ends(state, checkpoints)) if present_of is not None else {}
     risks = tuple(
-        _with_deleted(partition_risk(mark, last_copy.get(key), state.index.target_topic(flow.name, key[0])), state)
+        _with_compacted(
+            _with_deleted(partition_risk(mark, last_copy.get(key), state.index.target_topic(flow.name, key[0])), state),
+            state,
+            present,
+        )
         for key, mark in sorted(state.source_marks.items())
     )
     topics = {c.source_topic for c in checkpoints}
@@ -274,22 +343,24 @@ def build_plan(
     rows: dict[str, list[GroupPartitionPlan]] = {g: [] for g in groups}
     for c in checkpoints:
         segs = state.index.segments(flow.name, c.source_topic, c.partition)
+        held = present.get((c.target_topic, c.partition))
         committed = c.upstream_offset
         exact = translate(segs, committed)
-        exact_cost = failover_cost(segs, committed, exact.downstream) if exact is not None else None
+        exact_cost = _cost(segs, committed, exact.downstream, held) if exact is not None else None
         target, method, cost = (
             (exact.downstream, exact.method, exact_cost) if exact is not None else (None, "no_mapping", None)
         )
         log_start = _target_log_start(state, c.target_topic, c.partition)
         if target is not None and log_start is not None and target < log_start:
             target, method = log_start, "log_start"
-            cost = failover_cost(segs, committed, target)
+            cost = _cost(segs, committed, target, held)
         if at_ms is not None:
             target = at_positions[(c.target_topic, c.partition)].offset
-            method, cost = "timestamp", failover_cost(segs, committed, target)
+            method, cost = "timestamp", _cost(segs, committed, target, held)
         deleted = deleted_on_target(segs, log_start or 0, committed)
+        compacted = _compacted_lost(segs, committed, target, held, cost)
         at_cut = cut_positions.get((c.target_topic, c.partition))
-        cut_cost = failover_cost(segs, committed, at_cut.offset) if at_cut is not None else None
+        cut_cost = _cost(segs, committed, at_cut.offset, held) if at_cut is not None else None
         key = (c.source_topic, c.partition)
         rows[c.group].append(
             GroupPartitionPlan(
@@ -312,7 +383,8 @@ def build_plan(
                 lost_at_cut=cut_cost.lost if cut_cost else None,
                 reread_at_cut=cut_cost.reread if cut_cost else None,
                 records_deleted_on_target=deleted.records if log_start is not None else None,
-                lost_cause=DELETED_ON_TARGET if deleted.records and cost and cost.lost else None,
+                lost_cause=_lost_cause(deleted.records, compacted, cost),
+                records_compacted_on_target=compacted,
             )
         )
     plans = tuple(

@@ -1,23 +1,36 @@
 """What a failover asks the target cluster directly (the state topic aside): group activity,
-committed offsets, and positions by timestamp. The source is never contacted here."""
+committed offsets, positions by timestamp, and which copies a compacted topic still holds. The
+source is never contacted here."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import time
+from array import array
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from confluent_kafka import KafkaError, KafkaException, TopicPartition
-from confluent_kafka.admin import AdminClient
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient, ConfigResource
 
+from replicator.client.present_copies import PresentCopies
 from replicator.errors import ReplicationError
 from replicator.kafka.errors import kafka_error, kafka_error_reason
 from replicator.kafka.log_bounds import log_bounds, throwaway_reader
+from replicator.kafka.settings import BOUNDED_READ_WAIT_S
 from replicator.tasks.group_sync import INACTIVE_STATES
 
-__all__ = ["GroupActivity", "group_activity", "TimePosition", "positions_at"]
+__all__ = [
+    "GroupActivity",
+    "group_activity",
+    "TimePosition",
+    "positions_at",
+    "compacted_topics",
+    "read_present",
+]
 
 _TIMEOUT_S = 30
+_END_IDLE_S = 2.0  # a read that gets nothing for this long has reached what is readable
 
 
 @dataclass(frozen=True)
@@ -78,3 +91,84 @@ def positions_at(
         )
         for tp in found
     }
+
+
+def compacted_topics(admin: AdminClient, topics: Iterable[str]) -> set[str]:
+    """The topics among ``topics`` whose effective ``cleanup.policy`` includes ``compact``.
+
+    A topic that cannot be described is an error naming it: a plan that silently took a compacted
+    topic for a plain one would report its compacted copies as present.
+    """
+    wanted = sorted(set(topics))
+    if not wanted:
+        return set()
+    out: set[str] = set()
+    futures = admin.describe_configs([ConfigResource("topic", t) for t in wanted], request_timeout=_TIMEOUT_S)
+    for resource, future in futures.items():
+        try:
+            entries = future.result(timeout=_TIMEOUT_S)
+        except KafkaException as exc:
+            raise ReplicationError(
+                f"cannot describe the configs of topic {resource.name} on the target: {kafka_error_reason(exc)}"
+            ) from exc
+        policy = entries.get("cleanup.policy")
+        if policy is not None and "compact" in (policy.value or ""):
+            out.add(resource.name)
+    return out
+
+
+def read_present(
+    conf: dict[str, Any], ends: Mapping[tuple[str, int], int], *, timeout_s: float = 120.0
+) -> dict[tuple[str, int], PresentCopies]:
+    """The offsets still holding a record in ``[log start, end)`` of each partition (read_committed).
+
+    Only offsets are kept (8 bytes a record). A partition whose read does not reach its end within
+    ``timeout_s`` is an error naming it: a partial reading would count unread copies as compacted.
+    """
+    out: dict[tuple[str, int], PresentCopies] = {}
+    if not ends:
+        return out
+    try:
+        with throwaway_reader(conf, "mirrorlake-failover-present") as consumer:
+            bounds = log_bounds(consumer, sorted(ends), timeout_s=_TIMEOUT_S)
+            for (topic, partition), end in sorted(ends.items()):
+                start, log_end = bounds[(topic, partition)]
+                stop = min(end, log_end)
+                out[(topic, partition)] = PresentCopies(
+                    start, end, _offsets_in(consumer, topic, partition, start, stop, timeout_s)
+                )
+    except KafkaException as exc:
+        raise ReplicationError(f"cannot read the target's compacted partitions: {kafka_error_reason(exc)}") from exc
+    return out
+
+
+def _offsets_in(consumer: Consumer, topic: str, partition: int, start: int, stop: int, timeout_s: float) -> array:
+    offsets = array("q")
+    if stop <= start:
+        return offsets
+    consumer.assign([TopicPartition(topic, partition, start)])
+    deadline = time.monotonic() + timeout_s
+    still_since, last_pos = time.monotonic(), None
+    try:
+        while True:
+            batch = consumer.consume(10_000, timeout=BOUNDED_READ_WAIT_S)
+            for msg in batch:
+                if msg.error() is None and (o := msg.offset()) is not None and o < stop:
+                    offsets.append(o)
+            (pos,) = consumer.position([TopicPartition(topic, partition)])
+            if pos.offset >= stop:
+                return offsets
+            now = time.monotonic()
+            if batch or pos.offset != last_pos:
+                still_since, last_pos = now, pos.offset
+            elif now - still_since > _END_IDLE_S and pos.offset >= 0:
+                # nothing readable in [pos, stop): transaction markers at the log's end, or records of a
+                # transaction still open (never mapped copies: the mapping holds only committed ones)
+                return offsets
+            if now > deadline:
+                raise ReplicationError(
+                    f"reading {topic}[{partition}] of the target to offset {stop} did not finish in {timeout_s:.0f} s "
+                    f"(at {pos.offset})"
+                )
+    finally:
+        consumer.unassign()

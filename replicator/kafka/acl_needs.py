@@ -161,14 +161,15 @@ class _Needs:
         """``failover plan`` reads B only; ``apply`` also commits the groups' offsets and writes its events.
 
         On A (when it answers) the plan asks whether the flow's consumer group still has members;
-        ``--planned`` reads the groups' committed offsets there too.
+        ``--planned`` reads the groups' committed offsets there too. On B the plan asks each target
+        topic's ``cleanup.policy`` and reads the compacted ones (which copies they still hold).
         """
         s, t = self.source, self.target
         self.state_topic("failover plan", "DESCRIBE READ")
         self.need(t, "TOPIC", self.config.state_topic, "WRITE", "failover apply")
         for topic in self.topics:
-            self.need(t, "TOPIC", self.remote(topic), "DESCRIBE", "failover plan")
-            self.need(t, "TOPIC", self.remote(topic), "READ", "failover apply")
+            self.need(t, "TOPIC", self.remote(topic), "DESCRIBE DESCRIBE_CONFIGS", "failover plan")
+            self.need(t, "TOPIC", self.remote(topic), "READ", "failover apply, plan of a compacted topic")
             self.need(s, "TOPIC", topic, "DESCRIBE", "failover --planned")
         for group in self.groups:
             self.need(t, "GROUP", group, "DESCRIBE", "failover plan")
