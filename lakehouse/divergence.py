@@ -13,7 +13,10 @@ From the latest ``config_snapshot`` per (flow, cluster, topic, side), source and
 
 From the latest ``audit_window`` per side, joined on (flow, source topic, partition,
 window_start) (both sides key windows by upstream offset): ``data`` rows where the record count
-or the checksum differ.
+or the checksum differ; ``target_records_compacted`` where the target holds fewer records and its
+topic is compacted (latest target ``config_snapshot``): the audit task reads a compacted target's
+windows again after the cleaner ran (``replicator.tasks.audit``), and the copies it removed are
+gone for any consumer of the target (a failover plan counts them as lost).
 
 From the latest target ``watermark`` per partition and the mapping: ``target_records_deleted``
 rows where replicated records lie, every copy of them, below the target's log start (retention,
@@ -202,13 +205,23 @@ def _acl_rows(pair: DataFrame) -> DataFrame:
     return missing.unionByName(extra)
 
 
-def _data_rows(audits: DataFrame) -> DataFrame:
+def _compacted_targets(snapshots: DataFrame) -> DataFrame:
+    """(flow, source_topic, _compacted): whether the target topic's latest effective cleanup.policy compacts."""
+    last = latest(snapshots.where(F.col("side") == "target"), ["flow", "cluster", "topic"], ["emitted_at_ms"])
+    policy = F.coalesce(F.col("configs")["cleanup.policy"], F.lit(""))
+    return last.groupBy("flow", "source_topic").agg(F.max(policy.contains("compact")).alias("_compacted"))
+
+
+def _data_rows(audits: DataFrame, snapshots: DataFrame) -> DataFrame:
     last = latest(audits, ["flow", "source_topic", "partition", "window_start", "side"], ["emitted_at_ms"])
     s = last.where(F.col("side") == "source").alias("s")
     t = last.where(F.col("side") == "target").alias("t")
-    pair = s.join(t, ["flow", "source_topic", "partition", "window_start"], "inner").where(
-        (F.col("s.record_count") != F.col("t.record_count")) | (F.col("s.checksum") != F.col("t.checksum"))
+    pair = (
+        s.join(t, ["flow", "source_topic", "partition", "window_start"], "inner")
+        .where((F.col("s.record_count") != F.col("t.record_count")) | (F.col("s.checksum") != F.col("t.checksum")))
+        .join(_compacted_targets(snapshots), ["flow", "source_topic"], "left")
     )
+    compacted = F.coalesce(F.col("_compacted"), F.lit(False)) & (F.col("t.record_count") < F.col("s.record_count"))
 
     def describe(side: str) -> Column:
         return F.format_string(
@@ -228,9 +241,10 @@ def _data_rows(audits: DataFrame) -> DataFrame:
             F.col("s.window_end").alias("window_end"),
             describe("s").alias("_s"),
             describe("t").alias("_t"),
+            compacted.alias("_by_cleaner"),
             F.greatest("s.emitted_at_ms", "t.emitted_at_ms").alias("observed_at_ms"),
         ),
-        "data",
+        F.when(F.col("_by_cleaner"), F.lit("target_records_compacted")).otherwise(F.lit("data")),
         item=F.format_string("offsets [%d, %d)", F.col("window_start"), F.col("window_end")),
         partition=F.col("partition"),
         window_start=F.col("window_start"),
@@ -275,7 +289,7 @@ def divergence(
 ) -> DataFrame:
     """The table from silver ``config_snapshot``, ``audit_window`` and ``watermark`` rows and gold
     ``offset_mapping`` (without the last two, no ``target_records_deleted`` rows)."""
-    out = _topic_rows(snapshots, _exclusions(config)).unionByName(_data_rows(audits))
+    out = _topic_rows(snapshots, _exclusions(config)).unionByName(_data_rows(audits, snapshots))
     if watermarks is not None and mapping is not None:
         out = out.unionByName(_deleted_rows(watermarks, mapping))
     return out

@@ -22,7 +22,9 @@ from mirrorlake.groundtruth import read_partition
 from mirrorlake.traffic import ensure_topic
 from replicator.client.failover_cost import DELETED_ON_TARGET
 from replicator.client.present_copies import COMPACTED_ON_TARGET
+from replicator.client.state_reader import read_state_log
 from replicator.config import parse_config
+from replicator.events import AuditWindow
 from replicator.failover import apply_failover, plan_failover
 from replicator.flow.runtime import Replicator
 from replicator.tasks.observe import observe_once
@@ -158,6 +160,14 @@ def test_copies_compacted_away_on_the_target_are_lost_in_the_plan_and_for_a_cons
     assert (row.method, row.records_unreplicated) == ("exact", 0)
     assert (row.records_lost, row.records_reread, row.records_duplicated) == (len(lost), len(reread), 0)
     assert row.records_compacted_on_target == len(lost) == 50 and row.lost_cause == COMPACTED_ON_TARGET
+
+    # the audit read window [0, 1000) on both sides before the cleaner ran; it reads it again now
+    assert observe_once(config, ["A->B"]) == {"A->B": {}}
+    audits = [e for e in read_state_log({"bootstrap.servers": b}, config.state_topic).events
+              if isinstance(e, AuditWindow) and e.source_topic == topic and e.window_start == 0]  # fmt: skip
+    latest = {e.side: e for e in sorted(audits, key=lambda e: e.emitted_at_ms)}
+    in_window = sum(1 for r in source if r.offset < 1000 and (r.key, r.value) in held)
+    assert (latest["source"].record_count, latest["target"].record_count) == (1000, in_window) and in_window < 1000
 
     applied = apply_failover(config, "A->B", groups=group, stale_after_s=0)
     assert applied.event is not None and applied.event.offsets[0].records_lost == len(lost)

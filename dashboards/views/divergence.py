@@ -24,6 +24,8 @@ KIND_TITLES = {
     "acl_missing_on_target": "ACLs missing on the target",
     "acl_extra_on_target": "ACLs only on the target",
     "data": "Data windows (record count and checksum)",
+    "target_records_compacted": "Copies removed by compaction on the target (data windows)",
+    "target_records_deleted": "Copies deleted from the target (retention, delete-records)",
 }
 
 
@@ -50,7 +52,7 @@ def _section(kind: str, rows: pd.DataFrame, now_ms: int) -> None:
                 "observed": seen,
             }
         )
-    elif kind == "data":
+    elif kind in ("data", "target_records_compacted"):
         table = pd.DataFrame(
             {
                 "topic": rows["source_topic"],

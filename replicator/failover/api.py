@@ -39,12 +39,13 @@ from replicator.errors import FailoverError
 from replicator.events import Checkpoint, Failover, FailoverOffset, Lifecycle
 from replicator.failover.plan import FailoverPlan, GroupPlan, build_plan, select_groups
 from replicator.failover.state import FlowState, read_flow_state
-from replicator.failover.target import compacted_topics, group_activity, positions_at, read_present
+from replicator.failover.target import group_activity, positions_at, read_present
 from replicator.flow.stop_requests import STOP_REQUESTED
 from replicator.kafka.admin import admin_client
 from replicator.kafka.connectivity import answers_metadata
 from replicator.kafka.settings import consumer_group_id
 from replicator.kafka.state_log import StateLog
+from replicator.metadata.topic_configs import compacted_topics
 from replicator.tasks.base import StateView, TaskContext, task_producer
 from replicator.tasks.group_sync import Decision, GroupOffsetSync
 

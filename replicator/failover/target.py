@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
-from confluent_kafka.admin import AdminClient, ConfigResource
+from confluent_kafka.admin import AdminClient
 
 from replicator.client.present_copies import PresentCopies
 from replicator.errors import ReplicationError
@@ -25,7 +25,6 @@ __all__ = [
     "group_activity",
     "TimePosition",
     "positions_at",
-    "compacted_topics",
     "read_present",
 ]
 
@@ -91,30 +90,6 @@ def positions_at(
         )
         for tp in found
     }
-
-
-def compacted_topics(admin: AdminClient, topics: Iterable[str]) -> set[str]:
-    """The topics among ``topics`` whose effective ``cleanup.policy`` includes ``compact``.
-
-    A topic that cannot be described is an error naming it: a plan that silently took a compacted
-    topic for a plain one would report its compacted copies as present.
-    """
-    wanted = sorted(set(topics))
-    if not wanted:
-        return set()
-    out: set[str] = set()
-    futures = admin.describe_configs([ConfigResource("topic", t) for t in wanted], request_timeout=_TIMEOUT_S)
-    for resource, future in futures.items():
-        try:
-            entries = future.result(timeout=_TIMEOUT_S)
-        except KafkaException as exc:
-            raise ReplicationError(
-                f"cannot describe the configs of topic {resource.name} on the target: {kafka_error_reason(exc)}"
-            ) from exc
-        policy = entries.get("cleanup.policy")
-        if policy is not None and "compact" in (policy.value or ""):
-            out.add(resource.name)
-    return out
 
 
 def read_present(

@@ -107,7 +107,7 @@ class _Needs:
                 self.need(s, "TOPIC", topic, "DESCRIBE_CONFIGS", "config sync")
                 self.need(t, "TOPIC", remote, "DESCRIBE_CONFIGS ALTER_CONFIGS", "config sync")
             if flow.audit:
-                self.need(t, "TOPIC", remote, "READ", "audit")
+                self.need(t, "TOPIC", remote, "READ DESCRIBE_CONFIGS", "audit")  # compacted? re-audit
         if flow.audit:
             self.need(s, "GROUP", READER_GROUP_PREFIX, "DESCRIBE", "audit", "PREFIXED")
         if flow.sync_topic_acls:

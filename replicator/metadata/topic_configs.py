@@ -20,6 +20,7 @@ from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, C
 
 from replicator.config import DEFAULT_CONFIG_EXCLUDES
 from replicator.errors import ReplicationError
+from replicator.kafka.errors import kafka_error_reason
 
 __all__ = [
     "ConfigPropertyFilter",
@@ -27,6 +28,7 @@ __all__ = [
     "TopicConfigSync",
     "DEFAULT_CONFIG_EXCLUDES",
     "describe_topic_configs",
+    "compacted_topics",
 ]
 
 _log = logging.getLogger(__name__)
@@ -102,4 +104,28 @@ def describe_topic_configs(admin: AdminClient, topics: Iterable[str]) -> dict[st
             out[resource.name] = future.result(timeout=_TIMEOUT_S)
         except KafkaException as exc:
             _log.warning("cannot describe configs of topic %s: %s", resource.name, exc)
+    return out
+
+
+def compacted_topics(admin: AdminClient, topics: Iterable[str]) -> set[str]:
+    """The topics among ``topics`` whose effective ``cleanup.policy`` includes ``compact``.
+
+    A topic that cannot be described is an error naming it: a reader that silently took a
+    compacted topic for a plain one would count copies the cleaner removed as present.
+    """
+    wanted = sorted(set(topics))
+    if not wanted:
+        return set()
+    out: set[str] = set()
+    futures = admin.describe_configs([ConfigResource("topic", t) for t in wanted], request_timeout=_TIMEOUT_S)
+    for resource, future in futures.items():
+        try:
+            entries = future.result(timeout=_TIMEOUT_S)
+        except KafkaException as exc:
+            raise ReplicationError(
+                f"cannot describe the configs of topic {resource.name}: {kafka_error_reason(exc)}"
+            ) from exc
+        policy = entries.get("cleanup.policy")
+        if policy is not None and "compact" in (policy.value or ""):
+            out.add(resource.name)
     return out

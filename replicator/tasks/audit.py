@@ -10,7 +10,11 @@ outside the mapping and not counted; extra copies from at-least-once replays are
 ``extra_copies`` (the checksum takes each source record once, from its latest copy).
 
 A window is audited once it is complete on the source (the last stable offset passed it) and
-replicated (the mapping covers its last record). The checksum is the sum mod 2^64 (as a signed
+replicated (the mapping covers its last record). On a compacted target topic the cleaner later
+removes copies from inside windows already audited, which a single audit never sees; those
+windows are read again on the target, a few per run in turn, and a new ``target`` row is emitted
+when what the target holds changed (or, after a restart, when it holds fewer records than the
+mapping copied there), so the latest rows per window show the loss. The checksum is the sum mod 2^64 (as a signed
 long) of a 64-bit BLAKE2b of each record's key, value, headers (the provenance header left out:
 it differs by design) and timestamp: order-independent, so a replay cannot change it.
 """
@@ -25,11 +29,13 @@ from typing import Any
 
 from confluent_kafka import Consumer, Message, TopicPartition
 
+from replicator.client.failover_cost import interval_union
 from replicator.client.mapping import Segment
 from replicator.client.provenance import PROVENANCE_HEADER
 from replicator.events import AuditWindow, Event
 from replicator.kafka.admin import admin_client, partition_counts
 from replicator.kafka.settings import BOUNDED_READ_WAIT_S, reader_config
+from replicator.metadata.topic_configs import compacted_topics
 from replicator.tasks.base import TaskContext
 from replicator.tasks.watermarks import partition_watermarks
 
@@ -111,6 +117,13 @@ class RangeReader:
         self._consumer.close()
 
 
+def _copied(segments: list[Segment], window_start: int, n: int) -> int:
+    """How many distinct records of ``[window_start, window_start + n)`` the mapping says were copied."""
+    last = window_start + n - 1
+    spans = interval_union((max(s.upstream_start, window_start), min(s.upstream_end, last)) for s in segments)
+    return sum(hi - lo + 1 for lo, hi in spans)
+
+
 class AuditTask:
     name = "audit"
     in_final_round = True
@@ -125,6 +138,9 @@ class AuditTask:
         self._source = RangeReader(source_conf, f"{name}-source")
         self._target = RangeReader(target_conf, f"{name}-target")
         self._next: dict[tuple[str, int], int] = {}  # next window start per source partition
+        self._compacted: set[str] = set()  # target topics with cleanup.policy compact (this run)
+        self._recheck: dict[tuple[str, int], int] = {}  # next audited window to read again (compacted)
+        self._held: dict[tuple[str, int, int], tuple[int, int]] = {}  # last target (count, checksum) emitted
         ctx.view.subscribe("audit_window", self._audited)
 
     def _audited(self, event: Event) -> None:
@@ -139,20 +155,28 @@ class AuditTask:
         partitions = [(t, p) for t, r in remote.items() for p in range(r.partitions)]
         marks = partition_watermarks(self._source_admin, partitions)
         on_target = partition_counts(self._target_admin)
+        self._compacted = compacted_topics(
+            self._target_admin, {r.target_topic for r in remote.values()} & set(on_target)
+        )
         for (topic, partition), (log_start, lso, _ts, _tso) in marks.items():
             segments = self._ctx.view.index.segments(self._ctx.flow.name, topic, partition)
-            if segments and partition < on_target.get(remote[topic].target_topic, 0):  # a missing target: no audit
-                self._audit_partition(topic, partition, remote[topic].target_topic, segments, log_start, lso)
+            target_topic = remote[topic].target_topic
+            if segments and partition < on_target.get(target_topic, 0):  # a missing target: no audit
+                self._audit_partition(topic, partition, target_topic, segments, log_start, lso)
+                if target_topic in self._compacted:
+                    self._reaudit(topic, partition, target_topic, segments, log_start)
+
+    def _first_window(self, segments: list[Segment], log_start: int) -> int:
+        lowest = max(log_start, min(s.upstream_start for s in segments))
+        return lowest if lowest % self._n == 0 else (lowest // self._n + 1) * self._n
 
     def _audit_partition(
         self, topic: str, partition: int, target_topic: str, segments: list[Segment], log_start: int, lso: int
     ) -> None:
         n = self._n
-        first_copied = min(s.upstream_start for s in segments)
         start = self._next.get((topic, partition))
         if start is None:
-            lowest = max(log_start, first_copied)
-            start = lowest if lowest % n == 0 else (lowest // n + 1) * n
+            start = self._first_window(segments, log_start)
         end = min(lso // n * n, start + _MAX_WINDOWS_PER_RUN * n)
         if end <= start:
             return
@@ -173,7 +197,38 @@ class AuditTask:
         for ws in windows:
             self._emit("source", topic, target_topic, partition, ws, source.get(ws, WindowSum()))
             self._emit("target", topic, target_topic, partition, ws, target.get(ws, WindowSum()))
+            if target_topic in self._compacted:
+                held = target.get(ws, WindowSum())
+                self._held[(topic, partition, ws)] = (held.count, held.checksum)
         self._next[(topic, partition)] = windows[-1] + n
+
+    def _reaudit(self, topic: str, partition: int, target_topic: str, segments: list[Segment], log_start: int) -> None:
+        """Read again, on the compacted target, the next few windows already audited (in turn)."""
+        n, end = self._n, self._next.get((topic, partition))
+        first = self._first_window(segments, log_start)
+        if end is None or end <= first:
+            return
+        start = self._recheck.get((topic, partition), first)
+        start = first if start < first or start >= end else start
+        stop = min(end, start + _MAX_WINDOWS_PER_RUN * n)
+        target = self._target_sums(target_topic, partition, segments, start, stop)
+        for ws in range(start, stop, n):
+            held = target.get(ws, WindowSum())
+            before = self._held.get((topic, partition, ws))
+            changed = (
+                before != (held.count, held.checksum) if before is not None else held.count < _copied(segments, ws, n)
+            )
+            if changed:
+                _log.info(
+                    "audit: %s[%d] window %d holds %d records on the target now",
+                    target_topic,
+                    partition,
+                    ws,
+                    held.count,
+                )
+                self._emit("target", topic, target_topic, partition, ws, held)
+            self._held[(topic, partition, ws)] = (held.count, held.checksum)
+        self._recheck[(topic, partition)] = stop
 
     def _target_sums(
         self, target_topic: str, partition: int, segments: list[Segment], lo: int, hi: int
