@@ -4,9 +4,11 @@ Useful when the replicator is stopped (what did it leave behind?), after an inci
 target diverged?), or for a pair replicated by someone else (MirrorMaker 2): watermarks, config
 snapshots, audit windows and checkpoints are emitted to the target's state topic exactly as a
 running flow would emit them, from the flow's topic selection and the mapping already in the log.
-Remote topics are named by the replication policy; nothing is created, nothing is written to the
-data topics nor to MM2's internal topics (an MM2 may own them), no group offsets are changed
-(group sync is left to a running flow).
+Remote topics are named by the replication policy; nothing is created but the state topic itself
+on a target that has none yet (the first flow into a cluster may be observed before it ever ran),
+nothing is written to the data topics nor to MM2's internal topics (an MM2 may own them), no group
+offsets are changed (group sync is left to a running flow). Events the state topic did not take
+are a flow error (``state``), never dropped in silence.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from replicator.flow.runtime import default_replicator_id
 from replicator.kafka.admin import admin_client, partition_counts
 from replicator.kafka.connectivity import wait_for_cluster
 from replicator.metadata.filters import RegexTopicFilter
-from replicator.metadata.topics import TopicSelector
+from replicator.metadata.topics import TopicManager, TopicSelector
 from replicator.tasks.flow_tasks import flow_state_tasks
 
 __all__ = ["observe_once"]
@@ -49,6 +51,8 @@ def observe_once(config: MirrorlakeConfig, flows: list[str] | None = None) -> di
             own_topics=(config.state_topic, snapshot_topic(config.state_topic), config.positions_topic),
         )
         source_admin = admin_client(config.cluster(flow.source).client_config())
+        target_admin = admin_client(config.cluster(flow.target).client_config())
+        TopicManager(target_admin, target_admin).ensure_state_topic(config.state_topic)
         remote = selector.select(partition_counts(source_admin))
         tasks = flow_state_tasks(
             config,
@@ -61,6 +65,8 @@ def observe_once(config: MirrorlakeConfig, flows: list[str] | None = None) -> di
         )
         tasks.stop(final_round=True, force=True)
         errors[flow.name] = dict(tasks.errors)
+        if tasks.ctx.state.failed is not None:
+            errors[flow.name]["state"] = f"events not written to {config.state_topic}: {tasks.ctx.state.failed}"
         _log.info(
             "flow %s observed: %d topics%s", flow.name, len(remote), f", errors: {tasks.errors}" if tasks.errors else ""
         )
