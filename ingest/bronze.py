@@ -4,6 +4,9 @@ One streaming query per cluster that holds a state topic (every flow's target), 
 own checkpoint, all appending to one bronze table. The Kafka source plus the Delta sink and the
 checkpoint make each state-topic record land exactly once; ``available_now`` runs a batch that
 stops at the current end, otherwise the query keeps running (``mirrorlake lakehouse serve``).
+A flow's target that has no state topic yet (no flow into it has run) is skipped with a warning:
+Spark's Kafka source would fail the whole build on it, and there is nothing there to ingest. The
+bronze table is created before the queries start, so several of them never race to create it.
 Bronze keeps the raw bytes: decoding happens downstream, so nothing is lost to a decoder bug.
 """
 
@@ -12,13 +15,15 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
+from delta.tables import DeltaTable
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
 from ingest.paths import LakehousePaths
 from replicator.config import MirrorlakeConfig
-from replicator.errors import ConfigError
+from replicator.errors import ConfigError, ReplicationError
+from replicator.kafka.admin import admin_client, partition_counts
 
 __all__ = ["state_clusters", "start_bronze_ingest", "kafka_options"]
 
@@ -105,6 +110,21 @@ def _raw_stream(spark: SparkSession, config: MirrorlakeConfig, alias: str) -> Da
     )
 
 
+def _create_if_missing(spark: SparkSession, stream: DataFrame, paths: LakehousePaths) -> None:
+    """Create the empty bronze table before any query writes: two queries creating it at once (two
+    state clusters, a new lakehouse) fail with Delta's ProtocolChangedException."""
+    if not DeltaTable.isDeltaTable(spark, str(paths.bronze)):
+        spark.createDataFrame([], stream.schema).write.format("delta").mode("append").save(str(paths.bronze))
+
+
+def _has_state_topic(config: MirrorlakeConfig, alias: str) -> bool:
+    """False only when the cluster answers and lists no state topic (unreachable: left to Spark's error)."""
+    try:
+        return config.state_topic in partition_counts(admin_client(config.cluster(alias).client_config()))
+    except ReplicationError:
+        return True
+
+
 def start_bronze_ingest(
     spark: SparkSession,
     config: MirrorlakeConfig,
@@ -119,9 +139,17 @@ def start_bronze_ingest(
     """
     queries = []
     for alias in state_clusters(config):
+        if not _has_state_topic(config, alias):
+            _log.warning(
+                "cluster %s has no state topic %s yet (no flow into it has run): nothing to ingest from it",
+                alias,
+                config.state_topic,
+            )
+            continue
+        stream = _raw_stream(spark, config, alias)
+        _create_if_missing(spark, stream, paths)
         writer = (
-            _raw_stream(spark, config, alias)
-            .writeStream.format("delta")
+            stream.writeStream.format("delta")
             .outputMode("append")
             .option("checkpointLocation", str(paths.checkpoint(f"bronze-{alias}")))
             .queryName(f"bronze-{alias}")
