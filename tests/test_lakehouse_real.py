@@ -10,6 +10,7 @@ behind, and every damage in ``divergence``, and nothing else there.
 from __future__ import annotations
 
 import time
+import uuid
 from dataclasses import dataclass
 
 import pytest
@@ -36,6 +37,7 @@ pytestmark = [pytest.mark.kafka, pytest.mark.spark]
 LEFT_BEHIND = 30  # plain records per partition produced after the replicator stopped
 DELETED = 15  # copies of the 20 records of the "deleted" topic removed from the target (delete-records)
 DELETED_GROUP_AT = 5  # a group of the "deleted" topic committed there: records 5..14 are lost to it
+READ_ON, REWOUND = 4, 6  # after the failover, on B: one group commits 4 past where apply put it, one 6 before
 
 
 def _deleted_group(orders: str) -> str:
@@ -49,6 +51,7 @@ class World:
     topics: dict[str, str]  # role -> source topic
     groups: dict[str, list[tuple[str, int, int]]]
     lake: Lakehouse
+    written: dict[tuple[str, int], int]  # (group, partition) -> the offset the failover wrote on B
 
 
 @pytest.fixture(scope="module")
@@ -73,8 +76,12 @@ def world(kafka_clusters, unique_topic, tmp_path_factory, spark) -> World:
     _commit(a, _deleted_group(orders), [(topics["deleted"], 0, DELETED_GROUP_AT)])  # reads into the deleted copies
 
     flow = {"source": "A", "target": "B", "topics": [orders, *topics.values()], "audit_window_records": 10}
+    # the reverse flow copies nothing here; its checkpoints of the moved groups on B are the failover's outcome
+    reverse = {"source": "B", "target": "A", "topics": [f"none-{orders[-6:]}"], "groups": [f"lh-{orders[-6:]}-.*"],
+               "emit_heartbeats": False, "audit": False}  # fmt: skip
     lakehouse = {"path": str(tmp_path_factory.mktemp("lakehouse-real"))}
-    copy_config = kafka_clusters.config(flows=[{**flow, "audit": False}], lakehouse=lakehouse)
+    own = {"lakehouse": lakehouse, "state_topic": f"lh-events-{uuid.uuid4().hex[:8]}"}  # this world's events only
+    copy_config = kafka_clusters.config(flows=[{**flow, "audit": False}], **own)
     Replicator(copy_config, status_port=None).run_until_caught_up()
 
     # the replicator is stopped: what arrives now is left behind
@@ -102,12 +109,18 @@ def world(kafka_clusters, unique_topic, tmp_path_factory, spark) -> World:
     rewrite.flush(30)
 
     time.sleep(0.01)  # observations come strictly after the last sync
-    config = kafka_clusters.config(flows=[flow], lakehouse=lakehouse)
-    assert observe_once(config) == {"A->B": {}}
+    config = kafka_clusters.config(flows=[flow, reverse], **own)
+    assert observe_once(config, ["A->B"]) == {"A->B": {}}
     applied = apply_failover(config, "A->B", groups=f"lh-{orders[-6:]}-.*", stale_after_s=0)
     assert applied.event is not None and len(applied.event.groups) == len(groups)
+    written = {(o.group, o.partition): o.offset for o in applied.event.offsets}
+    reader, rewound = f"lh-{orders[-6:]}-3", f"lh-{orders[-6:]}-4"  # their consumers now run on B
+    _commit(b, reader, [(f"A.{orders}", p, written[(reader, p)] + READ_ON) for p in (0, 1)])
+    _commit(b, rewound, [(f"A.{orders}", p, written[(rewound, p)] - REWOUND) for p in (0, 1)])
+    time.sleep(0.01)  # the reverse flow's checkpoints come strictly after the failover event
+    assert observe_once(config, ["B->A"]) == {"B->A": {}}
     build_lakehouse(spark, config)
-    return World(config, orders, topics, groups, Lakehouse(config))
+    return World(config, orders, topics, groups, Lakehouse(config), written)
 
 
 def test_group_offsets_equal_ground_truth(world: World, kafka_clusters):
@@ -164,6 +177,16 @@ def test_failovers_table_and_plan_macros(world: World):
     assert len(rows) == 2 * len(world.groups)
     assert set(rows["mode"]) == {"unplanned"} and set(rows.records_lost) == {0} and set(rows.records_reread) == {0}
     assert set(rows.records_unreplicated) == {LEFT_BEHIND}
+    # the measured outcome: what the reverse flow B->A checkpointed of each moved group on B afterwards
+    outcome = {
+        (r.group, r.partition): (r.outcome, r.outcome_first_offset - r.target_offset, r.outcome_records_reread,
+                                 r.outcome_records_consumed)
+        for r in rows.itertuples()
+    }  # fmt: skip
+    moved_on = {f"{prefix}3": ("resumed", READ_ON, 0, READ_ON), f"{prefix}4": ("rewound", -REWOUND, REWOUND, -REWOUND)}
+    for (group, partition), written in world.written.items():
+        assert written == rows[(rows.group == group) & (rows.partition == partition)].target_offset.item()
+        assert outcome[(group, partition)] == moved_on.get(group, ("resumed", 0, 0, 0)), (group, partition)
     plan = world.lake.query(
         f"SELECT * FROM failover_plan('A->B') WHERE source_topic = '{world.orders}' AND \"group\" LIKE '{prefix}%'"
     )
