@@ -91,6 +91,12 @@ def flow_health(sql: LakehouseSQL, flow: str) -> FlowHealth:
             sql, 'SELECT count(DISTINCT "group") FROM rpo_groups WHERE flow = ? AND records_lost > 0', [flow]
         )
     if has(sql, "divergence"):
+        compacted = _scalar(sql, "SELECT sum(records_compacted_on_target) FROM compacted_on_target(?)", [flow])
+        at_risk = values.get("records_at_risk")
+        if isinstance(compacted, int) and compacted:  # lost to a failover like deleted copies (audited windows)
+            values["records_compacted_on_target"] = compacted
+            if isinstance(at_risk, int):
+                values["records_at_risk"] = at_risk + compacted
         values["unexpected_divergences"] = _scalar(
             sql, "SELECT count(*) FROM divergence WHERE flow = ? AND NOT coalesce(expected, false)", [flow]
         )

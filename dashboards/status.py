@@ -24,6 +24,7 @@ from typing import Literal
 
 from dashboards import fmt
 from replicator.client.failover_cost import DELETED_ON_TARGET
+from replicator.client.present_copies import COMPACTED_ON_TARGET
 
 __all__ = ["Thresholds", "FlowHealth", "Status", "flow_status"]
 
@@ -49,6 +50,7 @@ class FlowHealth:
     seconds_at_risk: float | None = None
     records_expired: int | None = None
     records_deleted_on_target: int | None = None  # copied, then deleted on the target (lost to a failover)
+    records_compacted_on_target: int | None = None  # copied, then removed by compaction on the target (audited)
     lifecycle_state: str | None = None
     lifecycle_reason: str | None = None
     groups_losing_records: int = 0
@@ -99,6 +101,11 @@ def flow_status(health: FlowHealth, now_ms: int, thresholds: Thresholds = Thresh
         amber.append(
             f"{fmt.count(health.records_deleted_on_target, 'record')} {DELETED_ON_TARGET} after they were copied: "
             "a failover would not find them"
+        )
+    if health.records_compacted_on_target:
+        amber.append(
+            f"{fmt.count(health.records_compacted_on_target, 'record')} {COMPACTED_ON_TARGET} after they were "
+            "copied: a failover would not find them (exact per group: mirrorlake failover plan)"
         )
     if health.groups_losing_records:
         amber.append(f"{fmt.count(health.groups_losing_records, 'group')} would lose records on a failover now")

@@ -108,8 +108,22 @@ CREATE OR REPLACE MACRO failover_plan(f) AS TABLE
     FROM rpo_groups g LEFT JOIN rpo_now(f) r ON r.source_topic = g.source_topic AND r.partition = g.partition
     WHERE g.flow = f ORDER BY g."group", g.source_topic, g.partition;
 """.replace("{DELETED_ON_TARGET}", DELETED_ON_TARGET)
+# compacted_on_target: per source partition, the copies compaction removed from a compacted target
+# topic, summed over its audit windows read again after the cleaner ran (gold divergence's
+# target_records_compacted rows: source count - target count). Audited windows only; a group's exact
+# figure comes from ``mirrorlake failover plan``, which reads which copies the target still holds.
+_COMPACTED_MACROS = r"""
+CREATE OR REPLACE MACRO compacted_on_target(f) AS TABLE
+    SELECT source_topic, partition,
+           sum(CAST(regexp_extract(source_value, 'count=(\d+)', 1) AS BIGINT)
+               - CAST(regexp_extract(target_value, 'count=(\d+)', 1) AS BIGINT)) AS records_compacted_on_target,
+           count(*) AS windows, max(observed_at_ms) AS observed_at_ms
+    FROM divergence WHERE flow = f AND kind = 'target_records_compacted'
+    GROUP BY source_topic, partition;
+"""
 _MACROS = (
     (("offset_mapping",), _TRANSLATE),
+    (("divergence",), _COMPACTED_MACROS),
     (("offset_mapping", "group_offsets"), _GROUP_MACROS),
     (("rpo",), _RPO_MACROS),
     (("rpo_groups",), _FAILOVER_MACROS),

@@ -65,6 +65,11 @@ def test_status_is_the_worst_check_with_its_reasons():
         "15 records deleted from the target by retention/deletion after they were copied: "
         "a failover would not find them",
     )
+    compacted = FlowHealth("A->B", last_sync_ms=NOW - 1_000, records_at_risk=50, records_compacted_on_target=50)
+    assert flow_status(compacted, NOW).reasons == (
+        "50 records removed from the target by compaction (cleanup.policy=compact) after they were copied: "
+        "a failover would not find them (exact per group: mirrorlake failover plan)",
+    )
 
 
 def test_builds_end_with_the_last_gold_commit_before_the_next_silver_one():

@@ -4,9 +4,11 @@ records than the source's (``replicator.tasks.audit``)."""
 
 from __future__ import annotations
 
+import duckdb
 import pytest
 
 from lakehouse.divergence import divergence
+from lakehouse.sql import install_macros
 from replicator.events import AuditWindow, ConfigSnapshot, Event
 from tests.test_lakehouse_failovers import T0, _silver
 
@@ -40,7 +42,8 @@ def test_a_window_a_compacted_target_lost_records_from_is_named_and_other_differ
         _window("kv2", "source", 1000, 7, 0),
         _window("kv2", "target", 1000, 8, 1),  # same count, other content: altered, not compacted
     ]
-    rows = divergence(_silver(spark, "config_snapshot", snapshots), _silver(spark, "audit_window", audits)).collect()
+    table = divergence(_silver(spark, "config_snapshot", snapshots), _silver(spark, "audit_window", audits))
+    rows = table.collect()
     got = {(r["source_topic"], r["kind"], r["source_value"], r["target_value"]) for r in rows}
     src = "count=1000 checksum=7 extra_copies=0"
     assert got == {
@@ -50,3 +53,11 @@ def test_a_window_a_compacted_target_lost_records_from_is_named_and_other_differ
         ("kv", "config", "delete", "compact"),  # the policy difference itself, reported as ever
         ("kv2", "config", "delete", "compact,delete"),
     }
+
+    # the macro the dashboard's flow status and SQL users read: copies removed per partition
+    con = duckdb.connect()
+    con.register("divergence", table.toPandas())
+    install_macros(con, ["divergence"])
+    assert con.execute("SELECT * EXCLUDE (observed_at_ms) FROM compacted_on_target('A->B')").fetchall() == [
+        ("kv", 0, 50, 1)
+    ]
