@@ -45,7 +45,7 @@ def _produce_old(bootstrap: str, topic: str) -> None:
     assert producer.flush(30) == 0
 
 
-def _old_records_copied(kafka_clusters, unique_topic, name: str, target_configs: dict[str, str]):
+def _old_records_copied(kafka_clusters, unique_topic, name: str, target_configs: dict[str, str], **flow_settings):
     """3,000 records stamped three days ago, a group that read 1,000 of them, a target topic
     created beforehand with ``target_configs``, config sync off; returns after the copy."""
     a, b = kafka_clusters.bootstrap("A"), kafka_clusters.bootstrap("B")
@@ -58,7 +58,7 @@ def _old_records_copied(kafka_clusters, unique_topic, name: str, target_configs:
         "clusters": {"A": {"bootstrap_servers": a}, "B": {"bootstrap_servers": b}},
         "flows": [
             {"source": "A", "target": "B", "topics": [topic], "groups": [group], "emit_heartbeats": False,
-             "sync_topic_configs": False}
+             "sync_topic_configs": False, **flow_settings}
         ],
         "replicator_id": "vanish-test",
     }  # fmt: skip
@@ -124,14 +124,20 @@ COMPACTED = {"cleanup.policy": "compact", "segment.ms": "100", "min.cleanable.di
              "min.compaction.lag.ms": "0"}  # fmt: skip
 
 
-def test_copies_compacted_away_on_the_target_are_lost_in_the_plan_and_for_a_consumer(kafka_clusters, unique_topic):
+@pytest.mark.parametrize("exactly_once", [False, True], ids=["at-least-once", "exactly-once"])
+def test_copies_compacted_away_on_the_target_are_lost_in_the_plan_and_for_a_consumer(
+    kafka_clusters, unique_topic, exactly_once: bool
+):
     """The 3,000 records (keys k0..k2999) copied into a compacted target (config sync off), then
     100 more whose keys k0..k49 come twice: the cleaner keeps the latest record of each key, so
     copies the group has not read (the first 50 of the 100) are gone from inside the target's log.
     The plan reads B, counts them as lost with the cause named, and a consumer of B resuming where
-    ``apply`` put the group reads exactly the records the plan did not count as lost."""
+    ``apply`` put the group reads exactly the records the plan did not count as lost. Exactly-once
+    copies (transaction markers between them, one at the end) read the same."""
     a, b = kafka_clusters.bootstrap("A"), kafka_clusters.bootstrap("B")
-    config, topic, group = _old_records_copied(kafka_clusters, unique_topic, "compact", COMPACTED)
+    config, topic, group = _old_records_copied(
+        kafka_clusters, unique_topic, "compact", COMPACTED, exactly_once=exactly_once
+    )
     producer = Producer({"bootstrap.servers": a, "linger.ms": 5})
     for i in range(RECORDS, RECORDS + 100):
         producer.produce(topic, key=f"k{i % 50}".encode(), value=f"v{i}".encode(), partition=0)

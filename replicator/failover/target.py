@@ -136,8 +136,8 @@ def _offsets_in(consumer: Consumer, topic: str, partition: int, start: int, stop
             now = time.monotonic()
             if batch or pos.offset != last_pos:
                 still_since, last_pos = now, pos.offset
-            elif now - still_since > _END_IDLE_S and pos.offset >= 0:
-                # nothing readable in [pos, stop): transaction markers at the log's end, or records of a
+            elif now - still_since > _END_IDLE_S and _at_readable_end(consumer, topic, partition, pos.offset):
+                # nothing readable in [pos, stop): a transaction marker at the log's end, or records of a
                 # transaction still open (never mapped copies: the mapping holds only committed ones)
                 return offsets
             if now > deadline:
@@ -147,3 +147,11 @@ def _offsets_in(consumer: Consumer, topic: str, partition: int, start: int, stop
                 )
     finally:
         consumer.unassign()
+
+
+def _at_readable_end(consumer: Consumer, topic: str, partition: int, position: int) -> bool:
+    """Whether ``position`` is at most one marker short of the end the last fetch reported (for a
+    read_committed consumer librdkafka reports the last stable offset there): a slow fetch never
+    passes for the end."""
+    _low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), cached=True)
+    return position >= 0 and high is not None and high >= 0 and position >= high - 1
