@@ -249,7 +249,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from bench.replicate_vs_mm2 import _free_port_pair, environment
+    from bench.replicate_vs_mm2 import environment
+    from mirrorlake.localkafka.ports import find_free_port_pair
 
     args = parse_args(argv)
     logging.basicConfig(
@@ -262,7 +263,7 @@ def main(argv: list[str] | None = None) -> int:
     ports: set[int] = set()
     clusters = {}
     for alias in ("A", "B", "C"):
-        port = _free_port_pair(ports)
+        port = find_free_port_pair(ports)
         ports.update({port, port + 1})
         clusters[alias] = {"bootstrap_servers": f"127.0.0.1:{port}"}
     config = parse_config(

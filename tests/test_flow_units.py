@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 import pytest
 from confluent_kafka import OFFSET_INVALID, TopicPartition
 
+from replicator.client.mapping import build_segments, points_from_sync, translate
 from replicator.client.policy import DefaultReplicationPolicy
 from replicator.client.provenance import PROVENANCE_HEADER, Provenance
 from replicator.events import Event, OffsetSync, SyncReason
@@ -326,6 +327,7 @@ class FakeProducer:
 
     def __init__(self, foreign_every: int = 0) -> None:
         self.produced: list[tuple] = []
+        self.reports: list[tuple] = []
         self._next: dict[tuple[str, int], int] = {}
         self._foreign_every = foreign_every
 
@@ -335,10 +337,14 @@ class FakeProducer:
             d += 1  # someone else wrote to the target partition meanwhile
         self._next[(topic, partition)] = d + 1
         self.produced.append((topic, partition, d, timestamp, headers))
+        self.reports.append((callback, topic, partition, d))
 
     def deliver_all(self, copier: Copier) -> None:
-        for topic, partition, d, _ts, _headers in self.produced:
-            copier.on_delivery(None, FakeMessage(topic, partition, d))  # type: ignore[arg-type]
+        """A report for each copy produced with a callback, in produce order (what librdkafka does)."""
+        for callback, topic, partition, d in self.reports:
+            if callback is not None:
+                callback(None, FakeMessage(topic, partition, d))
+        self.reports.clear()
         self.produced.clear()
 
 
@@ -445,3 +451,52 @@ def test_a_transaction_commits_drained_records_then_only_the_positions_that_chan
     commits.close()
     assert store.written[-1] == {("orders", 0): 9}  # only what moved since the last transaction
     assert commits.positions() == {("orders", 0): 9, ("orders", 1): 7}
+
+
+def _mapping_of(syncs: list[OffsetSync]) -> list:
+    points = [
+        p
+        for s in syncs
+        for p in points_from_sync(
+            s.upstream_offset, s.downstream_offset, s.reason, s.previous_upstream_offset, s.previous_downstream_offset
+        )
+    ]
+    return build_segments(points)
+
+
+@pytest.mark.parametrize("foreign_every", [0, 7], ids=["target-owned", "foreign-writes"])
+def test_run_length_tracking_asks_few_reports_and_keeps_translation_exact_or_rereading(foreign_every: int):
+    """Reports only at run starts and ends and every offset_lag_max-th copy. With the target partition
+    the flow's own, every offset translates exactly; with someone else writing among the copies, the
+    copies in between leave the mapping, and a translation there resumes before them (re-read, never lost)."""
+    state = FakeState()
+    led = ledger(lag_max=100, state=state)
+    producer = FakeProducer(foreign_every=foreign_every)
+    stats = FlowStats()
+    copier = Copier("A->B", stats, Provenance("A", "B", enabled=False), track_every=100)
+    remote = {"orders": RemoteTopic("orders", "A.orders", 1)}
+    copier.connect(producer, led, lambda topic, _p: remote[topic], lambda err: pytest.fail(str(err)))  # type: ignore[arg-type]
+    offsets = [u for u in range(1200) if u != 500]  # a marker at 500 on the source: two runs
+    truth: dict[int, int] = {}
+    for i in range(0, len(offsets), 400):  # three batches
+        batch = [FakeMessage("orders", 0, u, ts=1000 + u) for u in offsets[i : i + 400]]
+        copier.copy_batch(batch)  # type: ignore[arg-type]
+        truth.update({u: d for u, (_t, _p, d, _ts, _h) in zip(offsets[i : i + 400], producer.produced, strict=True)})
+        assert sum(1 for r in producer.reports if r[0] is not None) <= 400 // 100 + 4  # not one per copy
+        producer.deliver_all(copier)
+    assert copier.in_flight == 0 and stats.records == len(offsets)
+    led.flush()
+    led.publish()
+    syncs = [s for s in state.emitted if isinstance(s, OffsetSync)]
+    if not foreign_every:  # MM2's rule holds at its exact cadence: a sync at least every offset_lag_max records
+        ds = sorted(s.downstream_offset for s in syncs)
+        assert all(b - a <= 100 for a, b in zip(ds, ds[1:], strict=False))
+        assert all(s.upstream_timestamp_ms == 1000 + s.upstream_offset for s in syncs)  # each its own record's
+    segments = _mapping_of(syncs)
+    for u in offsets:
+        got = translate(segments, u)
+        assert got is not None
+        if foreign_every:
+            assert got.downstream <= truth[u]  # resumes at or before the copy: re-reads, never loses
+        else:
+            assert got.downstream == truth[u], u

@@ -7,9 +7,8 @@ never constructs a client itself.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
 from confluent_kafka import Consumer, Producer
 
@@ -24,8 +23,6 @@ from replicator.metadata.topic_configs import DefaultConfigPropertyFilter, Topic
 from replicator.metadata.topics import TopicManager
 
 __all__ = ["FlowClients", "ClientFactory", "kafka_clients"]
-
-DeliveryCallback = Callable[[Any, Any], None]
 
 
 @dataclass
@@ -48,14 +45,10 @@ class FlowClients:
 
 
 class ClientFactory(Protocol):
-    def __call__(
-        self, config: MirrorlakeConfig, flow: FlowConfig, *, replicator_id: str, on_delivery: DeliveryCallback
-    ) -> FlowClients: ...
+    def __call__(self, config: MirrorlakeConfig, flow: FlowConfig, *, replicator_id: str) -> FlowClients: ...
 
 
-def kafka_clients(
-    config: MirrorlakeConfig, flow: FlowConfig, *, replicator_id: str, on_delivery: DeliveryCallback
-) -> FlowClients:
+def kafka_clients(config: MirrorlakeConfig, flow: FlowConfig, *, replicator_id: str) -> FlowClients:
     """Wait for both clusters (``connect_timeout_seconds``), then make the flow's clients."""
     source_conf = config.cluster(flow.source).client_config()
     target_conf = config.cluster(flow.target).client_config()
@@ -72,7 +65,7 @@ def kafka_clients(
     producer = Producer(
         {
             **producer_config(flow, target_conf, f"{name}-producer", instance),
-            "on_delivery": on_delivery,
+            # no default delivery callback: the copier asks for reports per copy (run-length tracking)
             "error_cb": outages.client_error_callback("target"),
         }
     )

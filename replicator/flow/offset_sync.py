@@ -17,11 +17,14 @@ them): there is no intermediate representation of a sync to copy field by field.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 
 from replicator.events import OffsetSync, SyncReason
 
 __all__ = ["SyncOrigin", "OffsetSyncTracker"]
+
+_log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -85,6 +88,47 @@ class OffsetSyncTracker:
         st.last_sync_d = d
         st.published = True
         return self._sync(topic, partition, st.target_topic, u, d, ts, reason, last_u, last_d)
+
+    def record_span(
+        self, topic: str, partition: int, u: int, d: int, timestamps: list[int], target_topic: str | None = None
+    ) -> list[OffsetSync]:
+        """Note that upstream ``[u - n + 1, u]`` (``n = len(timestamps)``, their timestamps in order) were
+        copied, in order, the last of them to ``d`` (run-length delivery tracking: only the last one's
+        offset is reported); return the syncs to publish.
+
+        When ``d`` moved by exactly ``n`` since the previous recorded copy, which is ``u - n``, the
+        copies are contiguous on both sides: every downstream offset is known, and MM2's rule (a sync
+        at least every ``offset_lag_max`` downstream records) is applied at the very copies a
+        per-record report would have made syncs. Otherwise something else was written to the target
+        partition among them, at offsets nobody reported: the sync then carries the previous recorded
+        copy as its predecessor, so the mapping leaves the copies in between out (a translation inside
+        them resumes after the last known copy: re-read, never lost) and a warning says how many.
+        """
+        n = len(timestamps)
+        st = self._state.get((topic, partition))
+        if n <= 1 or st is None:
+            sync = self.record(topic, partition, u, d, timestamps[-1], target_topic)
+            return [sync] if sync is not None else []
+        if u - st.last_u == n and d - st.last_d == n:
+            out = []
+            while d - st.last_sync_d >= self._lag_max:
+                dx = st.last_sync_d + self._lag_max
+                ux = dx - (d - u)
+                ts = timestamps[n - 1 - (d - dx)]
+                out.append(
+                    self._sync(topic, partition, st.target_topic, ux, dx, ts, SyncReason.LAG_MAX, ux - 1, dx - 1)
+                )
+                st.last_sync_d = dx
+            st.last_u, st.last_d, st.last_ts = u, d, timestamps[-1]
+            st.published = st.last_sync_d == d
+            return out
+        _log.warning(
+            "%s[%d]: %d copies (source offsets %d..%d) landed among records written to %s by someone else; "
+            "they are left out of the offset mapping (a translation inside them re-reads, never loses)",
+            topic, partition, n - 1, u - n + 1, u - 1, st.target_topic,
+        )  # fmt: skip
+        sync = self.record(topic, partition, u, d, timestamps[-1], target_topic)
+        return [sync] if sync is not None else []
 
     def flush(self) -> list[OffsetSync]:
         """The last copied record of each partition whose latest copy is not yet published."""

@@ -131,10 +131,8 @@ class FlowRunner:
     # -- wiring ------------------------------------------------------------------------------
     def _wire(self) -> None:
         """Make the clients (through the factory) and the pieces that use them."""
-        self._copier = Copier(self.flow.name, self.stats, self._provenance)
-        clients = self._client_factory(
-            self.config, self.flow, replicator_id=self.replicator_id, on_delivery=self._copier.on_delivery
-        )
+        self._copier = Copier(self.flow.name, self.stats, self._provenance, track_every=self.flow.offset_lag_max)
+        clients = self._client_factory(self.config, self.flow, replicator_id=self.replicator_id)
         self._clients = clients
         self._consumer, self._producer = clients.consumer, clients.producer
         self._outages = clients.outages

@@ -57,6 +57,16 @@ class SyncLedger:
         self._pending.append(sync)
         return True
 
+    def delivered_span(
+        self, topic: str, partition: int, upstream: int, downstream: int, timestamps: list[int], target_topic: str
+    ) -> bool:
+        """Record an acknowledged copy and the untracked copies of the source offsets just before it,
+        produced to the same partition before it (``timestamps``: all of theirs, oldest first; run-length
+        tracking); True if it made a sync."""
+        syncs = self._tracker.record_span(topic, partition, upstream, downstream, timestamps, target_topic)
+        self._pending.extend(syncs)
+        return bool(syncs)
+
     def flush(self) -> None:
         """Make the last copy of every partition a sync (the open run's end becomes known)."""
         self._pending.extend(self._tracker.flush())
