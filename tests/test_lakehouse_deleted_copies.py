@@ -1,5 +1,5 @@
-"""``lakehouse.target_deletions.deleted_copies`` (Spark, segments sent to Python only where a copy
-may lie below the log start) equals ``deleted_on_target`` on every row, the skipped ones included.
+"""``lakehouse.target_deletions.deleted_copies`` (Spark, segments sent to Python only where a
+segment starts below the log start) equals ``deleted_on_target`` on every row, skipped ones included.
 
 Random segments (overlapping replays, gaps, negative and positive deltas), log starts and
 ``since`` values, with nulls where the columns allow them; no Kafka needed.
@@ -39,6 +39,7 @@ def test_deleted_copies_equals_the_python_rule_on_every_row(spark):
         [
             T.StructField("id", T.LongType()),
             T.StructField("_segments", T.ArrayType(seg_type)),
+            T.StructField("_first_copy", T.LongType()),
             T.StructField("log_start", T.LongType()),
             T.StructField("since", T.LongType()),
         ]
@@ -51,11 +52,14 @@ def test_deleted_copies_equals_the_python_rule_on_every_row(spark):
         if i % 29 == 0:
             segs = []  # and a null array
         tuples = [(s.upstream_start, s.upstream_end, s.downstream_start, s.downstream_end) for s in segs]
-        rows.append((i, None if i % 29 == 0 else tuples, log_start, since))
+        first = min((s.downstream_start for s in segs), default=None)
+        rows.append((i, None if i % 29 == 0 else tuples, first, log_start, since))
         g = None if log_start is None else deleted_on_target(segs, log_start, since or 0)
         cases[i] = None if g is None else (g.records, g.upstream_first, g.upstream_last, g.downstream_first)
     df = spark.createDataFrame(rows, schema)
-    got = df.select("id", deleted_copies(F.col("_segments"), F.col("log_start"), F.col("since")).alias("g")).collect()
+    got = df.select(
+        "id", deleted_copies(F.col("_segments"), F.col("_first_copy"), F.col("log_start"), F.col("since")).alias("g")
+    ).collect()
     assert len(got) == len(cases)
     deleted = 0
     for row in got:
