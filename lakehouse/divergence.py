@@ -261,7 +261,7 @@ def _deleted_rows(watermarks: DataFrame, mapping: DataFrame) -> DataFrame:
         F.col("topic").alias("target_topic"),
         "observed_at_ms",
         "log_start_offset",
-        deleted_copies(F.col("_segments"), F.col("log_start_offset")).alias("_gone"),
+        deleted_copies(F.col("_segments"), F.col("_first_copy"), F.col("log_start_offset")).alias("_gone"),
     )
     gone = joined.where(F.col("_gone.records") > 0)
     return _row(

@@ -131,7 +131,8 @@ def _update_table(
             else:
                 n = keys.count()
                 if n:
-                    merge_keys(spark, target, computed, keys, spec.key, spec.row_id)
+                    # computed once: the MERGE reads it for tombstones, its join and its writes
+                    merge_keys(spark, target, computed.localCheckpoint(), keys, spec.key, spec.row_id)
                 _save_state(paths, spec.name, consumed)
                 return GoldUpdate(spec.name, "merge", n)
         except AnalysisException as exc:

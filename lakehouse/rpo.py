@@ -99,7 +99,7 @@ def rpo(watermarks: DataFrame, syncs: DataFrame, mapping: DataFrame | None = Non
     joined = _with_target_mark(last_replicated(syncs, source, "observed_at_ms"), watermarks)
     if mapping is not None:
         joined = joined.join(segments_by_partition(mapping), list(MAPPING_KEY), "left")
-        deleted = deleted_copies(F.col("_segments"), F.col("_tmark.log_start"))["records"]
+        deleted = deleted_copies(F.col("_segments"), F.col("_first_copy"), F.col("_tmark.log_start"))["records"]
     else:
         deleted = F.lit(None).cast("long")
     last = F.col("_last.u")

@@ -96,7 +96,7 @@ def rpo_groups(groups: DataFrame, mapping: DataFrame, watermarks: DataFrame, syn
     resume = resumable(F.col("translated_offset"))
     at_resume = _cost(F.col("_segments"), c, resume)
     at_exact = _cost(F.col("_segments"), c, resumable(F.col("exact_offset")))
-    deleted = deleted_copies(F.col("_segments"), log_start, c)["records"]
+    deleted = deleted_copies(F.col("_segments"), F.col("_first_copy"), log_start, c)["records"]
     cause = F.when((deleted > 0) & (at_resume["lost"] > 0), F.lit(DELETED_ON_TARGET))
     return base.select(
         *GROUP_KEY,
