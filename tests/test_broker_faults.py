@@ -32,8 +32,10 @@ from bench.faults import (
     write_replicator_config,
 )
 from mirrorlake.traffic import ensure_topic
+from replicator.flow.observability import waiting_for
 from replicator.flow.outage import Outages
 from replicator.flow.shutdown import StopBudget, StopTimedOut
+from replicator.flow.stats import FlowStats
 from tests.waiting import wait_for
 
 # outage lengths: the user's incident (target SIGKILLed for 30 s) in full, the others shorter
@@ -89,6 +91,19 @@ def test_an_outage_is_logged_once_with_bounded_back_off(caplog):
     assert len(lines) == 2, lines  # one line when the wait starts, one when it ends
     assert "waiting for the target cluster T" in lines[0] and "answers again" in lines[1]
     assert not outages.failed("target", ValueError("not a broker outage"))
+
+
+def test_health_sees_a_wait_that_starts_inside_a_blocking_call():
+    """An exactly-once commit retried while the target is down never returns to the loop; health
+    and the gauge read the flow's outages live, so the wait shows at once, not at the next turn."""
+    outages = Outages("S->T", {"source": "S", "target": "T"}, {"source": {}, "target": {}})
+    stats = FlowStats(source="S", target="T", state="running")
+    stats.waiting = lambda: outages.waiting
+    assert waiting_for(stats) == {}
+    assert outages.failed("target", TimeoutError())  # what _waiting_out does, with no loop turn after it
+    assert waiting_for(stats) == {"target": "cluster T: no answer in time"}
+    outages.recovered("target")
+    assert waiting_for(stats) == {}
 
 
 def test_the_waiting_gauge_is_read_from_prometheus_text():

@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 import pytest
-from confluent_kafka import Producer
+from confluent_kafka import KafkaError, KafkaException, Producer
 
 from mirrorlake.traffic import ensure_topic
 from replicator.client.mapping_index import MappingIndex
 from replicator.client.state_reader import StateLogFollower, read_state_log
 from replicator.events import Heartbeat, Lifecycle, OffsetSync, encode
 from replicator.events.codec import MAGIC
-
-pytestmark = pytest.mark.kafka
+from replicator.kafka.log_bounds import partition_bounds
 
 
 def _sync(u: int, d: int, reason: str = "delta_change", prev: tuple[int, int] | None = None) -> OffsetSync:
@@ -32,6 +31,7 @@ def _sync(u: int, d: int, reason: str = "delta_change", prev: tuple[int, int] | 
     )
 
 
+@pytest.mark.kafka
 def test_bad_records_are_reported_and_skipped_and_the_follower_reads_only_new_events(kafka_clusters, unique_topic):
     bootstrap = kafka_clusters.bootstrap("A")
     topic = unique_topic("state")
@@ -63,6 +63,7 @@ def test_bad_records_are_reported_and_skipped_and_the_follower_reads_only_new_ev
         follower.close()
 
 
+@pytest.mark.kafka
 def test_a_missing_state_topic_reads_as_empty(kafka_clusters, unique_topic):
     read = read_state_log({"bootstrap.servers": kafka_clusters.bootstrap("A")}, unique_topic("never-created"))
     assert read.events == [] and read.bad == []
@@ -80,3 +81,30 @@ def test_mapping_index_translates_both_ways():
     assert index.reverse("A->B", "t", 0, 18).upstream == 20  # past the end: after the last copy
     assert index.translate("A->B", "t", 1, 5) is None
     assert index.target_topic("A->B", "t") == "A.t"
+
+
+class _ElectingConsumer:
+    """Answers get_watermark_offsets as a partition does while its leader is elected: ``moving``
+    times NOT_LEADER_FOR_PARTITION (seen in CI when a reader raced the importer's CreateTopics)."""
+
+    def __init__(self, moving: int, code: int = KafkaError.NOT_LEADER_FOR_PARTITION) -> None:
+        self.moving, self.code, self.calls = moving, code, 0
+
+    def get_watermark_offsets(self, tp, timeout, cached):
+        self.calls += 1
+        if self.calls <= self.moving:
+            raise KafkaException(KafkaError(self.code))
+        return (0, 7)
+
+
+def test_log_bounds_wait_out_a_leader_election_and_report_anything_else():
+    electing = _ElectingConsumer(moving=3)
+    assert partition_bounds(electing, "t", 0, timeout_s=10) == (0, 7)  # type: ignore[arg-type]
+    assert electing.calls == 4
+    missing = _ElectingConsumer(moving=1, code=KafkaError.UNKNOWN_TOPIC_OR_PART)
+    with pytest.raises(KafkaException):
+        partition_bounds(missing, "t", 0, timeout_s=10)  # type: ignore[arg-type]
+    assert missing.calls == 1
+    forever = _ElectingConsumer(moving=10**6)
+    with pytest.raises(KafkaException):
+        partition_bounds(forever, "t", 0, timeout_s=0.5)  # type: ignore[arg-type]

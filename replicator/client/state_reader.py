@@ -22,6 +22,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, TopicPar
 from replicator.errors import EventDecodeError, ReplicationError
 from replicator.events import EVENT_TYPES, Event, registry
 from replicator.events.codec import decode_record, header_fingerprint
+from replicator.kafka.log_bounds import partition_bounds
 from replicator.kafka.settings import BOUNDED_READ_WAIT_S, reader_config
 
 __all__ = ["BadEvent", "StateRead", "StateLogFollower", "read_state_log"]
@@ -111,12 +112,10 @@ class StateLogFollower:
             new = self._new_partitions(timeout_s)
             # end offsets asked before new partitions are assigned: a broker answers a connection's
             # requests in order, so one behind a fetch's long poll would wait out fetch.wait.max.ms
-            ends = {}
-            for p in sorted(self._assigned | set(new)):
-                _low, high = self._consumer.get_watermark_offsets(
-                    TopicPartition(self._topic, p), timeout=timeout_s, cached=False
-                )
-                ends[p] = high
+            ends = {
+                p: partition_bounds(self._consumer, self._topic, p, timeout_s=timeout_s)[1]
+                for p in sorted(self._assigned | set(new))
+            }
             self._assign(new)
         except KafkaException as exc:
             self._reset()

@@ -139,7 +139,7 @@ def mm2_families(flows: list[Any]) -> list[Metric]:
 
 def waiting_for(stats: Any) -> dict[str, str]:
     """What a running flow waits for (``FlowStats``): the clusters it says, and its loop if it stopped turning."""
-    waiting = dict(stats.waiting)
+    waiting = dict(stats.waiting())
     stuck_s = time.monotonic() - stats.turned_at
     if stats.state == "running" and stuck_s > _STUCK_S:
         waiting["loop"] = f"the copy loop has waited {stuck_s:.0f} s for a cluster's answer (an admin request)"

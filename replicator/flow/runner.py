@@ -178,6 +178,7 @@ class FlowRunner:
         self.stats.offset_commit_ms = self.commits.commit_ms
         self.stats.in_flight = lambda: self._copier.in_flight
         self.stats.leading = lambda: self.leads_state_tasks
+        self.stats.waiting = lambda: self._outages.waiting
         self._caught_up = CaughtUpCheck(self._consumer, self.commits, self.ledger, clients.topics.source_end_offsets)
 
     # -- the loop ----------------------------------------------------------------------------
@@ -291,7 +292,7 @@ class FlowRunner:
         outages.probe_due()
         paused = self._backpressure.update()
         stats = self.stats
-        stats.waiting, stats.paused, stats.recoveries = outages.waiting, paused, outages.recoveries
+        stats.paused, stats.recoveries = paused, outages.recoveries
         stats.turned_at = time.monotonic()
         return paused
 

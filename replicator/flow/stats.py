@@ -20,6 +20,10 @@ def _not_leading() -> bool:
     return False
 
 
+def _waiting_for_nothing() -> dict[str, str]:
+    return {}
+
+
 @dataclass
 class FlowStats:
     """Plain counters the flow thread updates and the metrics endpoint reads (no hot-path locks)."""
@@ -36,7 +40,6 @@ class FlowStats:
     last_record_age_s: float | None = None
     latency: LatencyHistogram = field(default_factory=LatencyHistogram)
     task_errors: dict[str, str] = field(default_factory=dict)  # state task -> its last error
-    waiting: dict[str, str] = field(default_factory=dict)  # side -> what the flow waits for (an outage)
     paused: bool = False  # reading paused: the target is down or its queue is full
     recoveries: int = 0  # outages the flow waited out
     turned_at: float = field(default_factory=time.monotonic)  # the copy loop's last turn (liveness)
@@ -48,4 +51,7 @@ class FlowStats:
     subscribed: bool = False  # the consumer subscribed to at least one topic
     in_flight: Callable[[], int] = _none_in_flight  # records produced, not yet acknowledged
     leading: Callable[[], bool] = _not_leading  # this process runs the flow's state tasks
+    # side -> what the flow waits for (an outage), read live: a wait that starts inside a blocking
+    # call (an exactly-once commit retried while the target is down) shows before the loop turns again
+    waiting: Callable[[], dict[str, str]] = _waiting_for_nothing
     offset_commit_ms: WindowedValue = field(default_factory=WindowedValue)  # the commits' timing

@@ -4,7 +4,9 @@ Failover plans, failback scans, tail recovery, stop requests, stored positions a
 need a partition's log start and end before they read; each used to open its own consumer and loop
 over ``get_watermark_offsets``. These helpers give every caller the same contract: the brokers'
 current answer (never librdkafka's cached value), a bounded timeout, and a partition whose topic is
-gone either left out (``skip_missing``) or reported as an error naming the partition.
+gone either left out (``skip_missing``) or reported as an error naming the partition. A partition
+whose leader is being elected (a topic created a moment ago, a broker restarting) is asked again
+until the timeout: NOT_LEADER_FOR_PARTITION there is a moment, not an answer.
 """
 
 from __future__ import annotations
@@ -14,16 +16,42 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaException, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+from tenacity import Retrying, retry_if_exception, stop_after_delay, wait_exponential
 
+from replicator.kafka.errors import kafka_error
 from replicator.kafka.settings import reader_config
 
-__all__ = ["Bounds", "log_bounds", "topic_bounds", "throwaway_reader", "BOUNDS_TIMEOUT_S"]
+__all__ = ["Bounds", "log_bounds", "partition_bounds", "topic_bounds", "throwaway_reader", "BOUNDS_TIMEOUT_S"]
 
 _log = logging.getLogger(__name__)
 
 BOUNDS_TIMEOUT_S = 10.0
 Bounds = tuple[int, int]  # (log start offset, log end offset)
+_LEADER_MOVING = frozenset((KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE))
+
+
+def _leader_moving(exc: BaseException) -> bool:
+    err = kafka_error(exc)
+    return err is not None and err.code() in _LEADER_MOVING
+
+
+def partition_bounds(consumer: Consumer, topic: str, partition: int, *, timeout_s: float = BOUNDS_TIMEOUT_S) -> Bounds:
+    """``(start, end)`` of one partition, the brokers' current answer, asked again while its leader
+    moves (for up to ``timeout_s``). Raises the last ``KafkaException`` otherwise."""
+    retrying = Retrying(
+        retry=retry_if_exception(_leader_moving),
+        stop=stop_after_delay(timeout_s),
+        wait=wait_exponential(multiplier=0.1, max=1.0),
+        reraise=True,
+    )
+    for attempt in retrying:
+        with attempt:
+            low, high = consumer.get_watermark_offsets(
+                TopicPartition(topic, partition), timeout=timeout_s, cached=False
+            )
+            return low, high
+    raise AssertionError("unreachable: tenacity re-raises the last error")
 
 
 @contextmanager
@@ -51,9 +79,7 @@ def log_bounds(
     out: dict[tuple[str, int], Bounds] = {}
     for topic, partition in partitions:
         try:
-            low, high = consumer.get_watermark_offsets(
-                TopicPartition(topic, partition), timeout=timeout_s, cached=False
-            )
+            low, high = partition_bounds(consumer, topic, partition, timeout_s=timeout_s)
         except KafkaException as exc:
             if not skip_missing:
                 raise
