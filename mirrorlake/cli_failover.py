@@ -219,6 +219,8 @@ def failback_plan_cmd(flow: str, export: Path | None, fmt: str, config_path: Pat
         span = f"{r.start_offset}-{r.end_offset}"
         times = f"{format_time(r.first_timestamp_ms)} .. {format_time(r.last_timestamp_ms)}" if r.records else "-"
         earlier = f"  ({r.recovered_records} recovered earlier)" if r.recovered_records else ""
+        if r.orphan_copies:
+            earlier += f"  ({r.orphan_copies} copies on the target had no offset sync: not listed)"
         click.echo(f"  {r.source_topic:30} {r.partition:>4} {span:>17} {r.records:>8} {r.bytes:>10}  {times}{earlier}")
     if export is not None:
         click.echo(f"exported {sum(r.records for r in rows)} records to {export}")

@@ -13,9 +13,14 @@ transaction on the target together with a ``failback`` event (action ``recover``
 ranges. A later run starts each partition after the ranges already recovered, so it re-produces
 nothing twice; a run that dies before its commit leaves nothing visible to read_committed readers.
 
-Limitation: copies a SIGKILLed replicator wrote after its last durable offset sync are not in the
-mapping yet (issue item 7), so they are listed here although the target holds them, and ``--recover``
-copies them again.
+Copies a SIGKILLed replicator wrote after its last durable offset sync have no row in the mapping
+until a replicator of the flow starts again (``replicator.flow.tail_recovery``), which after a
+failover may be never. So both steps first match the target's records past each partition's last
+known copy against the source by content (the same ``TailRecovery``): the copies found there are
+not listed (``orphan_copies`` counts them), and ``--recover`` publishes their offset syncs in its
+transaction, so the mapping covers every copy the flow made and nothing is copied twice. After a
+``--recover`` of a partition the search is not repeated there: its orphans were mapped by it, and
+the copies it re-produced are accounted for by its ``failback`` event's ranges, not by the mapping.
 """
 
 from __future__ import annotations
@@ -39,9 +44,11 @@ from replicator.client.provenance import Provenance
 from replicator.config import MirrorlakeConfig
 from replicator.config.topology import provenance_enabled
 from replicator.errors import FailoverError
-from replicator.events import Failback, FailbackRange, encode
+from replicator.events import Failback, FailbackRange, OffsetSync, encode
 from replicator.failover.api import STALE_AFTER_S, running_replicators, user_name
 from replicator.failover.state import FlowState, read_flow_state
+from replicator.flow.offset_sync import SyncOrigin
+from replicator.flow.tail_recovery import TailRecovery
 from replicator.kafka.connectivity import wait_for_cluster
 from replicator.kafka.errors import kafka_error_reason
 from replicator.kafka.log_bounds import log_bounds, throwaway_reader
@@ -68,6 +75,7 @@ class NeverReplicated:
     first_timestamp_ms: int | None
     last_timestamp_ms: int | None
     recovered_records: int = 0  # re-produced to the target by earlier ``--recover`` runs (before start)
+    orphan_copies: int = 0  # on the target without a mapping row (a killed replicator's), found by content
 
 
 def _line(msg: Message) -> str:
@@ -153,15 +161,50 @@ def _partitions(state: FlowState) -> list[tuple[str, int]]:
     )
 
 
+def _remote_of(config: MirrorlakeConfig, state: FlowState, topic: str) -> str:
+    flow = state.flow
+    policy = policy_from_config(config.replication_policy)
+    return state.index.target_topic(flow.name, topic) or policy.format_remote_topic(flow.source, topic)
+
+
+def _orphans(config: MirrorlakeConfig, state: FlowState) -> tuple[list[OffsetSync], dict[tuple[str, int], int]]:
+    """Offset syncs for the copies on the target past each partition's last mapped copy (a killed
+    replicator's), matched to the source by content and added to ``state``'s mapping; and how many
+    copies they cover per source partition."""
+    flow = state.flow
+    origin = SyncOrigin(flow.name, f"failback@{socket.gethostname()}-{os.getpid()}", flow.source, flow.target)
+    recovery = TailRecovery(
+        origin, config.cluster(flow.source).client_config(), config.cluster(flow.target).client_config()
+    )
+    # once a --recover ran for a partition, its orphans were mapped then, and the target's tail now
+    # holds the recovered copies, which the failback event's ranges account for (never the mapping)
+    partitions = [
+        (t, _remote_of(config, state, t), p) for t, p in _partitions(state) if recovered_up_to(state, t, p)[0] < 0
+    ]
+    try:
+        syncs, report = recovery.run(state.index, partitions, {})
+    except KafkaException as exc:
+        raise FailoverError(f"cannot match the target's copies to {flow.source}: {kafka_error_reason(exc)}") from exc
+    counts = {(r.source_topic, r.partition): r.matched for r in report if r.matched}
+    for (topic, partition), n in sorted(counts.items()):
+        _log.info(
+            "%s[%d]: %d copies on %s had no offset sync yet (a killed replicator's)", topic, partition, n, flow.target
+        )
+    state.index.add(syncs)
+    return syncs, counts
+
+
 def _walk(
     config: MirrorlakeConfig,
     state: FlowState,
     sink_for: Callable[[str, int], Callable[[Message], None] | None],
-) -> list[NeverReplicated]:
-    """Read every partition's never-replicated records on the source, each through ``sink_for(topic, p)``."""
+) -> tuple[list[NeverReplicated], list[OffsetSync]]:
+    """Read every partition's never-replicated records on the source, each through ``sink_for(topic, p)``,
+    after the copies ``_orphans`` finds; returns them with the orphans' syncs (not published)."""
     flow = state.flow
     conf = config.cluster(flow.source).client_config()
     wait_for_cluster(flow.source, conf, timeout_s=config.connect_timeout_seconds)
+    orphans, orphan_counts = _orphans(config, state)
     result = []
     try:
         with throwaway_reader(conf, "mirrorlake-failback") as consumer:
@@ -170,10 +213,11 @@ def _walk(
                 copied = max((s.upstream_end for s in segments), default=-1) + 1
                 recovered, records = recovered_up_to(state, topic, partition)
                 row = _read(consumer, topic, partition, max(copied, recovered), sink_for(topic, partition))
-                result.append(dataclasses.replace(row, recovered_records=records))
+                orphan_copies = orphan_counts.get((topic, partition), 0)
+                result.append(dataclasses.replace(row, recovered_records=records, orphan_copies=orphan_copies))
     except KafkaException as exc:
         raise FailoverError(f"cannot read the source {flow.source}: {kafka_error_reason(exc)}") from exc
-    return result
+    return result, orphans
 
 
 def failback_plan(config: MirrorlakeConfig, flow_name: str, *, export: Path | None = None) -> list[NeverReplicated]:
@@ -190,7 +234,7 @@ def failback_plan(config: MirrorlakeConfig, flow_name: str, *, export: Path | No
             out.write(_line(msg) + "\n")
 
     try:
-        return _walk(config, state, lambda _t, _p: write)
+        return _walk(config, state, lambda _t, _p: write)[0]
     finally:
         if out is not None:
             out.close()
@@ -259,7 +303,7 @@ def recover_never_replicated(
             landed.setdefault((msg.topic(), msg.partition()), []).append(msg.offset())  # type: ignore[arg-type]
 
     def remote_of(topic: str) -> str:
-        return state.index.target_topic(flow.name, topic) or policy.format_remote_topic(flow.source, topic)
+        return _remote_of(config, state, topic)
 
     def sink_for(topic: str, partition: int) -> Callable[[Message], None]:
         remote = remote_of(topic)
@@ -289,7 +333,9 @@ def recover_never_replicated(
     try:
         producer.init_transactions(_TIMEOUT_S)
         producer.begin_transaction()
-        rows = _walk(config, state, sink_for)
+        rows, orphans = _walk(config, state, sink_for)
+        for sync in orphans:  # the mapping rows of the copies a killed replicator left, committed with the rest
+            _produce(producer, topic=config.state_topic, value=encode(sync), key=key_of(sync), on_delivery=delivered)
         producer.flush(10 * _TIMEOUT_S)  # every copy's offset on the target is known before the event
 
         def as_range(r: NeverReplicated) -> FailbackRange:
