@@ -32,6 +32,7 @@ from replicator.config.topology import provenance_enabled
 from replicator.errors import ReplicationError
 from replicator.events import Lifecycle
 from replicator.flow.backpressure import Backpressure
+from replicator.flow.batching import Batcher
 from replicator.flow.caught_up import CaughtUpCheck
 from replicator.flow.clients import ClientFactory, FlowClients, kafka_clients
 from replicator.flow.commits import AbortTransaction, AtLeastOnceCommits, Commits, TransactionalCommits
@@ -72,8 +73,6 @@ class _Either:
 
 _log = logging.getLogger(__name__)
 
-_CONSUME_BATCH = 5000
-_CONSUME_WAIT_S = 0.02  # the longest a record waits for its batch to fill: end-to-end latency
 # exactly-once: a record not acknowledged within the transaction timeout (a long outage) is copied
 # again from the committed position
 _REWINDABLE = TRANSPORT_CODES
@@ -246,7 +245,8 @@ class FlowRunner:
         next_refresh = next_metadata_sync = 0.0
         next_flush = time.monotonic() + self.flow.sync_interval_seconds
         at_least_once = not self.flow.exactly_once
-        consume, copy_batch, poll = self._consumer.consume, self._copier.copy_batch, self._producer.poll
+        next_batch = Batcher(self._consumer.consume).next
+        copy_batch, poll = self._copier.copy_batch, self._producer.poll
         ledger, commits, copier = self.ledger, self.commits, self._copier
         while not stop.is_set():
             now = time.monotonic()
@@ -260,7 +260,7 @@ class FlowRunner:
                 poll(_PAUSED_WAIT_S)
                 messages = []
             else:
-                messages = consume(_CONSUME_BATCH, timeout=_CONSUME_WAIT_S)
+                messages = next_batch()
             if messages:
                 copy_batch(messages)
             poll(0)
