@@ -132,6 +132,7 @@ def replicate(
 ) -> None:
     """Run the enabled flows of CONFIG until SIGTERM/SIGINT (then drain and commit)."""
     config_path = _pick_config(positional_config, option_config)
+    from replicator.flow.gc_tuning import tune_for_copying
     from replicator.flow.runtime import Replicator
 
     config = load_config(config_path)
@@ -146,6 +147,7 @@ def replicate(
         raise ConfigError(f"{config_path}: {exc}") from None
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: replicator.stop())
+    tune_for_copying()  # this process copies records: see replicator.flow.gc_tuning
     replicator.start(until_caught_up=until_caught_up)
     with Steps(rich=None if until_caught_up else False) as steps:
         while replicator.alive:
