@@ -10,8 +10,10 @@ rounds) the same background load. Variants:
 - ``no-tasks``: no state tasks at all (the copy loop alone);
 - ``no-<task>``: every state task but one (``no-watermarks``, ``no-checkpoints``, ``no-config_snapshots``);
 - ``procs<N>``: ``full`` with N replicator processes sharing the flow's consumer group;
-- ``--tree NAME=PATH`` adds a variant ``NAME``: ``full`` run in a child process from the source tree
-  at PATH (for example a ``git worktree`` of an older commit), for a before/after in one run.
+- ``--tree NAME=PATH`` adds a variant ``NAME``: ``mirrorlake replicate --until-caught-up`` run as a
+  child process from the source tree at PATH (for example a ``git worktree`` of an older commit, or
+  ``.`` for this one), for a before/after in one run. Compare trees with trees: a variant run inside
+  the bench's own process copied 10-15% slower than the same code as a child.
 
     .venv/bin/python -m bench.copy_variants --records 300000 --sizes 1024 --variants full no-tasks
 
@@ -23,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import gc
-import json
 import logging
 import multiprocessing
 import os
@@ -38,12 +39,14 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 if __package__ in (None, ""):  # run as a file: make ``bench`` importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.measure import ArrivalWatcher, Span, process_cpu, self_cpu
 from bench.replicate_vs_mm2 import Bench, _load, cluster_config, environment, start_bench
-from bench.workload import RecordSpec, prefill, raw_produce
+from bench.workload import RecordSpec, drop_topics, fast_dir, prefill, raw_produce
 from mirrorlake.localkafka import down, resolve_kafka_jars
 from replicator.config import MirrorlakeConfig
 from replicator.config.cache import cache_root
@@ -74,12 +77,6 @@ def _brokers_cpu(bench: Bench) -> float:
     return sum(process_cpu(pid)() for pid in (b.pid() for b in bench.brokers) if pid is not None)
 
 
-_CHILD = (
-    "import json, sys; from replicator.config import parse_config; from replicator.flow.runtime import Replicator; "
-    "Replicator(parse_config(json.loads(sys.argv[1]), source='copy_variants'), flows=['S->T']).run_until_caught_up()"
-)
-
-
 def run_variant(bench: Bench, spec: RecordSpec, topic: str, variant: str) -> Span:
     config = bench.flow_config([topic])
     remote = f"S.{topic}"
@@ -92,11 +89,14 @@ def run_variant(bench: Bench, spec: RecordSpec, topic: str, variant: str) -> Spa
     watcher = ArrivalWatcher(bench.target, remote, spec.partitions, spec.count, span).start()
     try:
         tree = dict(t.split("=", 1) for t in bench.args.tree).get(variant)
-        if tree is not None:
-            data = json.dumps(config.model_dump(mode="json", by_alias=True, exclude_defaults=True))
+        if tree is not None:  # the tree's own `mirrorlake replicate`, as a user runs it
+            path = bench.work_dir / f"{variant}-{topic}.yaml"
+            data = config.model_dump(mode="json", by_alias=True, exclude_defaults=True)
+            path.write_text(yaml.safe_dump(data), encoding="utf-8")
             subprocess.run(
-                [sys.executable, "-c", _CHILD, data], cwd=tree, env={**os.environ, "PYTHONPATH": tree}, check=True
-            )
+                [sys.executable, "-m", "mirrorlake.cli", "replicate", str(path), "--until-caught-up"],
+                cwd=tree, env={**os.environ, "PYTHONPATH": tree}, check=True, stdout=subprocess.DEVNULL,
+            )  # fmt: skip
         elif processes == 1:
             Replicator(config, flows=["S->T"]).run_until_caught_up()
         else:
@@ -128,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("replicator").setLevel(logging.WARNING)
     logging.getLogger("replicator.librdkafka").setLevel(logging.ERROR)
-    work_dir = Path(tempfile.mkdtemp(prefix="bench-copy-variants-"))
+    work_dir = Path(tempfile.mkdtemp(prefix="bench-copy-variants-", dir=fast_dir()))
     clusters = cluster_config(work_dir)
     lib_dir = resolve_kafka_jars(clusters.local_kafka.version, cache_root())
     results: dict[tuple[int, str], list[tuple[float, float, float, float]]] = {}
@@ -149,12 +149,15 @@ def main(argv: list[str] | None = None) -> int:
                             bench.target, bench.topic("raw", size, rnd), spec, lambda: self_cpu() + _brokers_cpu(bench),
                             bench.foreign(),
                         )  # fmt: skip
+                        drop_topics(bench.target, [bench.topic("raw", size, rnd)])
                     else:
                         topic = bench.topic(name, size, rnd)
                         prefill(bench.source, topic, spec)
                         gc.collect()
                         time.sleep(1)  # let the prefill's flush settle on the brokers
                         span = run_variant(bench, spec, topic, name)
+                        drop_topics(bench.source, [topic])
+                        drop_topics(bench.target, [f"S.{topic}"])
                     brokers_us = 1e6 * (_brokers_cpu(bench) - brokers_before) / spec.count
                     rate = span.copy_records / span.copy_seconds
                     self_us = 1e6 * span.copy_cpu / span.copy_records

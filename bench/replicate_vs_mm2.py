@@ -44,15 +44,15 @@ from bench.measure import (
     measure_latency,
     self_cpu,
 )
+from bench.ml_processes import MirrorlakeProcesses
 from bench.mm2 import MirrorMaker2, Mm2Settings
 from bench.report import NOISY_PCT, Row, format_table, ratio_lines
-from bench.workload import RecordSpec, create_topic, prefill, raw_consume, raw_produce
+from bench.workload import RecordSpec, create_topic, drop_topics, fast_dir, prefill, raw_consume, raw_produce
 from mirrorlake.localkafka import LocalBroker, down, require_java, resolve_kafka_jars, up
 from mirrorlake.localkafka.ports import find_free_port_pair
 from replicator.client.policy import policy_from_config
 from replicator.config import MirrorlakeConfig, parse_config
 from replicator.config.cache import cache_root
-from replicator.flow.runtime import Replicator
 
 _log = logging.getLogger("bench.replicate_vs_mm2")
 
@@ -124,45 +124,47 @@ def run_raw(bench: Bench, spec: RecordSpec, source_topic: str) -> list[Row]:
         bench.target, bench.topic("rawcb", size), spec, self_cpu, bench.foreign(), per_record_callback=True
     )
     rows.append(Row("raw produce-only + per-rec callback", "raw-produce-cb", spec.label, spec.record_bytes, span))
+    drop_topics(bench.target, [bench.topic("raw", size), bench.topic("rawcb", size)])
     for row in rows:
         _log.info("%s %s: %.0f records/s", row.name, row.size_label, row.records_per_s)
     return rows
 
 
-def run_mirrorlake(bench: Bench, spec: RecordSpec, topic: str) -> Row:
-    """``run_until_caught_up`` on a flow selecting exactly ``topic``; then latency on its own topic."""
+def run_mirrorlake(bench: Bench, spec: RecordSpec, topic: str, processes: int) -> Row:
+    """``processes`` ``mirrorlake replicate --until-caught-up`` processes of a flow selecting exactly
+    ``topic``; then latency on its own topic, through one process running until SIGTERM."""
     config = bench.flow_config([topic])
     remote = policy_from_config(config.replication_policy).format_remote_topic("S", topic)
-    span = Span.begin(self_cpu, bench.foreign())
+    name, kind = (
+        ("mirrorlake", "mirrorlake") if processes == 1 else (f"mirrorlake x{processes}", f"mirrorlake-p{processes}")
+    )
+    run_dir = bench.work_dir / f"{kind}-{spec.value_size}"
+    replicators = MirrorlakeProcesses(config, run_dir, processes, until_caught_up=True).start()
+    span = Span.begin(replicators.cpu, bench.foreign(*replicators.pids()))
     watcher = ArrivalWatcher(bench.target, remote, spec.partitions, spec.count, span).start()
     try:
-        stats = Replicator(config, flows=["S->T"]).run_until_caught_up()
+        if not watcher.wait(bench.args.timeout, alive=replicators.alive):
+            raise RuntimeError(f"{name}: only {watcher.landed} of {spec.count} records on {remote} (logs: {run_dir})")
+        replicators.wait(bench.args.timeout)
         span.mark_end()
-        if not watcher.wait(30):
-            raise RuntimeError(f"mirrorlake caught up but only {watcher.landed} of {spec.count} records on {remote}")
     finally:
         watcher.stop()
-    flow_stats = stats["S->T"]
-    _log.info(
-        "mirrorlake %s: %d records, %d syncs, %.1f s",
-        spec.label,
-        flow_stats.records,
-        flow_stats.syncs,
-        span.wall_seconds,
-    )
+        replicators.stop()
+    _log.info("%s %s: all records landed %.1f s after launch", name, spec.label, span.wall_seconds)
     _check_count(bench, remote, spec)
+    drop_topics(bench.target, [remote])
 
-    lat_topic = bench.topic("lat", "ml", spec.value_size)
-    create_topic(bench.source, lat_topic, spec.partitions)
-    lat_config = bench.flow_config([lat_topic])
-    replicator = Replicator(lat_config, flows=["S->T"])
-    replicator.start()
-    try:
-        latency = bench.latency(lat_topic, f"S.{lat_topic}", spec.value_size)
-    finally:
-        replicator.stop()
-        replicator.wait(60)
-    return Row("mirrorlake", "mirrorlake", spec.label, spec.record_bytes, span, latency)
+    latency = None
+    if processes == 1:
+        lat_topic = bench.topic("lat", "ml", spec.value_size)
+        create_topic(bench.source, lat_topic, spec.partitions)
+        lat_config = bench.flow_config([lat_topic])
+        serving = MirrorlakeProcesses(lat_config, run_dir / "latency", 1, until_caught_up=False).start()
+        try:
+            latency = bench.latency(lat_topic, f"S.{lat_topic}", spec.value_size)
+        finally:
+            serving.stop()
+    return Row(name, kind, spec.label, spec.record_bytes, span, latency)
 
 
 def run_mm2(bench: Bench, spec: RecordSpec, topic: str, settings: Mm2Settings) -> Row:
@@ -219,12 +221,21 @@ def run_size(bench: Bench, value_size: int) -> list[Row]:
     gc.collect()  # clients and closures of earlier runs go now, not during a measurement
     rows = run_raw(bench, spec, ml_topic)
     gc.collect()
-    rows.append(run_mirrorlake(bench, spec, ml_topic))
+    for processes in args.processes:  # a fresh topic each: the flow's group has committed the last one
+        topic = ml_topic if processes == args.processes[0] else bench.topic(f"ml{processes}", value_size)
+        if topic != ml_topic:
+            prefill(bench.source, topic, spec)
+        gc.collect()
+        rows.append(run_mirrorlake(bench, spec, topic, processes))
+        if topic != ml_topic:
+            drop_topics(bench.source, [topic])
     for tasks in args.mm2_tasks:
         topic = bench.topic(f"mm2t{tasks}", value_size)
         prefill(bench.source, topic, spec)
         gc.collect()
         rows.append(run_mm2(bench, spec, topic, Mm2Settings(tasks_max=tasks, tuned_producer=not args.mm2_defaults)))
+        drop_topics(bench.source, [topic])
+    drop_topics(bench.source, [ml_topic])
     return rows
 
 
@@ -297,6 +308,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--no-mm2", action="store_true", help="skip MirrorMaker 2 (mirrorlake and raw limits only)")
     parser.add_argument(
+        "--processes", type=int, nargs="+", default=[1], help="mirrorlake processes per flow to run (default 1)"
+    )
+    parser.add_argument(
         "--mm2-defaults",
         action="store_true",
         help="run MM2 with Connect's producer defaults instead of the replicator's batching",
@@ -324,7 +338,7 @@ def main(argv: list[str] | None = None) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     logging.getLogger("replicator.librdkafka").setLevel(logging.WARNING)
-    work_dir = args.work_dir or Path(tempfile.mkdtemp(prefix="bench-replicate-vs-mm2-"))
+    work_dir = args.work_dir or Path(tempfile.mkdtemp(prefix="bench-replicate-vs-mm2-", dir=fast_dir()))
     work_dir.mkdir(parents=True, exist_ok=True)
     clusters = cluster_config(work_dir)
     lib_dir = resolve_kafka_jars(clusters.local_kafka.version, cache_root())
@@ -361,6 +375,10 @@ def print_report(clusters: MirrorlakeConfig, args: argparse.Namespace, rows: lis
     against = {"raw-produce": "raw-produce", "raw-consume": "raw-consume"}
     against.update({f"mm2-t{t}": f"MM2(tasks.max={t})" for t in args.mm2_tasks})
     print("\n".join(ratio_lines(rows, ours="mirrorlake", against=against)))
+    for processes in args.processes:
+        if processes > 1:
+            kind = f"ml-p{processes}"
+            print("\n".join(ratio_lines(rows, ours=kind, against={"mirrorlake": "mirrorlake", **against})))
     mine = next((r for r in rows if r.kind == "mirrorlake" and r.size_label == "1 KiB"), None)
     theirs = next((r for r in rows if r.kind == "mm2-t1" and r.size_label == "1 KiB"), None)
     if mine and theirs:

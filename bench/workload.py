@@ -7,16 +7,26 @@ outside lz4's 64 KiB window, so memory stays small without making the data compr
 
 Raw limits use the same Python client the replicator uses, with its per-record call pattern but
 nothing else: consume-only counts messages from ``consume(10000)`` batches; produce-only calls
-``produce()`` once per record with key, value, headers, partition and timestamp and flushes.
+``produce()`` once per record with key, value, headers, partition and timestamp and flushes. It
+sends the records in runs of ``RAW_RUN`` per partition, as a fetcher hands a copier its input
+(before 2026-11-25 it sent them round-robin, one partition per record: a lower limit, which a
+copier of fetched runs beat at 1 KiB).
+
+Brokers' data goes to ``fast_dir()`` (tmpfs when it has room) and each run's topics are deleted
+after it (``file.delete.delay.ms`` 1 s): the figures then measure the clients and brokers, not
+the page cache's writeback of the gigabytes earlier runs wrote, which slowed later runs of one
+benchmark by up to half on this machine.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import shutil
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -27,7 +37,10 @@ from replicator.kafka.settings import consumer_config, producer_config
 
 __all__ = [
     "RecordSpec",
+    "RAW_RUN",
     "create_topic",
+    "drop_topics",
+    "fast_dir",
     "prefill",
     "raw_consume",
     "raw_produce",
@@ -45,6 +58,9 @@ _PREFILL_PRODUCER: dict[str, str | int | bool] = {
     "queue.buffering.max.messages": 1000000,
 }
 _HEADERS = [("bench", b"replicate_vs_mm2")]
+_TOPIC_CONFIG = {"file.delete.delay.ms": "1000"}  # a deleted topic's files go at once (remote topics inherit it)
+_FAST_DIR_MIN_FREE = 16 * 2**30
+RAW_RUN = 500  # records per partition run of raw produce-only
 _POOL = 1024
 _KEY_BYTES = 12
 
@@ -78,9 +94,27 @@ class RecordSpec:
             yield b"k%011d" % i, pool[i % _POOL], base_ms + i // 1000
 
 
+def fast_dir() -> str | None:
+    """``/dev/shm`` when it is a tmpfs with room for the brokers' data, else None (the temp dir)."""
+    shm = Path("/dev/shm")
+    return str(shm) if shm.is_dir() and shutil.disk_usage(shm).free >= _FAST_DIR_MIN_FREE else None
+
+
+def drop_topics(bootstrap: str, topics: list[str]) -> None:
+    """Delete a finished run's topics (their files go after ``file.delete.delay.ms``)."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for topic, future in admin.delete_topics(topics, operation_timeout=30).items():
+        try:
+            future.result(timeout=30)
+        except KafkaException as exc:
+            _log.warning("could not delete %s: %s", topic, exc)
+
+
 def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    futures = admin.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=1)])
+    futures = admin.create_topics(
+        [NewTopic(topic, num_partitions=partitions, replication_factor=1, config=dict(_TOPIC_CONFIG))]
+    )
     try:
         futures[topic].result(timeout=30)
     except KafkaException as exc:
@@ -163,13 +197,16 @@ def raw_produce(
     """
     create_topic(bootstrap, topic, spec.partitions)
     producer = Producer(producer_config(_FLOW, {"bootstrap.servers": bootstrap}, "bench-raw-produce", "bench"))
-    records = list(spec.records())  # generated before the clock starts (values are shared, ~150 MB per 1e6)
     partitions = spec.partitions
+    # generated before the clock starts (values are shared, ~150 MB per 1e6), in runs per partition
+    indexed = list(enumerate(spec.records()))
+    indexed.sort(key=lambda r: (r[0] // (partitions * RAW_RUN), r[0] % partitions))  # stable: offsets in order
+    records = [(i % partitions, key, value, ts) for i, (key, value, ts) in indexed]
     counter = _DeliveryCounter()
     _warm_up(producer, bootstrap, f"{topic}-warmup")
     span = Span.begin(cpu, foreign)
     span.mark_first()
-    for i, (key, value, ts) in enumerate(records):
+    for i, (partition, key, value, ts) in enumerate(records):
         if per_record_callback:
             _produce(
                 producer,
@@ -177,12 +214,12 @@ def raw_produce(
                 key=key,
                 value=value,
                 headers=_HEADERS,
-                partition=i % partitions,
+                partition=partition,
                 timestamp=ts,
                 on_delivery=counter.callback(i),
             )
         else:
-            _produce(producer, topic, key=key, value=value, headers=_HEADERS, partition=i % partitions, timestamp=ts)
+            _produce(producer, topic, key=key, value=value, headers=_HEADERS, partition=partition, timestamp=ts)
     _flush(producer, f"raw produce {topic}")
     span.finish(spec.count)
     if counter.failed:
