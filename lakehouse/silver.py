@@ -18,7 +18,8 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from ingest.paths import LakehousePaths
-from lakehouse.decode import LINEAGE_COLUMNS, UNKNOWN_TYPE, classify, decode_events, event_spark_schema
+from lakehouse.avro_types import all_nullable, event_spark_schema
+from lakehouse.decode import LINEAGE_COLUMNS, UNKNOWN_TYPE, VOUCHED, classify, decode_events, decode_in_python
 from replicator.events import registry
 
 __all__ = ["update_silver", "QUARANTINE_SCHEMA", "silver_schema"]
@@ -45,20 +46,9 @@ _LINEAGE_TYPES = {
 }
 
 
-def _nullable(dtype: T.DataType) -> T.DataType:
-    """``dtype`` with every nested field nullable: Delta refuses NOT NULL inside arrays and maps."""
-    if isinstance(dtype, T.StructType):
-        return T.StructType([T.StructField(f.name, _nullable(f.dataType), True) for f in dtype.fields])
-    if isinstance(dtype, T.ArrayType):
-        return T.ArrayType(_nullable(dtype.elementType), True)
-    if isinstance(dtype, T.MapType):
-        return T.MapType(dtype.keyType, _nullable(dtype.valueType), True)
-    return dtype
-
-
 def silver_schema(event_type: str) -> T.StructType:
     """Event columns (nullable, as decoded) plus where each event sits in the state topic."""
-    fields = [T.StructField(f.name, _nullable(f.dataType), True) for f in event_spark_schema(event_type).fields]
+    fields = [T.StructField(f.name, all_nullable(f.dataType), True) for f in event_spark_schema(event_type).fields]
     fields += [T.StructField(name, dtype, False) for name, dtype in _LINEAGE_TYPES.items()]
     return T.StructType(fields)
 
@@ -112,16 +102,17 @@ def _merge_batch(spark: SparkSession, paths: LakehousePaths, batch: DataFrame, b
                 continue  # no table is created for a type until its first event arrives
             decoded = decode_events(classified, event_type).persist()
             try:
-                good = decoded.where(F.col("decode_error").isNull()).drop("value", "decode_error")
+                good = decoded.where(F.col(VOUCHED)).drop("value", VOUCHED)
+                unvouched = decoded.where(~F.col(VOUCHED))
+                if not unvouched.isEmpty():  # rare: bodies the JVM could not decode canonically
+                    retried = decode_in_python(unvouched, event_type).localCheckpoint()
+                    good = good.unionByName(retried.where(F.col("decode_error").isNull()).drop("value", "decode_error"))
+                    failed = retried.where(F.col("decode_error").isNotNull())
+                    bad.append(failed.select(*LINEAGE_COLUMNS, "value", F.col("decode_error").alias("reason")))
                 good = good.dropDuplicates(["event_id"])
                 path = str(paths.silver(event_type))
                 table = _ensure_table(spark, path, silver_schema(event_type), change_feed=True)
                 _insert_new(table, path, good)
-                # taken from the cached decode now: read after unpersist, it would decode every row again
-                failed = decoded.where(F.col("decode_error").isNotNull())
-                bad.append(
-                    failed.select(*LINEAGE_COLUMNS, "value", F.col("decode_error").alias("reason")).localCheckpoint()
-                )
             finally:
                 decoded.unpersist()
         _quarantine(spark, paths, bad)
