@@ -31,7 +31,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from ingest.paths import LakehousePaths
-from lakehouse.gold import GoldInputs, GoldTable
+from lakehouse.gold import TAIL_FROM, GoldInputs, GoldTable
 from lakehouse.gold_tables import GOLD_TABLES
 from replicator.config import MirrorlakeConfig
 from replicator.events import registry
@@ -43,10 +43,11 @@ _log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class GoldUpdate:
-    """What one build did to one gold table: ``full`` rebuild, ``merge`` of ``keys``, or ``unchanged``."""
+    """What one build did to one gold table: ``full`` rebuild, ``merge`` of ``keys`` (recomputed
+    whole), ``tail`` (``keys`` recomputed from their tails on, ``GoldTable.tail``), or ``unchanged``."""
 
     table: str
-    mode: Literal["full", "merge", "unchanged"]
+    mode: Literal["full", "merge", "tail", "unchanged"]
     keys: int
     reason: str = ""
 
@@ -78,20 +79,24 @@ def update_gold(
     ``on_stage(f"gold {table}")`` is called as each table starts (a progress display's hook)."""
     versions = silver_versions(spark, paths)
     updates = []
-    for spec in tables:
-        if on_stage is not None:
-            on_stage(f"gold {spec.name}")
-        started = time.monotonic()
-        update = _update_table(spark, paths, spec, versions, config, full)
-        _log.info(
-            "gold %s: %s (%d keys) %s in %.1f s",
-            spec.name,
-            update.mode,
-            update.keys,
-            update.reason,
-            time.monotonic() - started,
-        )
-        updates.append(update)
+    changes = _Changes(spark, paths)
+    try:
+        for spec in tables:
+            if on_stage is not None:
+                on_stage(f"gold {spec.name}")
+            started = time.monotonic()
+            update = _update_table(spark, paths, spec, versions, config, full, changes.inserted)
+            _log.info(
+                "gold %s: %s (%d keys) %s in %.1f s",
+                spec.name,
+                update.mode,
+                update.keys,
+                update.reason,
+                time.monotonic() - started,
+            )
+            updates.append(update)
+    finally:
+        changes.release()
     return updates
 
 
@@ -102,6 +107,7 @@ def _update_table(
     versions: Mapping[str, int | None],
     config: MirrorlakeConfig | None,
     full: bool,
+    inserted: Callable[[str, int | None, int], DataFrame],
 ) -> GoldUpdate:
     target = str(paths.gold(spec.name))
     consumed = {t: versions[t] for t in spec.sources}
@@ -121,10 +127,14 @@ def _update_table(
         if not changed:
             return GoldUpdate(spec.name, "unchanged", 0)
         try:
-            changes = {t: _inserted(spark, paths, t, state.get(t), v) for t, v in changed.items()}
+            changes = {t: inserted(t, state.get(t), v) for t, v in changed.items()}
             keys = spec.touched(changes).localCheckpoint()
-            inputs = GoldInputs(spark, paths, versions, keys, config)
-            computed = spec.compute(inputs)
+            inputs = GoldInputs(spark, paths, versions, keys, config, changes)
+            if spec.tail is not None:
+                tail = spec.tail(inputs)
+                computed, scope = tail.rows, tail.scope
+            else:
+                computed, scope = spec.compute(inputs), None
             existing = spark.read.format("delta").load(target)
             if existing.schema.simpleString() != computed.schema.simpleString():
                 reason = "columns changed"
@@ -132,15 +142,47 @@ def _update_table(
                 n = keys.count()
                 if n:
                     # computed once: the MERGE reads it for tombstones, its join and its writes
-                    merge_keys(spark, target, computed.localCheckpoint(), keys, spec.key, spec.row_id)
+                    merge_keys(
+                        spark,
+                        target,
+                        computed.localCheckpoint(),
+                        keys if scope is None else scope.localCheckpoint(),
+                        spec.key,
+                        spec.row_id,
+                        tail_order=spec.tail_order if scope is not None else (),
+                    )
                 _save_state(paths, spec.name, consumed)
-                return GoldUpdate(spec.name, "merge", n)
+                return GoldUpdate(spec.name, "merge" if scope is None else "tail", n)
         except AnalysisException as exc:
             reason = f"change feed unavailable ({str(exc).splitlines()[0][:200]})"
     computed = spec.compute(GoldInputs(spark, paths, versions, None, config))
     computed.write.format("delta").mode("overwrite").option("overwriteSchema", "true").save(target)
     _save_state(paths, spec.name, consumed)
     return GoldUpdate(spec.name, "full", -1, reason)
+
+
+class _Changes:
+    """The silver rows inserted between two versions, read once per build and shared by the gold
+    tables that consumed the same versions (most tables read the ``offset_sync`` feed)."""
+
+    def __init__(self, spark: SparkSession, paths: LakehousePaths) -> None:
+        self._spark = spark
+        self._paths = paths
+        self._read: dict[tuple[str, int | None, int], DataFrame] = {}
+
+    def inserted(self, event_type: str, after: int | None, upto: int) -> DataFrame:
+        """Rows inserted into a silver table after version ``after`` up to ``upto`` (all when None)."""
+        key = (event_type, after, upto)
+        if key not in self._read:
+            rows = _inserted(self._spark, self._paths, event_type, after, upto)
+            # kept while the build runs: each table reads it for its keys, its tail and its MERGE
+            self._read[key] = rows if after is None else rows.persist()
+        return self._read[key]
+
+    def release(self) -> None:
+        for rows in self._read.values():
+            rows.unpersist()
+        self._read.clear()
 
 
 def _inserted(spark: SparkSession, paths: LakehousePaths, event_type: str, after: int | None, upto: int) -> DataFrame:
@@ -166,15 +208,23 @@ def merge_keys(
     keys: DataFrame,
     key: Sequence[str],
     row_id: Sequence[str],
+    *,
+    tail_order: Sequence[str] = (),
 ) -> None:
     """Make the rows of ``keys`` in the Delta table at ``target`` equal ``computed``, in one commit.
 
     ``computed`` holds the new rows of exactly those keys. Rows of those keys that ``computed``
     lacks are deleted (tombstones in the MERGE source), differing rows are updated, new inserted.
+    With ``tail_order``, ``keys`` is a ``Tail.scope``: only rows at or after a key's ``TAIL_FROM``
+    (by ``tail_order``, all rows where it is null) are replaced; earlier rows that ``computed``
+    holds are updated, the others kept.
     """
     table = DeltaTable.forPath(spark, target)
     columns = computed.columns
     key_cond = reduce(lambda a, b: a & b, [F.col(f"e.{c}").eqNullSafe(F.col(f"k.{c}")) for c in key])
+    if tail_order:
+        at = F.struct(*[F.col(f"e.{c}").alias(c) for c in tail_order])
+        key_cond = key_cond & (F.col(f"k.{TAIL_FROM}").isNull() | (at >= F.col(f"k.{TAIL_FROM}")))
     existing = table.toDF().alias("e").join(F.broadcast(keys.alias("k")), key_cond, "left_semi")
     id_cond = reduce(lambda a, b: a & b, [F.col(f"e.{c}").eqNullSafe(F.col(f"n.{c}")) for c in row_id])
     gone = existing.alias("e").join(computed.alias("n"), id_cond, "left_anti")
