@@ -19,9 +19,10 @@ from __future__ import annotations
 import json
 import logging
 import os
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from functools import reduce
 from typing import Literal
 
@@ -32,6 +33,7 @@ from pyspark.sql import functions as F
 
 from ingest.paths import LakehousePaths
 from lakehouse.gold import TAIL_FROM, GoldInputs, GoldTable
+from lakehouse.gold_schedule import run_in_dependency_order
 from lakehouse.gold_tables import GOLD_TABLES
 from replicator.config import MirrorlakeConfig
 from replicator.events import registry
@@ -39,6 +41,9 @@ from replicator.events import registry
 __all__ = ["GoldUpdate", "update_gold", "silver_versions", "merge_keys"]
 
 _log = logging.getLogger(__name__)
+# Gold tables built side by side: their time is mostly Delta log reads, small jobs and commits,
+# which overlap on Spark's threads (2 cores).
+_TABLES_AT_ONCE = 3
 
 
 @dataclass(frozen=True)
@@ -50,6 +55,7 @@ class GoldUpdate:
     mode: Literal["full", "merge", "tail", "unchanged"]
     keys: int
     reason: str = ""
+    seconds: float = field(default=0.0, compare=False)
 
 
 def silver_versions(spark: SparkSession, paths: LakehousePaths) -> dict[str, int | None]:
@@ -76,28 +82,29 @@ def update_gold(
 ) -> list[GoldUpdate]:
     """Bring every gold table up to date with silver; ``full`` recomputes every table from scratch.
 
-    ``on_stage(f"gold {table}")`` is called as each table starts (a progress display's hook)."""
+    Up to ``_TABLES_AT_ONCE`` tables run side by side, each after the tables it reads
+    (``lakehouse.gold_schedule``). ``on_stage(f"gold {table}")`` is called as each table starts
+    (a progress display's hook); each ``GoldUpdate`` says how long its table took."""
     versions = silver_versions(spark, paths)
-    updates = []
     changes = _Changes(spark, paths)
+
+    def run(spec: GoldTable) -> GoldUpdate:
+        started = time.monotonic()
+        update = _update_table(spark, paths, spec, versions, config, full, changes.inserted)
+        update = replace(update, seconds=time.monotonic() - started)
+        _log.info(
+            "gold %s: %s (%d keys) %s in %.1f s", spec.name, update.mode, update.keys, update.reason, update.seconds
+        )
+        return update
+
+    def started(spec: GoldTable) -> None:
+        if on_stage is not None:
+            on_stage(f"gold {spec.name}")
+
     try:
-        for spec in tables:
-            if on_stage is not None:
-                on_stage(f"gold {spec.name}")
-            started = time.monotonic()
-            update = _update_table(spark, paths, spec, versions, config, full, changes.inserted)
-            _log.info(
-                "gold %s: %s (%d keys) %s in %.1f s",
-                spec.name,
-                update.mode,
-                update.keys,
-                update.reason,
-                time.monotonic() - started,
-            )
-            updates.append(update)
+        return run_in_dependency_order(tables, run, workers=_TABLES_AT_ONCE, on_start=started)
     finally:
         changes.release()
-    return updates
 
 
 def _update_table(
@@ -169,20 +176,23 @@ class _Changes:
         self._spark = spark
         self._paths = paths
         self._read: dict[tuple[str, int | None, int], DataFrame] = {}
+        self._lock = threading.Lock()  # tables run on several threads
 
     def inserted(self, event_type: str, after: int | None, upto: int) -> DataFrame:
         """Rows inserted into a silver table after version ``after`` up to ``upto`` (all when None)."""
         key = (event_type, after, upto)
-        if key not in self._read:
-            rows = _inserted(self._spark, self._paths, event_type, after, upto)
-            # kept while the build runs: each table reads it for its keys, its tail and its MERGE
-            self._read[key] = rows if after is None else rows.persist()
-        return self._read[key]
+        with self._lock:
+            if key not in self._read:
+                rows = _inserted(self._spark, self._paths, event_type, after, upto)
+                # kept while the build runs: each table reads it for its keys, its tail and its MERGE
+                self._read[key] = rows if after is None else rows.persist()
+            return self._read[key]
 
     def release(self) -> None:
-        for rows in self._read.values():
-            rows.unpersist()
-        self._read.clear()
+        with self._lock:
+            for rows in self._read.values():
+                rows.unpersist()
+            self._read.clear()
 
 
 def _inserted(spark: SparkSession, paths: LakehousePaths, event_type: str, after: int | None, upto: int) -> DataFrame:
