@@ -12,9 +12,10 @@ unreachable entries and warnings scrolled past the user. While ivy resolves, the
 and stderr (which the Spark JVM started then inherits, for its lifetime) go to ``ivy/resolve.log``
 in the cache; the screen gets one log line per package and one when resolution is done.
 
-Avro decoding is done by fastavro in Arrow batches (``lakehouse.decode``), which also resolves each
-writer schema to the newest reader schema by fingerprint; spark-avro is not needed (and its jar
-for this Spark version is not on the reachable Maven Central).
+Avro bodies are decoded in the JVM by spark-avro's ``from_avro`` (``lakehouse.avro_jvm``), each
+writer version resolved to the newest reader schema; records it cannot vouch for fall back to
+fastavro in Arrow batches (``lakehouse.decode``). Adding a package changes the manifest's name (a
+hash of the package list), so a cache whose manifest predates it resolves again once.
 """
 
 from __future__ import annotations
@@ -63,13 +64,14 @@ LOCAL_TUNING: dict[str, str] = {
 
 
 def spark_packages() -> list[str]:
-    """Maven coordinates matching the installed pyspark and delta-spark."""
+    """Maven coordinates matching the installed pyspark and delta-spark: Delta, the Kafka source, Avro."""
     spark_version = version("pyspark")
     delta_version = version("delta-spark")
     spark_mm = ".".join(spark_version.split(".")[:2])
     return [
         f"io.delta:delta-spark_{spark_mm}_2.13:{delta_version}",
         f"org.apache.spark:spark-sql-kafka-0-10_2.13:{spark_version}",
+        f"org.apache.spark:spark-avro_2.13:{spark_version}",
     ]
 
 
@@ -122,9 +124,19 @@ def spark_session(config: SparkConfig | None = None, *, app_name: str = "mirrorl
             f"{ivy} on first use: check that Maven Central is reachable (ivy's output: {log})."
         ) from exc
     spark.sparkContext.setLogLevel(config.conf.get("spark.log.level", "WARN"))  # Spark's own conf wins if given
+    _quiet_avro_serializer(spark)
     if not jars:
         _record_resolved_jars(manifest, spark.sparkContext.getConf().get("spark.jars", ""))
     return spark
+
+
+def _quiet_avro_serializer(spark) -> None:  # noqa: ANN001 - a SparkSession (pyspark imported lazily)
+    """Silence spark-avro's warning that a nullable column meets a non-null Avro schema: the JVM
+    decoder (``lakehouse.avro_jvm``) re-encodes only records it decoded, and the warning came once
+    per task (hundreds per build)."""
+    jvm = spark.sparkContext._jvm
+    level = jvm.org.apache.logging.log4j.Level.ERROR
+    jvm.org.apache.logging.log4j.core.config.Configurator.setLevel("org.apache.spark.sql.avro.AvroSerializer", level)
 
 
 def ivy_settings(ivy_dir: Path) -> Path:

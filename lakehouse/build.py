@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from delta.tables import DeltaTable
@@ -30,6 +31,7 @@ from replicator.errors import ExitCode, MirrorlakeError
 __all__ = ["BuildReport", "build_lakehouse", "LakehouseBuildError", "run_bronze"]
 
 _log = logging.getLogger(__name__)
+_COUNTS_AT_ONCE = 4  # a count is a Delta log read and a small job: latency, which overlaps
 
 
 class LakehouseBuildError(MirrorlakeError):
@@ -109,11 +111,15 @@ def refresh(
     updates = update_gold(spark, paths, config=config, full=full, on_stage=on_stage)
     if on_stage is not None:
         on_stage("counting rows")
-    gold_rows = {spec.name: _count(spark, str(paths.gold(spec.name))) for spec in GOLD_TABLES}
+    tables = {spec.name: paths.gold(spec.name) for spec in GOLD_TABLES}
+    tables.update(bronze=paths.bronze, quarantine=paths.quarantine, offset_sync=paths.silver("offset_sync"))
+    with ThreadPoolExecutor(max_workers=_COUNTS_AT_ONCE, thread_name_prefix="count") as pool:
+        counts = dict(zip(tables, pool.map(lambda p: _count(spark, str(p)), tables.values()), strict=True))
+    gold_rows = {spec.name: counts[spec.name] for spec in GOLD_TABLES}
     return BuildReport(
-        bronze_rows=_count(spark, str(paths.bronze)),
-        quarantined=_count(spark, str(paths.quarantine)),
-        offset_syncs=_count(spark, str(paths.silver("offset_sync"))),
+        bronze_rows=counts["bronze"],
+        quarantined=counts["quarantine"],
+        offset_syncs=counts["offset_sync"],
         mapping_segments=gold_rows["offset_mapping"],
         gold_rows=gold_rows,
         gold_updates=updates,

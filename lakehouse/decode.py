@@ -1,10 +1,12 @@
-"""Decoding state-topic records (Avro single-object encoded events) inside Spark, in Arrow batches.
+"""Decoding state-topic records (Avro single-object encoded events) inside Spark.
 
 ``classify`` tags each raw record with its event type from the fingerprint in its header (a
-Spark expression, no Python). ``decode_batches`` then decodes one event type with fastavro,
-resolving every writer version to the newest schema of that type; a record that does not decode
-keeps its bytes and gets a ``decode_error`` instead of being dropped, so the caller can route it
-to quarantine.
+Spark expression, no Python). ``decode_events`` then decodes the rows of one event type in the
+JVM (``lakehouse.avro_jvm``: spark-avro, every writer version resolved to the newest schema of
+the type) and says per row whether that decode is vouched for; ``decode_in_python`` decodes the
+rest with fastavro (``replicator.events.decode_record``, the replicator's own reader): a record
+that does not decode keeps its bytes and gets a ``decode_error`` instead of being dropped, so the
+caller can route it to quarantine with fastavro's reason.
 """
 
 from __future__ import annotations
@@ -17,16 +19,18 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from lakehouse.avro_jvm import VOUCHED, header_fingerprint_hex, jvm_decode
+from lakehouse.avro_types import all_nullable, event_spark_schema
 from replicator.events import SchemaRegistry, registry
 from replicator.events.codec import HEADER_LEN, MAGIC
 
 __all__ = [
-    "avro_to_spark",
-    "event_spark_schema",
     "classify",
     "decode_events",
+    "decode_in_python",
     "LINEAGE_COLUMNS",
     "UNKNOWN_TYPE",
+    "VOUCHED",
 ]
 
 UNKNOWN_TYPE = "__unknown__"
@@ -35,62 +39,14 @@ UNKNOWN_TYPE = "__unknown__"
 LINEAGE_COLUMNS = ("state_cluster", "state_topic", "state_partition", "state_offset")
 _BRONZE_KEY = ("cluster", "topic", "partition", "offset")
 
-_PRIMITIVES: dict[str, T.DataType] = {
-    "string": T.StringType(),
-    "int": T.IntegerType(),
-    "long": T.LongType(),
-    "boolean": T.BooleanType(),
-    "double": T.DoubleType(),
-    "float": T.FloatType(),
-    "bytes": T.BinaryType(),
-}
-
-
-def avro_to_spark(avro_type: Any) -> tuple[T.DataType, bool]:
-    """(Spark type, nullable) of an Avro type: primitives, ["null", X], arrays, maps, records."""
-    if isinstance(avro_type, list):
-        others = [t for t in avro_type if t != "null"]
-        if len(others) != 1:
-            raise ValueError(f"only [null, X] unions are supported, got {avro_type}")
-        return avro_to_spark(others[0])[0], True
-    if isinstance(avro_type, str):
-        return _PRIMITIVES[avro_type], False
-    kind = avro_type["type"]
-    if kind == "array":
-        item, nullable = avro_to_spark(avro_type["items"])
-        return T.ArrayType(item, nullable), False
-    if kind == "map":
-        value, nullable = avro_to_spark(avro_type["values"])
-        return T.MapType(T.StringType(), value, nullable), False
-    if kind == "record":
-        return _record_struct(avro_type), False
-    if kind in _PRIMITIVES:
-        return _PRIMITIVES[kind], False
-    raise ValueError(f"unsupported Avro type {avro_type}")
-
-
-def _record_struct(schema: dict[str, Any]) -> T.StructType:
-    fields = []
-    for f in schema["fields"]:
-        dtype, nullable = avro_to_spark(f["type"])
-        fields.append(T.StructField(f["name"], dtype, nullable))
-    return T.StructType(fields)
-
-
-def event_spark_schema(event_type: str, reg: SchemaRegistry | None = None) -> T.StructType:
-    """The silver table schema of an event type: its newest Avro schema, flattened."""
-    reg = reg or registry()
-    return _record_struct(reg.latest(event_type).schema)
-
 
 def classify(raw: DataFrame, reg: SchemaRegistry | None = None) -> DataFrame:
     """Add ``event_type``: the type whose schema fingerprint the record's header carries."""
     reg = reg or registry()
-    marker = len(MAGIC)
-    header_fp = F.hex(F.substring(F.col("value"), marker + 1, HEADER_LEN - marker))
+    header_fp = header_fingerprint_hex(F.col("value"))
     expr: Column = F.lit(UNKNOWN_TYPE)
     is_event = (F.length("value") >= HEADER_LEN) & (
-        F.hex(F.substring(F.col("value"), 1, marker)) == F.lit(MAGIC.hex().upper())
+        F.hex(F.substring(F.col("value"), 1, len(MAGIC))) == F.lit(MAGIC.hex().upper())
     )
     for event_type in reg.event_types():
         fps = [v.fingerprint.hex().upper() for v in reg.versions(event_type)]
@@ -98,17 +54,38 @@ def classify(raw: DataFrame, reg: SchemaRegistry | None = None) -> DataFrame:
     return raw.withColumn("event_type", expr)
 
 
-def decode_events(raw: DataFrame, event_type: str) -> DataFrame:
-    """Decode rows of one ``event_type`` (after ``classify``) into typed columns.
+def _lineage() -> list[Column]:
+    return [F.col(old).alias(new) for old, new in zip(_BRONZE_KEY, LINEAGE_COLUMNS, strict=True)]
+
+
+def decode_events(raw: DataFrame, event_type: str, reg: SchemaRegistry | None = None) -> DataFrame:
+    """Decode the rows of one ``event_type`` (after ``classify``) in the JVM.
+
+    The result has the event's columns (null where not vouched), the lineage columns, ``value``
+    (kept only where not vouched) and ``vouched`` (``lakehouse.avro_jvm``): rows with ``vouched``
+    false go to ``decode_in_python``, which decodes them as the replicator would or says why not.
+    """
+    reg = reg or registry()
+    payload = all_nullable(event_spark_schema(event_type, reg))
+    assert isinstance(payload, T.StructType)
+    rows = raw.where(F.col("event_type") == event_type).select(*_lineage(), "value")
+    decoded = jvm_decode(rows, event_type, payload, reg)
+    return decoded.select(
+        *[F.when(F.col(VOUCHED), F.col("_record")[f.name]).alias(f.name) for f in payload.fields],
+        *LINEAGE_COLUMNS,
+        F.when(~F.col(VOUCHED), F.col("value")).alias("value"),
+        VOUCHED,
+    )
+
+
+def decode_in_python(rows: DataFrame, event_type: str) -> DataFrame:
+    """Decode ``rows`` (the lineage columns and ``value``, as ``decode_events`` left them) with fastavro.
 
     The result has the event's columns, the lineage columns, ``value`` (kept only for rows that
     failed) and ``decode_error`` (null when the row decoded).
     """
     payload = event_spark_schema(event_type)
-    lineage = [
-        T.StructField(new, raw.schema[old].dataType, False)
-        for old, new in zip(_BRONZE_KEY, LINEAGE_COLUMNS, strict=True)
-    ]
+    lineage = [T.StructField(c, rows.schema[c].dataType, False) for c in LINEAGE_COLUMNS]
     out = T.StructType(
         [T.StructField(f.name, f.dataType, True) for f in payload.fields]  # null where decoding failed
         + lineage
@@ -136,16 +113,12 @@ def decode_events(raw: DataFrame, event_type: str) -> DataFrame:
                     continue
                 for name in names:
                     columns[name][i] = record.get(name)
-            # lineage columns pass through as they are: only the decoded fields go through Python
             arrays = [pa.array(columns[name], arrow_schema.field(name).type) for name in names]
             arrays += [batch.column(c).cast(arrow_schema.field(c).type) for c in LINEAGE_COLUMNS]
             arrays += [pa.array(kept, pa.binary()), pa.array(errors, pa.string())]
             yield pa.RecordBatch.from_arrays(arrays, schema=arrow_schema)
 
-    selected = raw.where(F.col("event_type") == event_type).select(
-        *[F.col(old).alias(new) for old, new in zip(_BRONZE_KEY, LINEAGE_COLUMNS, strict=True)], "value"
-    )
-    return selected.mapInArrow(decode, out)
+    return rows.select(*LINEAGE_COLUMNS, "value").mapInArrow(decode, out)
 
 
 def _arrow_schema(schema: T.StructType) -> pa.Schema:

@@ -5,12 +5,18 @@ build). Its rows are grouped by a *key* (e.g. flow, source topic, partition): al
 depend only on the silver rows of that key, so when new silver rows arrive only the keys they
 touch are recomputed, from the whole (pinned) silver history of those keys, and MERGEd in. That is
 what makes an incremental build give exactly the table a full build gives.
+
+A table may also say how to recompute only the *tail* of a touched key (``GoldTable.tail``): the
+rows from some position on (``tail_order``, e.g. a segment's downstream start), from the gold rows
+before that position and the silver rows after it, so that an incremental build reads neither a
+key's whole history nor all of silver. Its contract: the rows it returns, with the rows the table
+already holds before each key's tail start, are the rows a full build gives.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
@@ -19,7 +25,19 @@ from pyspark.sql import functions as F
 from ingest.paths import LakehousePaths
 from replicator.config import MirrorlakeConfig
 
-__all__ = ["GoldTable", "GoldInputs", "latest", "touched_keys"]
+__all__ = ["GoldTable", "GoldInputs", "Tail", "latest", "touched_keys", "TAIL_FROM"]
+
+TAIL_FROM = "_tail_from"  # in ``Tail.scope``: a key's tail start, struct of ``tail_order`` (null: the whole key)
+
+
+@dataclass(frozen=True)
+class Tail:
+    """A touched key's recomputed rows: ``rows`` replace the table's rows of each key of ``scope``
+    at or after the key's ``TAIL_FROM`` (all its rows where that is null); ``rows`` may also hold
+    earlier rows of the key whose values changed (they are updated, never deleted)."""
+
+    rows: DataFrame
+    scope: DataFrame
 
 
 @dataclass(frozen=True)
@@ -29,7 +47,9 @@ class GoldTable:
     ``touched(changes)`` maps the new silver rows of each source type (only types that changed are
     present) to the distinct keys they affect; ``compute(inputs)`` returns the table's rows for
     the keys of ``inputs`` (all keys when ``inputs.keys`` is None). ``row_id`` (a superset of
-    ``key``) is unique per row and is what the MERGE matches on (null-safe).
+    ``key``) is unique per row and is what the MERGE matches on (null-safe). ``tail(inputs)``,
+    where given, does an incremental build's work instead of ``compute`` (``Tail``); it reads the
+    new silver rows in ``inputs.changes`` and the table as it stands (``inputs.gold``).
     """
 
     name: str
@@ -39,17 +59,22 @@ class GoldTable:
     touched: Callable[[Mapping[str, DataFrame]], DataFrame]
     compute: Callable[[GoldInputs], DataFrame]
     depends_on: tuple[str, ...] = ()
+    tail: Callable[[GoldInputs], Tail] | None = None
+    tail_order: tuple[str, ...] = ()
 
 
 @dataclass
 class GoldInputs:
-    """What ``compute`` reads: silver pinned at ``versions``, gold as built so far, the keys to do."""
+    """What ``compute`` reads: silver pinned at ``versions``, gold as built so far, the keys to do
+    and, in an incremental build, the silver rows new since the table's last build (``changes``, by
+    event type, only types that changed)."""
 
     spark: SparkSession
     paths: LakehousePaths
     versions: Mapping[str, int | None]
     keys: DataFrame | None = None
     config: MirrorlakeConfig | None = None
+    changes: Mapping[str, DataFrame] = field(default_factory=dict)
 
     def silver(self, event_type: str) -> DataFrame:
         """The silver table of ``event_type`` at the version this build pinned (empty if none yet)."""

@@ -13,32 +13,31 @@ from __future__ import annotations
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from lakehouse.gold import GoldInputs, GoldTable, latest, touched_keys
+from lakehouse.gold import TAIL_FROM, GoldInputs, GoldTable, Tail, latest, touched_keys
 from lakehouse.offset_mapping import MAPPING_KEY
 from lakehouse.translate import translate_offsets
 
 __all__ = ["group_offsets", "TABLE", "GROUP_KEY"]
 
 GROUP_KEY = ("flow", "group", "source_topic", "partition")
+# (checkpoint field, table column): a row keeps every field of its checkpoint that the table reads
+_FROM_CHECKPOINT = (
+    *((c, c) for c in ("flow", "source_cluster", "target_cluster", "group", "source_topic", "target_topic")),
+    ("partition", "partition"),
+    ("upstream_offset", "committed_offset"),
+    ("downstream_offset", "translated_offset"),
+    ("method", "method"),
+    ("error_bound", "error_bound"),
+    ("emitted_at_ms", "as_of_ms"),
+    ("replicator_id", "replicator_id"),
+    ("event_id", "checkpoint_event_id"),
+)
 
 
 def group_offsets(checkpoints: DataFrame, mapping: DataFrame) -> DataFrame:
     """The table from silver ``checkpoint`` rows and gold ``offset_mapping`` (same keys)."""
     last = latest(checkpoints, GROUP_KEY, ["emitted_at_ms"]).select(
-        "flow",
-        "source_cluster",
-        "target_cluster",
-        "group",
-        "source_topic",
-        "target_topic",
-        "partition",
-        F.col("upstream_offset").alias("committed_offset"),
-        F.col("downstream_offset").alias("translated_offset"),
-        "method",
-        "error_bound",
-        F.col("emitted_at_ms").alias("as_of_ms"),
-        "replicator_id",
-        F.col("event_id").alias("checkpoint_event_id"),
+        *[F.col(field).alias(column) for field, column in _FROM_CHECKPOINT]
     )
     out = translate_offsets(last, mapping, id_cols=GROUP_KEY, offset_col="committed_offset")
     return out.withColumn("translation_error", F.col("translated_offset") - F.col("exact_offset"))
@@ -46,6 +45,24 @@ def group_offsets(checkpoints: DataFrame, mapping: DataFrame) -> DataFrame:
 
 def _compute(inputs: GoldInputs) -> DataFrame:
     return group_offsets(inputs.restrict(inputs.silver("checkpoint")), inputs.restrict(inputs.gold("offset_mapping")))
+
+
+def _tail(inputs: GoldInputs) -> Tail:
+    """The touched partitions' rows from the table itself and the new checkpoints, without silver.
+
+    A row keeps the latest checkpoint of its group with every field ``group_offsets`` reads from
+    it, so the latest of (the row, the new checkpoints) is the latest of the whole history; the
+    translation is redone through the mapping as it is now.
+    """
+    held = inputs.restrict(inputs.gold("group_offsets")).select(
+        *[F.col(column).alias(field) for field, column in _FROM_CHECKPOINT]
+    )
+    candidates = held
+    if "checkpoint" in inputs.changes:
+        candidates = held.unionByName(inputs.restrict(inputs.changes["checkpoint"]).select(*held.columns))
+    assert inputs.keys is not None
+    scope = inputs.keys.withColumn(TAIL_FROM, F.lit(None).cast("struct<as_of_ms:bigint>"))
+    return Tail(group_offsets(candidates, inputs.restrict(inputs.gold("offset_mapping"))), scope)
 
 
 TABLE = GoldTable(
@@ -56,4 +73,6 @@ TABLE = GoldTable(
     touched=lambda changes: touched_keys(changes, {"checkpoint": MAPPING_KEY, "offset_sync": MAPPING_KEY}),
     compute=_compute,
     depends_on=("offset_mapping",),
+    tail=_tail,
+    tail_order=("as_of_ms",),  # every tail is the whole partition (TAIL_FROM null)
 )

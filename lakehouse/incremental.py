@@ -19,9 +19,10 @@ from __future__ import annotations
 import json
 import logging
 import os
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from functools import reduce
 from typing import Literal
 
@@ -31,7 +32,8 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from ingest.paths import LakehousePaths
-from lakehouse.gold import GoldInputs, GoldTable
+from lakehouse.gold import TAIL_FROM, GoldInputs, GoldTable
+from lakehouse.gold_schedule import run_in_dependency_order
 from lakehouse.gold_tables import GOLD_TABLES
 from replicator.config import MirrorlakeConfig
 from replicator.events import registry
@@ -39,16 +41,21 @@ from replicator.events import registry
 __all__ = ["GoldUpdate", "update_gold", "silver_versions", "merge_keys"]
 
 _log = logging.getLogger(__name__)
+# Gold tables built side by side: their time is mostly Delta log reads, small jobs and commits,
+# which overlap on Spark's threads (2 cores).
+_TABLES_AT_ONCE = 3
 
 
 @dataclass(frozen=True)
 class GoldUpdate:
-    """What one build did to one gold table: ``full`` rebuild, ``merge`` of ``keys``, or ``unchanged``."""
+    """What one build did to one gold table: ``full`` rebuild, ``merge`` of ``keys`` (recomputed
+    whole), ``tail`` (``keys`` recomputed from their tails on, ``GoldTable.tail``), or ``unchanged``."""
 
     table: str
-    mode: Literal["full", "merge", "unchanged"]
+    mode: Literal["full", "merge", "tail", "unchanged"]
     keys: int
     reason: str = ""
+    seconds: float = field(default=0.0, compare=False)
 
 
 def silver_versions(spark: SparkSession, paths: LakehousePaths) -> dict[str, int | None]:
@@ -75,24 +82,29 @@ def update_gold(
 ) -> list[GoldUpdate]:
     """Bring every gold table up to date with silver; ``full`` recomputes every table from scratch.
 
-    ``on_stage(f"gold {table}")`` is called as each table starts (a progress display's hook)."""
+    Up to ``_TABLES_AT_ONCE`` tables run side by side, each after the tables it reads
+    (``lakehouse.gold_schedule``). ``on_stage(f"gold {table}")`` is called as each table starts
+    (a progress display's hook); each ``GoldUpdate`` says how long its table took."""
     versions = silver_versions(spark, paths)
-    updates = []
-    for spec in tables:
+    changes = _Changes(spark, paths)
+
+    def run(spec: GoldTable) -> GoldUpdate:
+        started = time.monotonic()
+        update = _update_table(spark, paths, spec, versions, config, full, changes.inserted)
+        update = replace(update, seconds=time.monotonic() - started)
+        _log.info(
+            "gold %s: %s (%d keys) %s in %.1f s", spec.name, update.mode, update.keys, update.reason, update.seconds
+        )
+        return update
+
+    def started(spec: GoldTable) -> None:
         if on_stage is not None:
             on_stage(f"gold {spec.name}")
-        started = time.monotonic()
-        update = _update_table(spark, paths, spec, versions, config, full)
-        _log.info(
-            "gold %s: %s (%d keys) %s in %.1f s",
-            spec.name,
-            update.mode,
-            update.keys,
-            update.reason,
-            time.monotonic() - started,
-        )
-        updates.append(update)
-    return updates
+
+    try:
+        return run_in_dependency_order(tables, run, workers=_TABLES_AT_ONCE, on_start=started)
+    finally:
+        changes.release()
 
 
 def _update_table(
@@ -102,6 +114,7 @@ def _update_table(
     versions: Mapping[str, int | None],
     config: MirrorlakeConfig | None,
     full: bool,
+    inserted: Callable[[str, int | None, int], DataFrame],
 ) -> GoldUpdate:
     target = str(paths.gold(spec.name))
     consumed = {t: versions[t] for t in spec.sources}
@@ -121,10 +134,14 @@ def _update_table(
         if not changed:
             return GoldUpdate(spec.name, "unchanged", 0)
         try:
-            changes = {t: _inserted(spark, paths, t, state.get(t), v) for t, v in changed.items()}
+            changes = {t: inserted(t, state.get(t), v) for t, v in changed.items()}
             keys = spec.touched(changes).localCheckpoint()
-            inputs = GoldInputs(spark, paths, versions, keys, config)
-            computed = spec.compute(inputs)
+            inputs = GoldInputs(spark, paths, versions, keys, config, changes)
+            if spec.tail is not None:
+                tail = spec.tail(inputs)
+                computed, scope = tail.rows, tail.scope
+            else:
+                computed, scope = spec.compute(inputs), None
             existing = spark.read.format("delta").load(target)
             if existing.schema.simpleString() != computed.schema.simpleString():
                 reason = "columns changed"
@@ -132,15 +149,50 @@ def _update_table(
                 n = keys.count()
                 if n:
                     # computed once: the MERGE reads it for tombstones, its join and its writes
-                    merge_keys(spark, target, computed.localCheckpoint(), keys, spec.key, spec.row_id)
+                    merge_keys(
+                        spark,
+                        target,
+                        computed.localCheckpoint(),
+                        keys if scope is None else scope.localCheckpoint(),
+                        spec.key,
+                        spec.row_id,
+                        tail_order=spec.tail_order if scope is not None else (),
+                    )
                 _save_state(paths, spec.name, consumed)
-                return GoldUpdate(spec.name, "merge", n)
+                return GoldUpdate(spec.name, "merge" if scope is None else "tail", n)
         except AnalysisException as exc:
             reason = f"change feed unavailable ({str(exc).splitlines()[0][:200]})"
     computed = spec.compute(GoldInputs(spark, paths, versions, None, config))
     computed.write.format("delta").mode("overwrite").option("overwriteSchema", "true").save(target)
     _save_state(paths, spec.name, consumed)
     return GoldUpdate(spec.name, "full", -1, reason)
+
+
+class _Changes:
+    """The silver rows inserted between two versions, read once per build and shared by the gold
+    tables that consumed the same versions (most tables read the ``offset_sync`` feed)."""
+
+    def __init__(self, spark: SparkSession, paths: LakehousePaths) -> None:
+        self._spark = spark
+        self._paths = paths
+        self._read: dict[tuple[str, int | None, int], DataFrame] = {}
+        self._lock = threading.Lock()  # tables run on several threads
+
+    def inserted(self, event_type: str, after: int | None, upto: int) -> DataFrame:
+        """Rows inserted into a silver table after version ``after`` up to ``upto`` (all when None)."""
+        key = (event_type, after, upto)
+        with self._lock:
+            if key not in self._read:
+                rows = _inserted(self._spark, self._paths, event_type, after, upto)
+                # kept while the build runs: each table reads it for its keys, its tail and its MERGE
+                self._read[key] = rows if after is None else rows.persist()
+            return self._read[key]
+
+    def release(self) -> None:
+        with self._lock:
+            for rows in self._read.values():
+                rows.unpersist()
+            self._read.clear()
 
 
 def _inserted(spark: SparkSession, paths: LakehousePaths, event_type: str, after: int | None, upto: int) -> DataFrame:
@@ -166,15 +218,23 @@ def merge_keys(
     keys: DataFrame,
     key: Sequence[str],
     row_id: Sequence[str],
+    *,
+    tail_order: Sequence[str] = (),
 ) -> None:
     """Make the rows of ``keys`` in the Delta table at ``target`` equal ``computed``, in one commit.
 
     ``computed`` holds the new rows of exactly those keys. Rows of those keys that ``computed``
     lacks are deleted (tombstones in the MERGE source), differing rows are updated, new inserted.
+    With ``tail_order``, ``keys`` is a ``Tail.scope``: only rows at or after a key's ``TAIL_FROM``
+    (by ``tail_order``, all rows where it is null) are replaced; earlier rows that ``computed``
+    holds are updated, the others kept.
     """
     table = DeltaTable.forPath(spark, target)
     columns = computed.columns
     key_cond = reduce(lambda a, b: a & b, [F.col(f"e.{c}").eqNullSafe(F.col(f"k.{c}")) for c in key])
+    if tail_order:
+        at = F.struct(*[F.col(f"e.{c}").alias(c) for c in tail_order])
+        key_cond = key_cond & (F.col(f"k.{TAIL_FROM}").isNull() | (at >= F.col(f"k.{TAIL_FROM}")))
     existing = table.toDF().alias("e").join(F.broadcast(keys.alias("k")), key_cond, "left_semi")
     id_cond = reduce(lambda a, b: a & b, [F.col(f"e.{c}").eqNullSafe(F.col(f"n.{c}")) for c in row_id])
     gone = existing.alias("e").join(computed.alias("n"), id_cond, "left_anti")

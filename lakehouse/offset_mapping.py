@@ -10,28 +10,48 @@ Overlapping upstream ranges are at-least-once replays; translation takes the lat
 
 from __future__ import annotations
 
+from functools import reduce
+
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
+from pyspark.sql import types as T
 
-from lakehouse.gold import GoldInputs, GoldTable, touched_keys
+from lakehouse.gold import TAIL_FROM, GoldInputs, GoldTable, Tail, touched_keys
 from replicator.client.mapping import BOUNDARY, CONTINUES, SESSION_START
 from replicator.events.model import SyncReason
 
 __all__ = ["offset_mapping", "MAPPING_KEY", "TABLE"]
 
 MAPPING_KEY = ("flow", "source_topic", "partition")
+_NAMES = ("flow", "source_topic", "source_cluster", "target_cluster", "target_topic")
+_KEY = ("_topic", "partition")  # MAPPING_KEY with (flow, source topic) as an id (``_named``)
+_NO_BOUND = -(2**63)  # a partition recomputed whole: no bound on the target offsets
 
 
-def _points(syncs: DataFrame) -> DataFrame:
-    base = [
-        "flow",
-        "source_cluster",
-        "target_cluster",
-        "source_topic",
-        "target_topic",
-        "partition",
-        "emitted_at_ms",
-    ]
+def _named(syncs: DataFrame) -> tuple[DataFrame, DataFrame]:
+    """(``syncs`` with ids instead of their five name columns, the ids): ``_topic`` per (flow,
+    source topic), ``_names`` per distinct (flow, source topic, clusters, target topic).
+
+    The points are sorted and aggregated by numbers only: a sort on string keys compares the
+    strings row by row, and an aggregate with a string result (the clusters, the target topic)
+    cannot be a hash aggregate, so it sorted all the points a second time.
+    """
+    names = [tuple(r) for r in syncs.select(*_NAMES).distinct().collect()]  # a handful of rows
+    topics: dict[tuple[object, object], int] = {}
+    rows = [(*n, topics.setdefault((n[0], n[1]), len(topics)), i) for i, n in enumerate(names)]
+    schema = T.StructType(
+        [T.StructField(c, T.StringType()) for c in _NAMES]
+        + [T.StructField("_topic", T.LongType()), T.StructField("_names", T.LongType())]
+    )
+    ids = syncs.sparkSession.createDataFrame(rows, schema)
+    same = reduce(lambda a, b: a & b, [F.col(f"s.{c}").eqNullSafe(F.col(f"i.{c}")) for c in _NAMES])
+    tagged = syncs.alias("s").join(F.broadcast(ids.alias("i")), same).select("s.*", "i._topic", "i._names")
+    return tagged.drop(*_NAMES), ids
+
+
+def _points(tagged: DataFrame) -> DataFrame:
+    """Each sync's point and, when it has one, its predecessor's, one row per (partition, d, u)."""
+    base = ["_topic", "partition", "_names", "emitted_at_ms"]
     has_prev = F.col("previous_upstream_offset").isNotNull() & F.col("previous_downstream_offset").isNotNull()
     adjacent = ((F.col("upstream_offset") - F.col("previous_upstream_offset")) == 1) & (
         (F.col("downstream_offset") - F.col("previous_downstream_offset")) == 1
@@ -41,35 +61,31 @@ def _points(syncs: DataFrame) -> DataFrame:
         .when(F.col("reason") == SyncReason.FIRST.value, F.lit(SESSION_START))
         .otherwise(F.lit(CONTINUES))
     )
-    own = syncs.select(
-        *base,
-        F.col("upstream_offset").alias("u"),
-        F.col("downstream_offset").alias("d"),
-        own_start.alias("start"),
-    )
-    prev = syncs.where(has_prev).select(
-        *base,
+    own = F.struct(F.col("upstream_offset").alias("u"), F.col("downstream_offset").alias("d"), own_start.alias("start"))
+    prev = F.struct(
         F.col("previous_upstream_offset").alias("u"),
         F.col("previous_downstream_offset").alias("d"),
         F.lit(CONTINUES).alias("start"),
     )
-    return (
-        own.unionByName(prev)
-        .groupBy(*MAPPING_KEY, "d", "u")
-        .agg(
-            F.max("start").alias("start"),
-            F.first("source_cluster").alias("source_cluster"),
-            F.first("target_cluster").alias("target_cluster"),
-            F.first("target_topic").alias("target_topic"),
-            F.min("emitted_at_ms").alias("emitted_at_ms"),
-        )
+    # one scan of silver: each sync gives its own point and, when it has one, its predecessor's
+    both = F.when(has_prev, F.array(own, prev)).otherwise(F.array(own))
+    points = tagged.select(*base, F.explode(both).alias("_p")).select(*base, "_p.u", "_p.d", "_p.start")
+    return points.groupBy(*_KEY, "d", "u").agg(
+        F.max("start").alias("start"),
+        F.min("_names").alias("_names"),  # the names of a partition's syncs are one row (any one, as first())
+        F.min("emitted_at_ms").alias("emitted_at_ms"),
     )
 
 
 def offset_mapping(syncs: DataFrame) -> DataFrame:
     """Segments from the silver ``offset_sync`` table (any number of flows and partitions)."""
-    points = _points(syncs)
-    w = Window.partitionBy(*MAPPING_KEY).orderBy("d", "u")
+    tagged, ids = _named(syncs)
+    return _segments(_points(tagged), ids)
+
+
+def _segments(points: DataFrame, ids: DataFrame) -> DataFrame:
+    """Segments from ``_points``' rows: a new one wherever the step from the previous point breaks a run."""
+    w = Window.partitionBy(*_KEY).orderBy("d", "u")
     prev_u, prev_d = F.lag("u").over(w), F.lag("d").over(w)
     new_segment = (
         prev_u.isNull()
@@ -79,20 +95,18 @@ def offset_mapping(syncs: DataFrame) -> DataFrame:
         | ((F.col("start") == SESSION_START) & (F.col("u") != prev_u + 1))
     )
     flagged = points.withColumn("segment", F.sum(new_segment.cast("int")).over(w))
+    segments = flagged.groupBy(*_KEY, "segment").agg(
+        F.min("_names").alias("_names"),
+        F.min_by("u", "d").alias("upstream_start"),
+        F.max_by("u", "d").alias("upstream_end"),
+        F.min("d").alias("downstream_start"),
+        F.max("d").alias("downstream_end"),
+        F.count("*").alias("points"),
+        F.min("emitted_at_ms").alias("first_synced_ms"),
+        F.max("emitted_at_ms").alias("last_synced_ms"),
+    )
     return (
-        flagged.groupBy(*MAPPING_KEY, "segment")
-        .agg(
-            F.first("source_cluster").alias("source_cluster"),
-            F.first("target_cluster").alias("target_cluster"),
-            F.first("target_topic").alias("target_topic"),
-            F.min_by("u", "d").alias("upstream_start"),
-            F.max_by("u", "d").alias("upstream_end"),
-            F.min("d").alias("downstream_start"),
-            F.max("d").alias("downstream_end"),
-            F.count("*").alias("points"),
-            F.min("emitted_at_ms").alias("first_synced_ms"),
-            F.max("emitted_at_ms").alias("last_synced_ms"),
-        )
+        segments.join(F.broadcast(ids.drop("_topic")), "_names")
         .withColumn("delta", F.col("downstream_start") - F.col("upstream_start"))
         .select(
             "flow",
@@ -117,6 +131,58 @@ def _compute(inputs: GoldInputs) -> DataFrame:
     return offset_mapping(inputs.restrict(inputs.silver("offset_sync")))
 
 
+def _tail(inputs: GoldInputs) -> Tail:
+    """The segments of each touched partition from the one holding the last point before its new
+    points on, from the silver syncs whose points lie there.
+
+    Points are ordered by (d, u) and a segment is a run of consecutive points, so a new point at
+    (d0, u0) can change only the segment holding the last existing point before it (its
+    predecessor: the last segment starting before (d0, u0)) and what follows. That segment's start
+    keeps its predecessor, so it still starts a segment, and recomputing the points from there on
+    gives the rows a full build gives from there on. A partition whose new points come first is
+    recomputed whole. Silver is read through a literal bound on the target offsets (the lowest tail
+    start), which lets Delta skip the files of older syncs by their statistics.
+    """
+    key = list(MAPPING_KEY)
+    at = F.struct(F.col("d").alias("downstream_start"), F.col("u").alias("upstream_start"))  # a point's place
+    changes = inputs.changes["offset_sync"]
+    own = F.struct(
+        F.col("downstream_offset").alias("downstream_start"), F.col("upstream_offset").alias("upstream_start")
+    )
+    prev = F.when(
+        F.col("previous_upstream_offset").isNotNull() & F.col("previous_downstream_offset").isNotNull(),
+        F.struct(
+            F.col("previous_downstream_offset").alias("downstream_start"),
+            F.col("previous_upstream_offset").alias("upstream_start"),
+        ),
+    )
+    first_new = changes.groupBy(*key).agg(F.least(F.min(own), F.min(prev)).alias("_first"))
+    start = F.struct("downstream_start", "upstream_start")  # a segment's place
+    before = (
+        inputs.restrict(inputs.gold("offset_mapping"))
+        .join(first_new, key)
+        .where(start < F.col("_first"))
+        .groupBy(*key)
+        .agg(F.max(start).alias(TAIL_FROM))
+    )
+    scope = inputs.keys.join(before, key, "left") if inputs.keys is not None else before
+    scope = scope.localCheckpoint()
+    syncs = inputs.restrict(inputs.silver("offset_sync"))
+    lowest = scope.agg(F.min(F.coalesce(F.col(f"{TAIL_FROM}.downstream_start"), F.lit(_NO_BOUND)))).first()
+    if lowest is not None and lowest[0] is not None and lowest[0] != _NO_BOUND:
+        bound = F.lit(lowest[0])
+        syncs = syncs.where((F.col("downstream_offset") >= bound) | (F.col("previous_downstream_offset") >= bound))
+    tagged, ids = _named(syncs)
+    tails = scope.join(F.broadcast(ids.select("flow", "source_topic", "_topic").distinct()), ["flow", "source_topic"])
+    points = (
+        _points(tagged)
+        .join(F.broadcast(tails.select(*_KEY, TAIL_FROM)), list(_KEY))
+        .where(F.col(TAIL_FROM).isNull() | (at >= F.col(TAIL_FROM)))
+        .drop(TAIL_FROM)
+    )
+    return Tail(_segments(points, ids), scope.select(*key, TAIL_FROM))
+
+
 TABLE = GoldTable(
     name="offset_mapping",
     key=MAPPING_KEY,
@@ -124,4 +190,6 @@ TABLE = GoldTable(
     sources=("offset_sync",),
     touched=lambda changes: touched_keys(changes, {"offset_sync": MAPPING_KEY}),
     compute=_compute,
+    tail=_tail,
+    tail_order=("downstream_start", "upstream_start"),
 )

@@ -30,21 +30,28 @@ without a target watermark. ``records_at_risk`` = ``records_unreplicated`` + tha
 
 from __future__ import annotations
 
+from functools import reduce
+
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
-from lakehouse.gold import GoldInputs, GoldTable, touched_keys
+from lakehouse.gold import TAIL_FROM, GoldInputs, GoldTable, Tail, touched_keys
 from lakehouse.offset_mapping import MAPPING_KEY
 from lakehouse.target_deletions import deleted_copies, segments_by_partition
 
 __all__ = ["rpo", "TABLE", "last_replicated"]
 
+_NO_BOUND = -(2**63)  # a partition recomputed whole: no bound on the times
 
-def last_replicated(syncs: DataFrame, observations: DataFrame, time_col: str) -> DataFrame:
+
+def last_replicated(
+    syncs: DataFrame, observations: DataFrame, time_col: str, carry: DataFrame | None = None
+) -> DataFrame:
     """``observations`` plus the last copy (``_last``: struct u, ts) proven by syncs emitted by ``time_col``.
 
     ``observations`` needs the mapping key columns and ``time_col``; a sync at the same
-    millisecond counts (it is ordered before the observation).
+    millisecond counts (it is ordered before the observation). ``carry`` (key, ``_t``, ``_last``)
+    stands for the syncs emitted by ``_t`` that ``syncs`` leaves out (a tail's start).
     """
     points = syncs.select(
         *MAPPING_KEY,
@@ -52,6 +59,10 @@ def last_replicated(syncs: DataFrame, observations: DataFrame, time_col: str) ->
         F.lit(0).alias("_kind"),
         F.struct(F.col("upstream_offset").alias("u"), F.col("upstream_timestamp_ms").alias("ts")).alias("_point"),
     )
+    if carry is not None:
+        points = points.unionByName(
+            carry.select(*MAPPING_KEY, "_t", F.lit(0).alias("_kind"), F.col("_last").alias("_point"))
+        )
     no_point = F.lit(None).cast(points.schema["_point"].dataType)
     obs = observations.select("*", F.col(time_col).alias("_t"), F.lit(1).alias("_kind"), no_point.alias("_point"))
     w = Window.partitionBy(*MAPPING_KEY).orderBy("_t", "_kind").rowsBetween(Window.unboundedPreceding, 0)
@@ -59,14 +70,19 @@ def last_replicated(syncs: DataFrame, observations: DataFrame, time_col: str) ->
     return both.where("_kind = 1").drop("_t", "_kind", "_point")
 
 
-def _with_target_mark(observations: DataFrame, watermarks: DataFrame) -> DataFrame:
-    """``observations`` plus ``_tmark`` (struct t, log_start): the latest target watermark at or before each."""
+def _with_target_mark(observations: DataFrame, watermarks: DataFrame, carry: DataFrame | None = None) -> DataFrame:
+    """``observations`` plus ``_tmark`` (struct t, log_start): the latest target watermark at or before each
+    (``carry``: key, ``_t``, ``_tmark`` for the watermarks by ``_t`` that ``watermarks`` leaves out)."""
     marks = watermarks.where(F.col("side") == "target").select(
         *MAPPING_KEY,
         F.col("observed_at_ms").alias("_t"),
         F.lit(0).alias("_kind"),
         F.struct(F.col("observed_at_ms").alias("t"), F.col("log_start_offset").alias("log_start")).alias("_point"),
     )
+    if carry is not None:
+        marks = marks.unionByName(
+            carry.select(*MAPPING_KEY, "_t", F.lit(0).alias("_kind"), F.col("_tmark").alias("_point"))
+        )
     no_point = F.lit(None).cast(marks.schema["_point"].dataType)
     obs = observations.select(
         "*", F.col("observed_at_ms").alias("_t"), F.lit(1).alias("_kind"), no_point.alias("_point")
@@ -76,10 +92,14 @@ def _with_target_mark(observations: DataFrame, watermarks: DataFrame) -> DataFra
     return both.where("_kind = 1").drop("_t", "_kind", "_point")
 
 
-def rpo(watermarks: DataFrame, syncs: DataFrame, mapping: DataFrame | None = None) -> DataFrame:
+def rpo(
+    watermarks: DataFrame, syncs: DataFrame, mapping: DataFrame | None = None, carry: DataFrame | None = None
+) -> DataFrame:
     """The table from silver ``watermark`` and ``offset_sync`` rows and gold ``offset_mapping`` (same keys).
 
     Without ``mapping`` no deletion on the target is counted (``records_deleted_on_target`` null).
+    ``carry`` (key, ``_t``, ``_last``, ``_tmark``) stands for the syncs and target watermarks up to
+    ``_t`` when ``watermarks`` and ``syncs`` hold only what came after (``_tail``).
     """
     source = watermarks.where(F.col("side") == "source").select(
         *MAPPING_KEY,
@@ -96,7 +116,7 @@ def rpo(watermarks: DataFrame, syncs: DataFrame, mapping: DataFrame | None = Non
         "oldest_unreplicated_timestamp_ms",
         F.col("event_id").alias("watermark_event_id"),
     )
-    joined = _with_target_mark(last_replicated(syncs, source, "observed_at_ms"), watermarks)
+    joined = _with_target_mark(last_replicated(syncs, source, "observed_at_ms", carry), watermarks, carry)
     if mapping is not None:
         joined = joined.join(segments_by_partition(mapping), list(MAPPING_KEY), "left")
         deleted = deleted_copies(F.col("_segments"), F.col("_first_copy"), F.col("_tmark.log_start"))["records"]
@@ -148,6 +168,78 @@ def _compute(inputs: GoldInputs) -> DataFrame:
     )
 
 
+def _tail(inputs: GoldInputs) -> Tail:
+    """The touched partitions' rows observed after their last row before the first new event.
+
+    A row depends on the syncs and target watermarks up to its observation (running maxima) and
+    on the mapping. For a partition whose new syncs and watermarks are all later than its row at
+    ``B`` (the last one before them), that row's last copy and target log start stand for
+    everything up to ``B`` (``carry``), so the rows after ``B`` come from the silver rows after
+    ``B`` alone (a literal time bound lets Delta skip older files). Rows up to ``B`` keep their
+    values, except the copies deleted on the target, which follow the mapping as it is now: the
+    rows whose target log start lies above the partition's first copy get them again.
+    """
+    key = list(MAPPING_KEY)
+    new_times = [
+        inputs.changes["offset_sync"].select(*key, F.col("emitted_at_ms").alias("_t"))
+        if "offset_sync" in inputs.changes
+        else None,
+        inputs.changes["watermark"].select(*key, F.col("observed_at_ms").alias("_t"))
+        if "watermark" in inputs.changes
+        else None,
+    ]
+    times = reduce(DataFrame.unionByName, [t for t in new_times if t is not None])
+    first_new = times.groupBy(*key).agg(F.min("_t").alias("_first"))
+    held = inputs.restrict(inputs.gold("rpo"))
+    last = F.struct(F.col("last_replicated_offset").alias("u"), F.col("last_replicated_timestamp_ms").alias("ts"))
+    tmark = F.struct(F.col("observed_at_ms").alias("t"), F.col("target_log_start_offset").alias("log_start"))
+    before = (
+        held.join(first_new, key)
+        .where(F.col("observed_at_ms") < F.col("_first"))
+        .groupBy(*key)
+        .agg(
+            F.max("observed_at_ms").alias("_t"),
+            F.max_by(F.when(F.col("last_replicated_offset").isNotNull(), last), "observed_at_ms").alias("_last"),
+            F.max_by(F.when(F.col("target_log_start_offset").isNotNull(), tmark), "observed_at_ms").alias("_tmark"),
+        )
+    )
+    assert inputs.keys is not None
+    scope = inputs.keys.join(before, key, "left").localCheckpoint()
+    lowest = scope.agg(F.min(F.coalesce(F.col("_t"), F.lit(_NO_BOUND)))).first()
+    syncs = inputs.restrict(inputs.silver("offset_sync"))
+    watermarks = inputs.restrict(inputs.silver("watermark"))
+    if lowest is not None and lowest[0] is not None and lowest[0] != _NO_BOUND:
+        syncs = syncs.where(F.col("emitted_at_ms") > F.lit(lowest[0]))
+        watermarks = watermarks.where(F.col("observed_at_ms") > F.lit(lowest[0]))
+    after = F.col("_t").isNull()
+    syncs = syncs.join(F.broadcast(scope.select(*key, "_t")), key).where(after | (F.col("emitted_at_ms") > F.col("_t")))
+    watermarks = watermarks.join(F.broadcast(scope.select(*key, "_t")), key).where(
+        after | (F.col("observed_at_ms") > F.col("_t"))
+    )
+    mapping = inputs.restrict(inputs.gold("offset_mapping"))
+    carry = scope.where(F.col("_t").isNotNull())
+    rows = rpo(watermarks.drop("_t"), syncs.drop("_t"), mapping, carry)
+    rows = rows.unionByName(_deleted_again(held.join(F.broadcast(scope.select(*key, "_t")), key), mapping))
+    tail_from = F.when(after, F.lit(None)).otherwise(F.struct((F.col("_t") + 1).alias("observed_at_ms")))
+    return Tail(rows, scope.select(*key, tail_from.alias(TAIL_FROM)))
+
+
+def _deleted_again(held: DataFrame, mapping: DataFrame) -> DataFrame:
+    """Rows up to the tail's start (``_t``) whose deleted copies the mapping as it is now may change:
+    where the target log start lies above the partition's first copy (elsewhere the count is 0)."""
+    segments = segments_by_partition(mapping)
+    log_start = F.col("target_log_start_offset")
+    old = held.where(F.col("observed_at_ms") <= F.col("_t")).drop("_t").join(segments, list(MAPPING_KEY))
+    old = old.where((log_start > 0) & (F.col("_first_copy") < log_start))
+    deleted = deleted_copies(F.col("_segments"), F.col("_first_copy"), log_start)["records"]
+    columns = [c for c in held.columns if c != "_t"]
+    return (
+        old.withColumn("records_deleted_on_target", deleted)
+        .withColumn("records_at_risk", (F.col("records_unreplicated") + F.coalesce(deleted, F.lit(0))).cast("long"))
+        .select(*columns)
+    )
+
+
 TABLE = GoldTable(
     name="rpo",
     key=MAPPING_KEY,
@@ -156,4 +248,6 @@ TABLE = GoldTable(
     touched=lambda changes: touched_keys(changes, {"watermark": MAPPING_KEY, "offset_sync": MAPPING_KEY}),
     compute=_compute,
     depends_on=("offset_mapping",),
+    tail=_tail,
+    tail_order=("observed_at_ms",),
 )

@@ -29,11 +29,13 @@ the watermark), ``as_of_ms`` the later of the checkpoint and the watermark.
 
 from __future__ import annotations
 
+from functools import reduce
+
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from lakehouse.gold import GoldInputs, GoldTable, latest, touched_keys
+from lakehouse.gold import TAIL_FROM, GoldInputs, GoldTable, Tail, latest, touched_keys
 from lakehouse.group_offsets import GROUP_KEY
 from lakehouse.offset_mapping import MAPPING_KEY
 from lakehouse.target_deletions import deleted_copies, segments_by_partition
@@ -55,8 +57,15 @@ def _cost(segments, committed, resume_at):  # no type hints: pyspark would take 
     return (cost.lost, cost.reread, cost.duplicated)
 
 
-def rpo_groups(groups: DataFrame, mapping: DataFrame, watermarks: DataFrame, syncs: DataFrame) -> DataFrame:
-    """The table from gold ``group_offsets``/``offset_mapping`` and silver ``watermark``/``offset_sync``."""
+def rpo_groups(
+    groups: DataFrame,
+    mapping: DataFrame,
+    watermarks: DataFrame,
+    syncs: DataFrame | None,
+    copied: DataFrame | None = None,
+) -> DataFrame:
+    """The table from gold ``group_offsets``/``offset_mapping`` and silver ``watermark``/``offset_sync``
+    (or, instead of the syncs, ``copied``: per partition the largest upstream offset they carry)."""
     segments = segments_by_partition(mapping)
     mark = latest(watermarks.where(F.col("side") == "source"), MAPPING_KEY, ["observed_at_ms"]).select(
         *MAPPING_KEY,
@@ -69,7 +78,9 @@ def rpo_groups(groups: DataFrame, mapping: DataFrame, watermarks: DataFrame, syn
     target_mark = latest(watermarks.where(F.col("side") == "target"), MAPPING_KEY, ["observed_at_ms"]).select(
         *MAPPING_KEY, F.col("log_start_offset").alias("target_log_start_offset")
     )
-    copied = syncs.groupBy(*MAPPING_KEY).agg(F.max("upstream_offset").alias("last_replicated_offset"))
+    if copied is None:
+        assert syncs is not None
+        copied = _copied(syncs)
     base = (
         groups.select(*GROUP_KEY, "committed_offset", "translated_offset", "method", "exact_offset", "as_of_ms")
         .join(segments, list(MAPPING_KEY), "left")
@@ -124,6 +135,10 @@ def rpo_groups(groups: DataFrame, mapping: DataFrame, watermarks: DataFrame, syn
     )
 
 
+def _copied(syncs: DataFrame) -> DataFrame:
+    return syncs.groupBy(*MAPPING_KEY).agg(F.max("upstream_offset").alias("last_replicated_offset"))
+
+
 def _compute(inputs: GoldInputs) -> DataFrame:
     return rpo_groups(
         inputs.restrict(inputs.gold("group_offsets")),
@@ -131,6 +146,35 @@ def _compute(inputs: GoldInputs) -> DataFrame:
         inputs.restrict(inputs.silver("watermark")),
         inputs.restrict(inputs.silver("offset_sync")),
     )
+
+
+def _tail(inputs: GoldInputs) -> Tail:
+    """The touched partitions' rows, with the largest offset any sync copied taken from the rows
+    the table holds and the new syncs; silver's syncs are read only for a partition the table
+    has no row of yet (its first group checkpoint)."""
+    key = list(MAPPING_KEY)
+    assert inputs.keys is not None
+    held = inputs.restrict(inputs.gold("rpo_groups")).groupBy(*key).agg(F.max("last_replicated_offset").alias("_held"))
+    known = [held.select(*key, F.col("_held").alias("last_replicated_offset"))]
+    if "offset_sync" in inputs.changes:
+        known.append(_copied(inputs.restrict(inputs.changes["offset_sync"])))
+    unheld = inputs.keys.join(held, key, "left_anti").localCheckpoint()
+    if not unheld.isEmpty():
+        known.append(_copied(inputs.restrict(inputs.silver("offset_sync")).join(F.broadcast(unheld), key, "left_semi")))
+    copied = (
+        reduce(DataFrame.unionByName, known)
+        .groupBy(*key)
+        .agg(F.max("last_replicated_offset").alias("last_replicated_offset"))
+    )
+    rows = rpo_groups(
+        inputs.restrict(inputs.gold("group_offsets")),
+        inputs.restrict(inputs.gold("offset_mapping")),
+        inputs.restrict(inputs.silver("watermark")),
+        None,
+        copied,
+    )
+    scope = inputs.keys.withColumn(TAIL_FROM, F.lit(None).cast("struct<as_of_ms:bigint>"))
+    return Tail(rows, scope)
 
 
 TABLE = GoldTable(
@@ -143,4 +187,6 @@ TABLE = GoldTable(
     ),
     compute=_compute,
     depends_on=("offset_mapping", "group_offsets"),
+    tail=_tail,
+    tail_order=("as_of_ms",),  # every tail is the whole partition (TAIL_FROM null)
 )

@@ -1,5 +1,6 @@
-"""``lakehouse.target_deletions.deleted_copies`` (Spark, segments sent to Python only where a
-segment starts below the log start) equals ``deleted_on_target`` on every row, skipped ones included.
+"""``lakehouse.target_deletions.deleted_copies`` (Spark expressions, evaluated only where a segment
+starts below the log start) equals the Python rule ``deleted_on_target`` on every row, skipped ones
+included.
 
 Random segments (overlapping replays, gaps, negative and positive deltas), log starts and
 ``since`` values, with nulls where the columns allow them; no Kafka needed.

@@ -25,10 +25,11 @@ def _table(spark, config: MirrorlakeConfig, name: str):
 
 def test_each_round_merges_only_what_changed(built: Built):
     assert set(built.modes[0].values()) == {"full"}  # a new lakehouse: nothing to merge into
-    assert built.modes[1]["offset_mapping"] == "merge"
-    assert built.modes[2]["offset_mapping"] == "merge"  # the late sync
+    assert built.modes[1]["offset_mapping"] == "tail"  # recomputed from each partition's tail on
+    assert built.modes[2]["offset_mapping"] == "tail"  # the late sync
+    assert built.modes[1]["rpo"] == built.modes[1]["group_offsets"] == "tail"
     assert built.modes[1]["divergence"] == "merge"
-    assert all(mode in ("merge", "unchanged") for mode in built.modes[3].values())
+    assert all(mode in ("merge", "tail", "unchanged") for mode in built.modes[3].values())
 
 
 def test_a_build_from_scratch_equals_the_incremental_one(built: Built, spark):
