@@ -11,7 +11,8 @@ runs of one benchmark, raw produce-only included, with nothing else running):
 
 Each tree runs as a child process from its own directory (``NAME=PATH``, e.g. a ``git worktree``
 of an older commit, or ``.``), in rotating order over ``--rounds``, against the same two local
-clusters on tmpfs (``bench.workload.fast_dir``).
+clusters on tmpfs (``bench.workload.fast_dir``), after one uncounted run of the first tree (runs in
+the clusters' first minute were slower, whichever tree ran there).
 
     .venv/bin/python -m bench.tree_compare cpu --size 1024 --records 1000000 new=. old=../wt-old
     .venv/bin/python -m bench.tree_compare latency --size 1024 new=. old=../wt-old
@@ -116,6 +117,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         up(clusters)
         source, target = clusters.cluster("S").bootstrap_servers, clusters.cluster("T").bootstrap_servers
+        name, tree = trees[0]  # the clusters' first minute is slower for whoever runs in it: not counted
+        _log.info("warm-up (not counted) %s: %s", name, run(tree, work, source, target, f"cmp-warm-{name}", args))
         for rnd in range(args.rounds):
             for name, tree in trees[rnd % len(trees) :] + trees[: rnd % len(trees)]:
                 result = run(tree, work, source, target, f"cmp-{args.measure}-{rnd}-{name}", args)

@@ -38,6 +38,7 @@ from replicator.flow.clients import ClientFactory, FlowClients, kafka_clients
 from replicator.flow.commits import AbortTransaction, AtLeastOnceCommits, Commits, TransactionalCommits
 from replicator.flow.connect_metrics import mm2_connectors
 from replicator.flow.copier import Copier
+from replicator.flow.metadata_sync import TopicMetadataSync
 from replicator.flow.offset_sync import SyncOrigin
 from replicator.flow.outage import TRANSPORT_CODES, Side
 from replicator.flow.read_positions import ReadPositions
@@ -178,6 +179,7 @@ class FlowRunner:
         self.stats.in_flight = lambda: self._copier.in_flight
         self.stats.leading = lambda: self.leads_state_tasks
         self.stats.waiting = lambda: self._outages.waiting
+        self._metadata_sync = TopicMetadataSync(self.flow, clients, self._follower.target_topics, self._outages)
         self._caught_up = CaughtUpCheck(self._consumer, self.commits, self.ledger, clients.topics.source_end_offsets)
 
     # -- the loop ----------------------------------------------------------------------------
@@ -223,6 +225,7 @@ class FlowRunner:
             tasks.start()
             try:
                 self._loop(self._stop_flag, until_caught_up)
+                self._metadata_sync.finish()
                 self.commits.close()
             except StopTimedOut as exc:
                 self._give_up(exc, tasks)
@@ -254,7 +257,7 @@ class FlowRunner:
             if now >= next_refresh and self._guarded(self._follower.refresh, "source", "target"):
                 self._measure_lag()
                 next_refresh = now + self.flow.refresh_topics_interval_seconds
-            if now >= next_metadata_sync and self._guarded(self._sync_topic_metadata, "source", "target"):
+            if now >= next_metadata_sync and self._metadata_sync.start_if_due():
                 next_metadata_sync = now + self.flow.sync_topic_configs_interval_seconds
             if paused:  # wait for acknowledgements (or the back-off) instead of reading
                 poll(_PAUSED_WAIT_S)
@@ -380,14 +383,6 @@ class FlowRunner:
             )
         else:
             self._consumer.unsubscribe()
-
-    def _sync_topic_metadata(self) -> None:
-        assert self._clients is not None
-        names = self._follower.target_topics()
-        if self.flow.sync_topic_configs:
-            self._clients.config_sync.sync(names)
-        if self.flow.sync_topic_acls:
-            self._clients.acl_sync.sync(names)
 
     def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         _log.info("flow %s: assigned %s", self.flow.name, _names(partitions))
