@@ -148,7 +148,28 @@ def _insert_new(table: DeltaTable, path: str, rows: DataFrame) -> None:
     if detail is not None and int(detail[0]) == 0:
         rows.write.format("delta").mode("append").save(path)
         return
-    table.alias("t").merge(rows.alias("s"), "t.event_id = s.event_id").whenNotMatchedInsertAll().execute()
+    table.alias("t").merge(rows.alias("s"), _same_event(rows)).whenNotMatchedInsertAll().execute()
+
+
+def _same_event(rows: DataFrame) -> str:
+    """The MERGE condition matching a silver row to the same event among ``rows``.
+
+    Copies of one event carry one ``emitted_at_ms`` (it is part of the event), so the condition
+    also bounds the table's emission times by the batch's, as literals: Delta then reads only the
+    files whose statistics overlap the batch's time span (silver files hold stretches of
+    state-topic order) instead of every event id of the table, whose scan grew with history and
+    was broadcast whole (1.2 GiB at 1e7 events). A batch with an event lacking the time (not a
+    valid event; none decodes so) falls back to the id alone.
+    """
+    span = rows.agg(
+        F.min("emitted_at_ms"), F.max("emitted_at_ms"), F.count(F.when(F.col("emitted_at_ms").isNull(), 1))
+    ).first()
+    if span is None or span[0] is None or span[2]:
+        return "t.event_id = s.event_id"
+    return (
+        f"t.emitted_at_ms >= {int(span[0])} AND t.emitted_at_ms <= {int(span[1])}"
+        " AND t.emitted_at_ms = s.emitted_at_ms AND t.event_id = s.event_id"
+    )
 
 
 def _quarantine(spark: SparkSession, paths: LakehousePaths, parts: list[DataFrame]) -> None:

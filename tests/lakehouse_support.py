@@ -42,6 +42,30 @@ def produce(bootstrap: str, state_topic: str, events: Iterable[Event]) -> None:
     producer.flush(30)
 
 
+def append_bronze(spark, bronze: str, start: int, bodies: Sequence[bytes]) -> None:  # noqa: ANN001 - SparkSession
+    """Append ``bodies`` to the bronze table at ``bronze`` as state-topic records B/mirrorlake.events/0
+    at offsets ``start``, ``start + 1``, ... (no Kafka: silver's input written directly)."""
+    from datetime import UTC, datetime
+
+    from pyspark.sql import types as T
+
+    now = datetime.now(UTC)
+    schema = T.StructType(
+        [
+            T.StructField("cluster", T.StringType()),
+            T.StructField("topic", T.StringType()),
+            T.StructField("partition", T.IntegerType()),
+            T.StructField("offset", T.LongType()),
+            T.StructField("kafka_timestamp", T.TimestampType()),
+            T.StructField("key", T.BinaryType()),
+            T.StructField("value", T.BinaryType()),
+            T.StructField("ingested_at", T.TimestampType()),
+        ]
+    )
+    rows = [("B", "mirrorlake.events", 0, start + i, now, b"k", body, now) for i, body in enumerate(bodies)]
+    spark.createDataFrame(rows, schema).write.format("delta").mode("append").save(bronze)
+
+
 def sync(p: int, u: int, d: int, t: int, reason: str, prev: tuple[int, int] | None = None) -> OffsetSync:
     return OffsetSync(
         flow=FLOW,

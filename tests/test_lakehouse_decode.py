@@ -12,7 +12,6 @@ message.
 from __future__ import annotations
 
 import io
-from datetime import UTC, datetime
 
 import fastavro
 import pytest
@@ -77,29 +76,13 @@ def _records() -> dict[str, bytes]:
 
 
 def test_silver_and_quarantine_equal_the_replicators_reader(spark, tmp_path):
-    from pyspark.sql import types as T
-
     from ingest.paths import LakehousePaths
     from lakehouse.silver import update_silver
 
     records = _records()
     names = sorted(records)
-    now = datetime.now(UTC)
-    schema = T.StructType(
-        [
-            T.StructField("cluster", T.StringType()),
-            T.StructField("topic", T.StringType()),
-            T.StructField("partition", T.IntegerType()),
-            T.StructField("offset", T.LongType()),
-            T.StructField("kafka_timestamp", T.TimestampType()),
-            T.StructField("key", T.BinaryType()),
-            T.StructField("value", T.BinaryType()),
-            T.StructField("ingested_at", T.TimestampType()),
-        ]
-    )
-    rows = [("B", "mirrorlake.events", 0, i, now, b"k", records[n], now) for i, n in enumerate(names)]
     paths = LakehousePaths(tmp_path / "lake")
-    spark.createDataFrame(rows, schema).write.format("delta").save(str(paths.bronze))
+    ev.append_bronze(spark, str(paths.bronze), 0, [records[n] for n in names])
     update_silver(spark, paths)
     _assert_the_jvm_vouches_for_every_event_written_by_the_codec(spark, paths, names)
 
