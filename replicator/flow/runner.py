@@ -42,6 +42,7 @@ from replicator.flow.metadata_sync import TopicMetadataSync
 from replicator.flow.offset_sync import SyncOrigin
 from replicator.flow.outage import TRANSPORT_CODES, Side
 from replicator.flow.read_positions import ReadPositions
+from replicator.flow.rejoin import RejoinWatchdog
 from replicator.flow.shutdown import StopBudget, StopTimedOut
 from replicator.flow.stats import FlowStats
 from replicator.flow.stop_requests import StopRequestWatcher
@@ -77,6 +78,8 @@ _log = logging.getLogger(__name__)
 # exactly-once: a record not acknowledged within the transaction timeout (a long outage) is copied
 # again from the committed position
 _REWINDABLE = TRANSPORT_CODES
+# three session timeouts (settings: 10 s) after a loss with no assignment: join the group anew
+_REJOIN_AFTER_S = 30.0
 _DRAIN_SLICE_S = 1.0  # a drain waits in slices, watching outages between them
 _TASKS_JOIN_S = 5.0  # a stop that gave up on the target waits this long for a state task in progress
 _PAUSED_WAIT_S = 0.1  # while reading is paused, the loop waits on deliveries this long per turn
@@ -111,6 +114,8 @@ class FlowRunner:
         self._client_factory = clients
         self._task_factory = state_tasks
         self._assigned: set[TP] = set()
+        self._topics: list[str] = []  # the subscription, for a rejoin
+        self._rejoin = RejoinWatchdog(_REJOIN_AFTER_S)
         self._tasks: StateTasks | None = None
         self._clients: FlowClients | None = None
         self.read_positions = ReadPositions()  # for the watermark task (exact RPO)
@@ -254,6 +259,8 @@ class FlowRunner:
         while not stop.is_set():
             now = time.monotonic()
             paused = self._watch_outages()
+            if self._rejoin.armed and not self._outages.is_waiting("source") and self._rejoin.due(now):
+                self._rejoin_group()
             if now >= next_refresh and self._guarded(self._follower.refresh, "source", "target"):
                 self._measure_lag()
                 next_refresh = now + self.flow.refresh_topics_interval_seconds
@@ -376,6 +383,7 @@ class FlowRunner:
 
     # -- rebalances and topics ---------------------------------------------------------------
     def _subscribe(self, topics: list[str]) -> None:
+        self._topics = list(topics)
         self.stats.subscribed = bool(topics)
         if topics:
             self._consumer.subscribe(
@@ -386,6 +394,7 @@ class FlowRunner:
 
     def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         _log.info("flow %s: assigned %s", self.flow.name, _names(partitions))
+        self._rejoin.assigned()
         self.commits.on_assign(consumer, partitions)
         self._assigned.update((tp.topic, tp.partition) for tp in partitions)
         self.stats.assigned = sorted(self._assigned)
@@ -399,8 +408,20 @@ class FlowRunner:
 
     def _on_lost(self, _consumer: Consumer, partitions: list[TopicPartition]) -> None:
         _log.warning("flow %s: lost %s", self.flow.name, _names(partitions))
+        self._rejoin.lost(time.monotonic())
         self._forget(partitions)
         self._backpressure.forget(partitions)
+
+    def _rejoin_group(self) -> None:
+        """Subscribe anew: librdkafka did not rejoin after losing the partitions (``flow.rejoin``)."""
+        _log.warning(
+            "flow %s: no partitions assigned %.0f s after they were lost: joining the consumer group again",
+            self.flow.name, _REJOIN_AFTER_S,
+        )  # fmt: skip
+        self.stats.rejoins = self._rejoin.rejoins
+        topics = self._topics
+        self._consumer.unsubscribe()
+        self._subscribe(topics)
 
     def _forget(self, partitions: list[TopicPartition]) -> None:
         gone = {(tp.topic, tp.partition) for tp in partitions}

@@ -42,6 +42,7 @@ class FlowStats:
     task_errors: dict[str, str] = field(default_factory=dict)  # state task -> its last error
     paused: bool = False  # reading paused: the target is down or its queue is full
     recoveries: int = 0  # outages the flow waited out
+    rejoins: int = 0  # consumer group joins forced after a loss with no new assignment (flow.rejoin)
     turned_at: float = field(default_factory=time.monotonic)  # the copy loop's last turn (liveness)
     source: str = ""  # the flow's source cluster alias (a label of the MM2-named metrics)
     target: str = ""
