@@ -13,13 +13,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from confluent_kafka import KafkaException
-
 from replicator.config import FlowConfig
-from replicator.errors import ReplicationError
 from replicator.flow.background import BackgroundCall
 from replicator.flow.clients import FlowClients
-from replicator.flow.outage import Outages, Side
+from replicator.flow.outage import ADMIN_ERRORS, Outages, Side
 
 __all__ = ["TopicMetadataSync"]
 
@@ -64,6 +61,5 @@ class TopicMetadataSync:
     def _handle(self, error: BaseException | None) -> None:
         if error is None:
             return
-        maybe_transient = isinstance(error, KafkaException | ReplicationError | TimeoutError)
-        if not maybe_transient or not self._outages.blame(_SIDES, error):
+        if not isinstance(error, ADMIN_ERRORS) or not self._outages.blame(_SIDES, error):
             raise error

@@ -28,11 +28,11 @@ from typing import Any, Literal
 from confluent_kafka import KafkaError, KafkaException
 from tenacity import RetryCallState, wait_exponential
 
-from replicator.errors import ClusterUnreachableError
+from replicator.errors import ClusterUnreachableError, ReplicationError
 from replicator.kafka.connectivity import MetadataProbe
 from replicator.kafka.errors import kafka_error, kafka_error_reason
 
-__all__ = ["Outages", "Side", "transient", "TRANSPORT_CODES"]
+__all__ = ["Outages", "Side", "transient", "TRANSPORT_CODES", "ADMIN_ERRORS"]
 
 _log = logging.getLogger(__name__)
 
@@ -61,6 +61,11 @@ TRANSPORT_CODES = frozenset(
 
 _BACKOFF = wait_exponential(multiplier=0.5, min=0.5, max=10.0)
 _PROBE_TIMEOUT_S = 1.0
+
+
+# what a flow's admin operation (topic refresh, config and ACL sync) may raise for an outage: these
+# go to ``Outages.blame``, anything else fails the flow
+ADMIN_ERRORS = (KafkaException, ReplicationError, TimeoutError)
 
 
 def transient(exc: BaseException) -> bool:

@@ -40,7 +40,7 @@ from replicator.flow.connect_metrics import mm2_connectors
 from replicator.flow.copier import Copier
 from replicator.flow.metadata_sync import TopicMetadataSync
 from replicator.flow.offset_sync import SyncOrigin
-from replicator.flow.outage import TRANSPORT_CODES, Side
+from replicator.flow.outage import ADMIN_ERRORS, TRANSPORT_CODES, Side
 from replicator.flow.read_positions import ReadPositions
 from replicator.flow.rejoin import RejoinWatchdog
 from replicator.flow.shutdown import StopBudget, StopTimedOut
@@ -316,7 +316,7 @@ class FlowRunner:
             return False
         try:
             operation()
-        except (KafkaException, ReplicationError, TimeoutError) as exc:
+        except ADMIN_ERRORS as exc:
             if not self._outages.blame(sides, exc):
                 raise
             return False
