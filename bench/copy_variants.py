@@ -44,7 +44,7 @@ import yaml
 if __package__ in (None, ""):  # run as a file: make ``bench`` importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.measure import ArrivalWatcher, Span, process_cpu, self_cpu
+from bench.measure import ArrivalWatcher, Span, self_cpu
 from bench.replicate_vs_mm2 import Bench, _load, cluster_config, environment, start_bench
 from bench.workload import RecordSpec, drop_topics, fast_dir, prefill, raw_produce
 from mirrorlake.localkafka import down, resolve_kafka_jars
@@ -73,10 +73,6 @@ def _run_replicator(config: MirrorlakeConfig, replicator_id: str) -> None:
     Replicator(config.model_copy(update={"replicator_id": replicator_id}), flows=["S->T"]).run_until_caught_up()
 
 
-def _brokers_cpu(bench: Bench) -> float:
-    return sum(process_cpu(pid)() for pid in (b.pid() for b in bench.brokers) if pid is not None)
-
-
 def run_variant(bench: Bench, spec: RecordSpec, topic: str, variant: str) -> Span:
     config = bench.flow_config([topic])
     remote = f"S.{topic}"
@@ -85,7 +81,8 @@ def run_variant(bench: Bench, spec: RecordSpec, topic: str, variant: str) -> Spa
         leave_out = None if variant == "no-tasks" else {variant[3:]}
         runtime_module.FlowRunner = partial(original, state_tasks=_tasks_without(leave_out))  # type: ignore[misc]
     processes = int(variant[5:]) if variant.startswith("procs") else 1
-    span = Span.begin(lambda: self_cpu() + _brokers_cpu(bench), bench.foreign())
+    brokers = bench.broker_cpu()
+    span = Span.begin(lambda: self_cpu() + brokers(), bench.foreign())
     watcher = ArrivalWatcher(bench.target, remote, spec.partitions, spec.count, span).start()
     try:
         tree = dict(t.split("=", 1) for t in bench.args.tree).get(variant)
@@ -143,10 +140,11 @@ def main(argv: list[str] | None = None) -> int:
                 names = names[rnd % len(names) :] + names[: rnd % len(names)]
                 for name in names:
                     gc.collect()
-                    brokers_before = _brokers_cpu(bench)
+                    brokers = bench.broker_cpu()
+                    brokers_before = brokers()
                     if name == "raw-produce":
                         span = raw_produce(
-                            bench.target, bench.topic("raw", size, rnd), spec, lambda: self_cpu() + _brokers_cpu(bench),
+                            bench.target, bench.topic("raw", size, rnd), spec, lambda b=brokers: self_cpu() + b(),
                             bench.foreign(),
                         )  # fmt: skip
                         drop_topics(bench.target, [bench.topic("raw", size, rnd)])
@@ -158,7 +156,7 @@ def main(argv: list[str] | None = None) -> int:
                         span = run_variant(bench, spec, topic, name)
                         drop_topics(bench.source, [topic])
                         drop_topics(bench.target, [f"S.{topic}"])
-                    brokers_us = 1e6 * (_brokers_cpu(bench) - brokers_before) / spec.count
+                    brokers_us = 1e6 * (brokers() - brokers_before) / spec.count
                     rate = span.copy_records / span.copy_seconds
                     self_us = 1e6 * span.copy_cpu / span.copy_records
                     other = 100 * span.foreign_cpu / (span.copy_seconds * len(os.sched_getaffinity(0)))

@@ -30,7 +30,9 @@ __all__ = [
     "end_offset_total",
     "foreign_cpu",
     "measure_latency",
+    "no_clock",
     "process_cpu",
+    "processes_cpu",
     "self_cpu",
 ]
 
@@ -58,6 +60,19 @@ def process_cpu(pid: int) -> CpuClock:
     return read
 
 
+def processes_cpu(pids: Callable[[], list[int]]) -> CpuClock:
+    """A clock of the CPU seconds of the processes ``pids()`` names (e.g. the brokers), summed."""
+
+    def read() -> float:
+        total = 0.0
+        for pid in pids():
+            with contextlib.suppress(OSError):  # exited meanwhile
+                total += process_cpu(pid)()
+        return total
+
+    return read
+
+
 def _machine_busy_cpu() -> float:
     """CPU seconds all cores spent busy since boot (user, nice, system, irq, softirq, steal)."""
     with open("/proc/stat", encoding="ascii") as handle:
@@ -72,17 +87,16 @@ def foreign_cpu(pids: Callable[[], list[int]]) -> CpuClock:
     A benchmark on a shared machine is only as good as its quiet: a row with foreign CPU is noisy.
     """
 
+    ours = processes_cpu(pids)  # a process that exited meanwhile counts as foreign from then on
+
     def read() -> float:
-        ours = self_cpu()
-        for pid in pids():
-            with contextlib.suppress(OSError):  # exited meanwhile: its CPU then counts as foreign
-                ours += process_cpu(pid)()
-        return _machine_busy_cpu() - ours
+        return _machine_busy_cpu() - self_cpu() - ours()
 
     return read
 
 
-def _no_clock() -> float:
+def no_clock() -> float:
+    """A clock that never moves: for what a run does not measure."""
     return 0.0
 
 
@@ -92,6 +106,7 @@ class _Mark:
     cpu: float
     count: int
     foreign: float = 0.0
+    brokers: float = 0.0
 
 
 @dataclass
@@ -107,19 +122,21 @@ class Span:
 
     cpu: CpuClock
     start: _Mark
-    foreign: CpuClock = _no_clock
+    foreign: CpuClock = no_clock
+    brokers: CpuClock = no_clock
     zero: _Mark | None = None
     first: _Mark | None = None
     done: _Mark | None = None
     end: _Mark | None = None
 
     @classmethod
-    def begin(cls, cpu: CpuClock, foreign: CpuClock = _no_clock) -> Span:
-        """``foreign``: a clock of the CPU used by processes outside the benchmark (``foreign_cpu``)."""
-        return cls(cpu, _Mark(time.monotonic(), cpu(), 0, foreign()), foreign)
+    def begin(cls, cpu: CpuClock, foreign: CpuClock = no_clock, brokers: CpuClock = no_clock) -> Span:
+        """``foreign``: a clock of the CPU used by processes outside the benchmark (``foreign_cpu``);
+        ``brokers``: of the brokers' JVMs, the other half of what a copy costs the machine."""
+        return cls(cpu, _Mark(time.monotonic(), cpu(), 0, foreign(), brokers()), foreign, brokers)
 
     def _mark(self, count: int) -> _Mark:
-        return _Mark(time.monotonic(), self.cpu(), count, self.foreign())
+        return _Mark(time.monotonic(), self.cpu(), count, self.foreign(), self.brokers())
 
     def mark_zero(self) -> None:
         self.zero = self._mark(0)
@@ -167,6 +184,12 @@ class Span:
         """CPU seconds other processes used during the copy window (0 without a foreign clock)."""
         begin, done, _ = self._window()
         return max(0.0, done.foreign - begin.foreign)
+
+    @property
+    def broker_cpu(self) -> float:
+        """CPU seconds the brokers used during the copy window (0 without a brokers clock)."""
+        begin, done, _ = self._window()
+        return done.brokers - begin.brokers
 
     @property
     def wall_seconds(self) -> float:

@@ -42,11 +42,12 @@ from bench.measure import (
     end_offset_total,
     foreign_cpu,
     measure_latency,
+    processes_cpu,
     self_cpu,
 )
 from bench.ml_processes import MirrorlakeProcesses
 from bench.mm2 import MirrorMaker2, Mm2Settings
-from bench.report import NOISY_PCT, Row, format_table, ratio_lines
+from bench.report import NOISY_PCT, Row, format_table, machine_bound_lines, ratio_lines
 from bench.workload import RecordSpec, create_topic, drop_topics, fast_dir, prefill, raw_consume, raw_produce
 from mirrorlake.localkafka import LocalBroker, down, require_java, resolve_kafka_jars, up
 from mirrorlake.localkafka.ports import find_free_port_pair
@@ -75,10 +76,14 @@ class Bench:
     def foreign(self, *extra_pids: int) -> CpuClock:
         """CPU of every process but this one, our brokers and ``extra_pids`` (e.g. the MM2 JVM)."""
 
-        def ours() -> list[int]:
-            return [pid for pid in (b.pid() for b in self.brokers) if pid is not None] + list(extra_pids)
+        return foreign_cpu(lambda: self.broker_pids() + list(extra_pids))
 
-        return foreign_cpu(ours)
+    def broker_pids(self) -> list[int]:
+        return [pid for pid in (b.pid() for b in self.brokers) if pid is not None]
+
+    def broker_cpu(self) -> CpuClock:
+        """The brokers' CPU seconds: what a run costs the machine beside its own process."""
+        return processes_cpu(self.broker_pids)
 
     def topic(self, *parts: object) -> str:
         return "-".join(["bench", self.run_id, *map(str, parts)])
@@ -115,13 +120,19 @@ def run_raw(bench: Bench, spec: RecordSpec, source_topic: str) -> list[Row]:
             "raw-consume",
             spec.label,
             spec.record_bytes,
-            raw_consume(bench.source, source_topic, spec, self_cpu, bench.foreign()),
+            raw_consume(bench.source, source_topic, spec, self_cpu, bench.foreign(), bench.broker_cpu()),
         )
     ]
-    span = raw_produce(bench.target, bench.topic("raw", size), spec, self_cpu, bench.foreign())
+    span = raw_produce(bench.target, bench.topic("raw", size), spec, self_cpu, bench.foreign(), bench.broker_cpu())
     rows.append(Row("raw produce-only (T)", "raw-produce", spec.label, spec.record_bytes, span))
     span = raw_produce(
-        bench.target, bench.topic("rawcb", size), spec, self_cpu, bench.foreign(), per_record_callback=True
+        bench.target,
+        bench.topic("rawcb", size),
+        spec,
+        self_cpu,
+        bench.foreign(),
+        bench.broker_cpu(),
+        per_record_callback=True,
     )
     rows.append(Row("raw produce-only + per-rec callback", "raw-produce-cb", spec.label, spec.record_bytes, span))
     drop_topics(bench.target, [bench.topic("raw", size), bench.topic("rawcb", size)])
@@ -140,7 +151,7 @@ def run_mirrorlake(bench: Bench, spec: RecordSpec, topic: str, processes: int) -
     )
     run_dir = bench.work_dir / f"{kind}-{spec.value_size}"
     replicators = MirrorlakeProcesses(config, run_dir, processes, until_caught_up=True).start()
-    span = Span.begin(replicators.cpu, bench.foreign(*replicators.pids()))
+    span = Span.begin(replicators.cpu, bench.foreign(*replicators.pids()), bench.broker_cpu())
     watcher = ArrivalWatcher(bench.target, remote, spec.partitions, spec.count, span).start()
     try:
         if not watcher.wait(bench.args.timeout, alive=replicators.alive):
@@ -184,7 +195,7 @@ def run_mm2(bench: Bench, spec: RecordSpec, topic: str, settings: Mm2Settings) -
     watcher: ArrivalWatcher | None = None
     try:
         mm2.start()
-        span = Span.begin(mm2.cpu_clock(), bench.foreign(mm2.pid))
+        span = Span.begin(mm2.cpu_clock(), bench.foreign(mm2.pid), bench.broker_cpu())
         watcher = ArrivalWatcher(bench.target, remote, spec.partitions, spec.count, span).start()
         if not watcher.wait(bench.args.timeout, alive=mm2.alive):
             state = "exited" if not mm2.alive() else f"timed out after {bench.args.timeout:g} s"
@@ -211,6 +222,38 @@ def _check_count(bench: Bench, remote: str, spec: RecordSpec) -> None:
     landed = end_offset_total(bench.target, remote, spec.partitions)
     if landed != spec.count:
         _log.warning("%s has %d records for %d source records (duplicates from a replay?)", remote, landed, spec.count)
+
+
+def warm_up(bench: Bench) -> None:
+    """Run every broker path the contenders use before anything is measured, and measure nothing.
+
+    Brokers are fresh JVMs: their request paths start interpreted and their heaps small. Without
+    this, whatever ran first paid for it (2026-11-25, the same code: raw produce-only 1 KiB made
+    176k records/s as the first run and 350k as a later one; mirrorlake 100 B 262k and p99 101 ms
+    first, 387k and 6 ms second). Per size and cluster: a produce-only and a consume-only run of
+    ``--warm-up-records`` records, and a probe of small unbatched requests (produce, then fetch on
+    the same broker).
+    """
+    args = bench.args
+    for value_size in args.sizes:
+        spec = RecordSpec(args.warm_up_records, value_size, args.partitions)
+        for alias, bootstrap in (("S", bench.source), ("T", bench.target)):
+            topic, probe = bench.topic("warm", alias, value_size), bench.topic("warm-lat", alias, value_size)
+            produced = raw_produce(bootstrap, topic, spec, self_cpu, bench.foreign())
+            consumed = raw_consume(bootstrap, topic, spec, self_cpu, bench.foreign())
+            create_topic(bootstrap, probe, args.partitions)
+            measure_latency(
+                bootstrap, bootstrap, probe, probe, partitions=args.partitions, value_size=value_size,
+                count=args.latency_records, rate=args.latency_rate * 4,
+            )  # fmt: skip
+            drop_topics(bootstrap, [topic, f"{topic}-warmup", probe])
+            _log.info(
+                "warm-up %s %s (not measured): produce %.0f, consume %.0f records/s",
+                alias,
+                spec.label,
+                produced.copy_records / produced.copy_seconds,
+                consumed.copy_records / consumed.copy_seconds,
+            )
 
 
 def run_size(bench: Bench, value_size: int) -> list[Row]:
@@ -317,6 +360,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--latency-records", type=int, default=2000, help="records per latency probe")
     parser.add_argument("--latency-rate", type=float, default=500.0, help="records/s of the latency probe")
+    parser.add_argument(
+        "--warm-up-records",
+        type=int,
+        default=1_000_000,
+        help="records per size and cluster sent through the brokers before measuring (0: no warm-up)",
+    )
     parser.add_argument("--timeout", type=float, default=900.0, help="give up on an MM2 run after this many s")
     parser.add_argument("--work-dir", type=Path, help="cluster data and logs (default: a new temp dir)")
     parser.add_argument("--keep-work-dir", action="store_true", help="keep data and logs (deleted by default)")
@@ -326,6 +375,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         args.mm2_tasks = []
     elif args.mm2_tasks is None:
         args.mm2_tasks = sorted({1, args.partitions})
+    if args.warm_up_records < 0:
+        parser.error("--warm-up-records must be 0 or more")
     if args.records < 1 or args.partitions < 1:
         parser.error("--records and --partitions must be positive")
     return args
@@ -346,6 +397,8 @@ def main(argv: list[str] | None = None) -> int:
     load_before = _load()
     try:
         bench = start_bench(args, work_dir, clusters, lib_dir)
+        if args.warm_up_records:
+            warm_up(bench)
         for size in args.sizes:
             rows.extend(run_size(bench, size))
     finally:
@@ -375,6 +428,7 @@ def print_report(clusters: MirrorlakeConfig, args: argparse.Namespace, rows: lis
     against = {"raw-produce": "raw-produce", "raw-consume": "raw-consume"}
     against.update({f"mm2-t{t}": f"MM2(tasks.max={t})" for t in args.mm2_tasks})
     print("\n".join(ratio_lines(rows, ours="mirrorlake", against=against)))
+    print("\n".join(machine_bound_lines(rows, ours="mirrorlake", limit="raw-produce")))
     for processes in args.processes:
         if processes > 1:
             kind = f"ml-p{processes}"

@@ -4,6 +4,8 @@ Units: MB = 1e6 bytes and GB = 1e9 bytes of payload (key + value; headers and pr
 not counted). Rates are the copy rate (first record landed -> all landed); "wall s" is from launch
 (process or client start) to done. CPU is user + system seconds of the process doing the copy:
 "CPU s" over the copy phase (what CPU s/GB is computed from), "CPU tot" from launch to done.
+"brk s" is what the brokers' JVMs used over the same copy phase, and "all s/GB" the two together
+per GB: what a run costs the machine, whose 2 cores the copier and both brokers share.
 "other%" is the share of the machine's CPU capacity used in the copy window by processes outside
 the benchmark (not this process, its brokers, or the MM2 JVM): a busy machine makes a row noisy.
 """
@@ -16,7 +18,7 @@ from dataclasses import dataclass
 
 from bench.measure import Latency, Span
 
-__all__ = ["NOISY_PCT", "Row", "format_table", "ratio_lines"]
+__all__ = ["NOISY_PCT", "Row", "format_table", "machine_bound_lines", "ratio_lines"]
 
 NOISY_PCT = 10.0  # rows where other processes used more of the machine than this get a '*'
 _CPUS = len(os.sched_getaffinity(0))
@@ -33,6 +35,8 @@ _COLUMNS = (
     ("CPU s", ">", 7),
     ("CPU tot", ">", 7),
     ("CPU s/GB", ">", 8),
+    ("brk s", ">", 6),
+    ("all s/GB", ">", 8),
     ("other%", ">", 7),
 )
 
@@ -62,6 +66,17 @@ class Row:
         return self.span.copy_cpu / gigabytes if gigabytes else float("nan")
 
     @property
+    def machine_cpu_per_gb(self) -> float:
+        """The copier's and the brokers' CPU seconds per GB: the run's cost to the whole machine."""
+        gigabytes = self.span.copy_records * self.record_bytes / 1e9
+        return (self.span.copy_cpu + self.span.broker_cpu) / gigabytes if gigabytes else float("nan")
+
+    @property
+    def cores_busy(self) -> float:
+        """Cores the copier and the brokers kept busy on average over the copy window."""
+        return (self.span.copy_cpu + self.span.broker_cpu) / self.span.copy_seconds
+
+    @property
     def other_load_pct(self) -> float:
         """Share of the machine's CPU capacity that processes outside the benchmark used in the window."""
         return 100 * self.span.foreign_cpu / (self.span.copy_seconds * _CPUS)
@@ -81,6 +96,8 @@ class Row:
             f"{self.span.copy_cpu:.1f}",
             f"{self.span.total_cpu:.1f}",
             f"{self.cpu_per_gb:.1f}",
+            f"{self.span.broker_cpu:.1f}",
+            f"{self.machine_cpu_per_gb:.1f}",
             f"{self.other_load_pct:.0f}{'*' if self.other_load_pct > NOISY_PCT else ''}",
         ]
 
@@ -107,6 +124,29 @@ def ratio_lines(rows: list[Row], *, ours: str, against: dict[str, str]) -> list[
             if mine and other:
                 out.append(
                     f"{ours}/{description} {size}: {mine.records_per_s / other.records_per_s:.2f} (records/s), "
-                    f"CPU s/GB {mine.cpu_per_gb / other.cpu_per_gb:.2f}"
+                    f"CPU s/GB {mine.cpu_per_gb / other.cpu_per_gb:.2f}, "
+                    f"with the brokers' {mine.machine_cpu_per_gb / other.machine_cpu_per_gb:.2f}"
                 )
+    return out
+
+
+def machine_bound_lines(rows: list[Row], *, ours: str, limit: str) -> list[str]:
+    """Per size, how far ``ours`` can get to ``limit`` (e.g. raw produce-only) on this machine's cores.
+
+    A copy costs the machine its copier's CPU and both brokers'; a produce-only run, one producer's
+    and one broker's. With the cores equally busy, the rate ratio cannot exceed the inverse ratio
+    of the two runs' CPU per record: the line prints that bound beside the measured ratio.
+    """
+    out = []
+    for size in dict.fromkeys(r.size_label for r in rows):
+        mine, other = _find(rows, ours, size), _find(rows, limit, size)
+        if not (mine and other) or not mine.span.broker_cpu or not other.span.broker_cpu:
+            continue
+        per_record = mine.machine_cpu_per_gb / other.machine_cpu_per_gb
+        out.append(
+            f"{ours} {size}: {per_record:.2f}x the CPU per record of {limit} (its own and the brokers'); "
+            f"cores busy {mine.cores_busy:.2f} vs {other.cores_busy:.2f} of {_CPUS}; "
+            f"at equal cores busy {ours}/{limit} <= {1 / per_record:.2f}, measured "
+            f"{mine.records_per_s / other.records_per_s:.2f}"
+        )
     return out

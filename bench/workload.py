@@ -31,7 +31,7 @@ from pathlib import Path
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from bench.measure import CpuClock, Span, end_offset_total
+from bench.measure import CpuClock, Span, end_offset_total, no_clock
 from replicator.config import FlowConfig
 from replicator.kafka.settings import consumer_config, producer_config
 
@@ -156,7 +156,9 @@ def prefill(bootstrap: str, topic: str, spec: RecordSpec) -> None:
     _log.info("prefilled %s: %d x %s in %.1f s", topic, spec.count, spec.label, time.monotonic() - started)
 
 
-def raw_consume(bootstrap: str, topic: str, spec: RecordSpec, cpu: CpuClock, foreign: CpuClock) -> Span:
+def raw_consume(
+    bootstrap: str, topic: str, spec: RecordSpec, cpu: CpuClock, foreign: CpuClock, brokers: CpuClock = no_clock
+) -> Span:
     """Read ``topic`` from the beginning to ``spec.count`` records with the replicator's consumer settings.
 
     Partitions are assigned, not subscribed: no group join in the timing.
@@ -164,7 +166,7 @@ def raw_consume(bootstrap: str, topic: str, spec: RecordSpec, cpu: CpuClock, for
     conf = consumer_config(_FLOW, {"bootstrap.servers": bootstrap}, "bench-raw-consume")
     consumer = Consumer({**conf, "group.id": f"bench-raw-consume-{topic}", "enable.auto.commit": False})
     try:
-        span = Span.begin(cpu, foreign)
+        span = Span.begin(cpu, foreign, brokers)
         consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(spec.partitions)])
         seen = 0
         while seen < spec.count:
@@ -187,6 +189,7 @@ def raw_produce(
     spec: RecordSpec,
     cpu: CpuClock,
     foreign: CpuClock,
+    brokers: CpuClock = no_clock,
     *,
     per_record_callback: bool = False,
 ) -> Span:
@@ -204,7 +207,7 @@ def raw_produce(
     records = [(i % partitions, key, value, ts) for i, (key, value, ts) in indexed]
     counter = _DeliveryCounter()
     _warm_up(producer, bootstrap, f"{topic}-warmup")
-    span = Span.begin(cpu, foreign)
+    span = Span.begin(cpu, foreign, brokers)
     span.mark_first()
     for i, (partition, key, value, ts) in enumerate(records):
         if per_record_callback:
