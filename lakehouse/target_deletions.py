@@ -10,12 +10,11 @@ target, whatever the audits said when they compared it: gold ``rpo`` counts them
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from lakehouse.intervals import merged, size
 from lakehouse.offset_mapping import MAPPING_KEY
 
 __all__ = ["segments_by_partition", "deleted_copies", "DELETED"]
@@ -41,30 +40,6 @@ def segments_by_partition(mapping: DataFrame) -> DataFrame:
     )
 
 
-_INTERVALS = T.ArrayType(T.StructType([T.StructField("lo", T.LongType()), T.StructField("hi", T.LongType())]))
-
-
-def _merged(segments: Column, low: Callable[[Column], Column]) -> Column:
-    """``interval_union`` of ``[low(s), s.ue]`` over the segments: sorted, disjoint, adjacent ones
-    joined, empty ones (low above the end) dropped."""
-    spans = F.transform(segments, lambda s: F.struct(low(s).alias("lo"), s["ue"].alias("hi")))
-    ordered = F.array_sort(F.filter(spans, lambda i: i["lo"] <= i["hi"]))  # structs sort by lo, then hi
-
-    def add(acc: Column, i: Column) -> Column:
-        last = F.try_element_at(acc, F.lit(-1))
-        joined = F.struct(last["lo"].alias("lo"), F.greatest(last["hi"], i["hi"]).alias("hi"))
-        touches = (F.size(acc) > 0) & (i["lo"] <= last["hi"] + 1)
-        return F.when(touches, F.concat(F.slice(acc, 1, F.size(acc) - 1), F.array(joined))).otherwise(
-            F.concat(acc, F.array(i))
-        )
-
-    return F.aggregate(ordered, F.array().cast(_INTERVALS), add)
-
-
-def _size(intervals: Column) -> Column:
-    return F.aggregate(intervals, F.lit(0).cast("long"), lambda n, i: n + i["hi"] - i["lo"] + 1)
-
-
 def _deleted_native(segments: Column, log_start: Column, since: Column) -> Column:
     """``deleted_on_target`` in Spark expressions, for ``log_start > 0``: the copied offsets
     (from ``since``) minus those with a copy at or above the log start, each as merged intervals;
@@ -76,9 +51,9 @@ def _deleted_native(segments: Column, log_start: Column, since: Column) -> Colum
     def delta(s: Column) -> Column:
         return s["ds"] - s["us"]
 
-    copied = _merged(segments, start)
-    live = _merged(segments, lambda s: F.greatest(start(s), log_start - delta(s)))
-    records = _size(copied) - _size(live)
+    copied = merged(segments, start)
+    live = merged(segments, lambda s: F.greatest(start(s), log_start - delta(s)))
+    records = size(copied) - size(live)
 
     def first_uncovered(c: Column) -> Column:  # from c.lo up, past every live interval covering it
         x = F.aggregate(live, c["lo"], lambda x, v: F.when((v["lo"] <= x) & (x <= v["hi"]), v["hi"] + 1).otherwise(x))

@@ -7,12 +7,14 @@ duplicate events, late (out-of-order) events and changes that must delete gold r
 
 from __future__ import annotations
 
+import random
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 import pytest
 from confluent_kafka import Producer
 
+from replicator.client.mapping import Segment
 from replicator.config import MirrorlakeConfig
 from replicator.events import (
     AuditWindow,
@@ -185,6 +187,17 @@ def failover(t: int, group: str, offsets: Sequence[tuple[int, int, int]]) -> Fai
         host="h",
         user="u",
     )
+
+
+def random_segments(rng: random.Random, most: int) -> list[Segment]:
+    """Up to ``most`` random mapping segments: overlapping replays, gaps, negative and positive deltas."""
+    out = []
+    for _ in range(rng.randint(0, most)):
+        us = rng.randint(0, 200)
+        ue = us + rng.randint(0, 60)
+        ds = max(0, us + rng.randint(-30, 30))
+        out.append(Segment(ds, us, ue, ds + (ue - us)))
+    return out
 
 
 def assert_same_rows(left, right, what: str) -> None:  # noqa: ANN001 - pyspark DataFrames

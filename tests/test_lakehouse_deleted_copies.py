@@ -13,19 +13,9 @@ import random
 import pytest
 
 from replicator.client.failover_cost import deleted_on_target
-from replicator.client.mapping import Segment
+from tests.lakehouse_support import random_segments
 
 pytestmark = pytest.mark.spark
-
-
-def _segments(rng: random.Random) -> list[Segment]:
-    out = []
-    for _ in range(rng.randint(0, 5)):
-        us = rng.randint(0, 200)
-        ue = us + rng.randint(0, 60)
-        ds = max(0, us + rng.randint(-30, 30))
-        out.append(Segment(ds, us, ue, ds + (ue - us)))
-    return out
 
 
 def test_deleted_copies_equals_the_python_rule_on_every_row(spark):
@@ -47,7 +37,7 @@ def test_deleted_copies_equals_the_python_rule_on_every_row(spark):
     )
     rows, cases = [], {}
     for i in range(400):
-        segs = _segments(rng)
+        segs = random_segments(rng, 5)
         log_start = None if i % 17 == 0 else rng.randint(-5, 260)
         since = None if i % 11 == 0 else rng.randint(0, 250)
         if i % 29 == 0:
