@@ -114,7 +114,6 @@ class FlowRunner:
         self._client_factory = clients
         self._task_factory = state_tasks
         self._assigned: set[TP] = set()
-        self._topics: list[str] = []  # the subscription, for a rejoin
         self._rejoin = RejoinWatchdog(_REJOIN_AFTER_S)
         self._tasks: StateTasks | None = None
         self._clients: FlowClients | None = None
@@ -383,7 +382,6 @@ class FlowRunner:
 
     # -- rebalances and topics ---------------------------------------------------------------
     def _subscribe(self, topics: list[str]) -> None:
-        self._topics = list(topics)
         self.stats.subscribed = bool(topics)
         if topics:
             self._consumer.subscribe(
@@ -419,9 +417,8 @@ class FlowRunner:
             self.flow.name, _REJOIN_AFTER_S,
         )  # fmt: skip
         self.stats.rejoins = self._rejoin.rejoins
-        topics = self._topics
         self._consumer.unsubscribe()
-        self._subscribe(topics)
+        self._subscribe(list(self._remote))  # the selection the follower subscribed to
 
     def _forget(self, partitions: list[TopicPartition]) -> None:
         gone = {(tp.topic, tp.partition) for tp in partitions}
