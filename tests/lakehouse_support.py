@@ -8,10 +8,13 @@ duplicate events, late (out-of-order) events and changes that must delete gold r
 from __future__ import annotations
 
 import random
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
 
 import pytest
+import yaml
 from confluent_kafka import Producer
 
 from replicator.client.mapping import Segment
@@ -35,6 +38,22 @@ FLOW = "A->B"
 TOPIC = "orders"
 REMOTE = "A.orders"
 T0 = 1_700_000_000_000
+
+
+def write_config(
+    path: Path, bootstraps: Mapping[str, str], state_topic: str, root: Path, spark: Mapping[str, Any] | None = None
+) -> Path:
+    """A YAML config at ``path`` for a ``mirrorlake lakehouse`` process: the flow A->B of ``orders``,
+    ``state_topic`` on B, the lakehouse at ``root``, Spark local[2] unless ``spark`` says otherwise."""
+    config = {
+        "clusters": {alias: {"bootstrap_servers": bootstraps[alias]} for alias in ("A", "B")},
+        "flows": [{"source": "A", "target": "B", "topics": [TOPIC]}],
+        "state_topic": state_topic,
+        "lakehouse": {"path": str(root)},
+        "spark": dict(spark or {"master": "local[2]"}),
+    }
+    path.write_text(yaml.safe_dump(config))
+    return path
 
 
 def produce(bootstrap: str, state_topic: str, events: Iterable[Event]) -> None:
@@ -295,6 +314,7 @@ class Built:
     config: MirrorlakeConfig
     fresh: MirrorlakeConfig
     events: list = field(default_factory=list)
+    rounds: list[list] = field(default_factory=list)  # the events as produced, round by round
     modes: list[dict[str, str]] = field(default_factory=list)
 
 
@@ -323,6 +343,7 @@ def built(kafka_clusters, unique_topic, tmp_path_factory, spark) -> Built:
     for n, events in enumerate(rounds()):
         produce(b, state_topic, events)
         result.events.extend(events)
+        result.rounds.append(events)
         report = build_lakehouse(spark, result.config)
         result.modes.append({u.table: u.mode for u in report.gold_updates})
         if n in (0, 3):
@@ -332,3 +353,15 @@ def built(kafka_clusters, unique_topic, tmp_path_factory, spark) -> Built:
             full = spec.compute(GoldInputs(spark, paths, silver_versions(spark, paths), None, None))
             assert_same_rows(incremental, full, f"round {n + 1}: {spec.name}")
     return result
+
+
+@pytest.fixture(scope="session")
+def built_fresh(built: Built, spark) -> MirrorlakeConfig:  # noqa: ANN001 - SparkSession
+    """A second lakehouse built in one go from ``built``'s state topic (every round at once).
+
+    Its gold tables are what a clean build of those events gives: the reference for the
+    incremental builds of ``built`` and for a build that was killed and rerun."""
+    from lakehouse.build import build_lakehouse
+
+    build_lakehouse(spark, built.fresh)
+    return built.fresh

@@ -3,7 +3,9 @@ clean build: no lost and no duplicated rows in bronze, silver or gold.
 
 Two kill points, found by polling the lakehouse's own progress files (not by timing): right
 after bronze committed its first batch (silver and gold not done), and right after the first
-gold table recorded its state (the other gold tables not done).
+gold table recorded its state (the other gold tables not done). The events are the session's
+``built.events`` (the same event ids), so the clean build it is held to is ``built_fresh``: those
+events built in one go from ``built``'s state topic.
 """
 
 from __future__ import annotations
@@ -15,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
+from replicator.config import MirrorlakeConfig
 from tests import lakehouse_support as ev
-from tests.lakehouse_support import rounds
-from tests.test_lakehouse_serve import write_config
+from tests.lakehouse_support import Built, write_config
 from tests.waiting import wait_for
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark]
@@ -41,7 +43,9 @@ def _build_killed_when(conf: Path, ready, what: str, log: Path) -> None:
     assert proc.returncode == -signal.SIGKILL
 
 
-def test_a_build_killed_midway_and_rerun_equals_a_clean_build(kafka_clusters, unique_topic, tmp_path, spark):
+def test_a_build_killed_midway_and_rerun_equals_a_clean_build(
+    kafka_clusters, unique_topic, tmp_path, spark, built: Built, built_fresh: MirrorlakeConfig
+):
     from lakehouse.build import build_lakehouse
     from lakehouse.gold_tables import GOLD_TABLES
     from mirrorlake.traffic import ensure_topic
@@ -50,10 +54,10 @@ def test_a_build_killed_midway_and_rerun_equals_a_clean_build(kafka_clusters, un
     state_topic = unique_topic("mirrorlake.events")
     b = kafka_clusters.bootstrap("B")
     ensure_topic(b, state_topic, 2)
-    events = [e for r in rounds()[:3] for e in r]
+    events = built.events
     ev.produce(b, state_topic, events)
     root = tmp_path / "killed"
-    conf = write_config(kafka_clusters, state_topic, root, tmp_path / "killed.yaml")
+    conf = write_config(tmp_path / "killed.yaml", kafka_clusters.bootstraps, state_topic, root)
 
     bronze_committed = root / "checkpoints" / "bronze-B" / "commits" / "0"
     _build_killed_when(conf, bronze_committed.exists, "bronze's first commit", tmp_path / "build1.log")
@@ -63,8 +67,7 @@ def test_a_build_killed_midway_and_rerun_equals_a_clean_build(kafka_clusters, un
 
     killed = load_config(conf)
     build_lakehouse(spark, killed)  # the rerun
-    clean = load_config(write_config(kafka_clusters, state_topic, tmp_path / "clean", tmp_path / "clean.yaml"))
-    build_lakehouse(spark, clean)
+    clean = built_fresh
 
     def table(config, *parts: str):
         return spark.read.format("delta").load(str(config.lakehouse.path.resolve() / "tables" / Path(*parts)))
@@ -73,10 +76,7 @@ def test_a_build_killed_midway_and_rerun_equals_a_clean_build(kafka_clusters, un
     for event_type in ("offset_sync", "checkpoint", "watermark", "heartbeat"):
         silver = table(killed, "silver", event_type)
         assert silver.count() == len({e.event_id for e in events if e.event_type == event_type})
-        ev.assert_same_rows(
-            silver.drop("state_partition", "state_offset"),
-            table(clean, "silver", event_type).drop("state_partition", "state_offset"),
-            event_type,
-        )
+        lineage = ("state_topic", "state_partition", "state_offset")  # where each event sat: other topics
+        ev.assert_same_rows(silver.drop(*lineage), table(clean, "silver", event_type).drop(*lineage), event_type)
     for spec in GOLD_TABLES:
         ev.assert_same_rows(table(killed, "gold", spec.name), table(clean, "gold", spec.name), spec.name)
