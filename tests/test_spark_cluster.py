@@ -1,10 +1,14 @@
-"""The lakehouse build runs unchanged on a real Spark cluster and gives the same gold tables.
+"""``lakehouse serve`` and ``lakehouse build`` run unchanged on a real Spark cluster and give the
+same gold tables as the local build.
 
 A standalone master and two workers are started on 127.0.0.1 from the pyspark package itself
-(``spark-class ...Master`` / ``...Worker``), like any Spark cluster; ``mirrorlake lakehouse build``
-then runs in its own process with ``spark.master = spark://...``, reading the same state topic as
-the session's local[2] build (``built``), into a lakehouse of its own. Every gold table must equal
-the local one. The processes are stopped by PID.
+(``spark-class ...Master`` / ``...Worker``), like any Spark cluster, and stopped by PID. The
+session's events (``built.rounds``) go to a state topic of this test's own, round by round:
+``mirrorlake lakehouse serve`` runs on the cluster (``spark.master = spark://...``) while the
+second round arrives, must show it without a restart, and stops cleanly on SIGTERM; then
+``mirrorlake lakehouse build`` on the cluster ingests the remaining rounds. Every gold table must
+then equal the session's local[2] build of the same events (``built``). Waits are polls with a
+bound, never timing assertions.
 """
 
 from __future__ import annotations
@@ -19,11 +23,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import yaml
 
 from lakehouse.api import Lakehouse
 from lakehouse.catalog import GOLD_TABLE_NAMES
 from mirrorlake.localkafka.ports import find_free_port_pair
+from mirrorlake.traffic import ensure_topic
+from replicator.errors import MirrorlakeError
+from tests import lakehouse_support as ev
 from tests.lakehouse_support import Built
 from tests.waiting import wait_for
 
@@ -108,30 +114,74 @@ def _rows(root: Path, table: str) -> list[tuple]:
     return sorted(tuple(str(row[n]) for n in names) for row in arrow.to_pylist())
 
 
-def test_a_build_on_a_standalone_cluster_equals_the_local_build(built: Built, standalone_cluster, tmp_path):
-    root = tmp_path / "lake-on-cluster"
-    config = tmp_path / "cluster.yaml"
-    config.write_text(
-        yaml.safe_dump(
-            {
-                "clusters": {a: {"bootstrap_servers": c.bootstrap_servers} for a, c in built.config.clusters.items()},
-                "flows": [{"source": "A", "target": "B", "topics": ["orders"]}],
-                "state_topic": built.config.state_topic,
-                "lakehouse": {"path": str(root)},
-                "spark": {
-                    "master": standalone_cluster,
-                    "conf": {"spark.executor.memory": "512m", "spark.cores.max": "2", "spark.driver.memory": "1g"},
-                },
-            }
+def _segment_starts(root: Path) -> set[tuple[int, int]]:
+    """(partition, downstream start) of every offset_mapping row; empty before the first build."""
+    try:
+        arrow = Lakehouse.at(root).table("offset_mapping")
+    except MirrorlakeError:
+        return set()
+    return {(r["partition"], r["downstream_start"]) for r in arrow.to_pylist()}
+
+
+def _cli(*args: str, log: Path) -> subprocess.Popen:
+    """``mirrorlake *args`` in a process of its own: stdout piped, stderr (its log) to ``log``."""
+    with log.open("w") as err:
+        return subprocess.Popen(
+            [sys.executable, "-m", "mirrorlake.cli", *args], stdout=subprocess.PIPE, stderr=err, text=True
         )
-    )
-    result = subprocess.run(
-        [sys.executable, "-m", "mirrorlake.cli", "lakehouse", "build", "--config", str(config)],
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
+
+
+def test_serve_then_build_on_a_standalone_cluster_equal_the_local_build(
+    built: Built, standalone_cluster, kafka_clusters, unique_topic, tmp_path
+):
+    root = tmp_path / "lake-on-cluster"
+    state_topic = unique_topic("mirrorlake.events")
+    b = kafka_clusters.bootstrap("B")
+    ensure_topic(b, state_topic, 2)
+    spark = {
+        "master": standalone_cluster,
+        "conf": {"spark.executor.memory": "512m", "spark.cores.max": "2", "spark.driver.memory": "1g"},
+    }
+    conf = ev.write_config(tmp_path / "cluster.yaml", kafka_clusters.bootstraps, state_topic, root, spark)
+    first, second, *rest = built.rounds
+    # round 2 replays partition 0 at new target offsets: a segment that starts there
+    replay = next(e for e in second if e.event_type == "offset_sync" and e.reason == "first")
+    replayed = (replay.partition, replay.downstream_offset)
+
+    ev.produce(b, state_topic, first)
+    serve_log = tmp_path / "serve.log"
+    # 10 s between refreshes: round 2 reaches bronze before the second refresh starts, so the
+    # SIGTERM comes during that refresh (which serve finishes first) or the wait after it, not
+    # during a third (a minute on this cluster)
+    serve = _cli("lakehouse", "serve", "-c", str(conf), "--interval", "10", "--trigger", "1", log=serve_log)
+    try:
+        wait_for(lambda: serve.poll() is not None or bool(_segment_starts(root)), "round 1 in gold", 600, 1.0)
+        assert serve.poll() is None, serve_log.read_text()[-3000:]
+        assert replayed not in _segment_starts(root)
+        ev.produce(b, state_topic, second)  # while serving: must show up without a restart
+        wait_for(
+            lambda: serve.poll() is not None or replayed in _segment_starts(root),
+            "round 2 produced while serving",
+            600,
+            1.0,
+        )
+        assert serve.poll() is None, serve_log.read_text()[-3000:]
+        serve.send_signal(signal.SIGTERM)
+        out, _ = serve.communicate(timeout=300)
+    finally:
+        if serve.poll() is None:
+            serve.kill()
+            serve.wait()
+    assert serve.returncode == 0, serve_log.read_text()[-3000:]
+    assert "lakehouse serve stopped after" in out
+    assert "Traceback" not in serve_log.read_text()
+
+    for events in rest:
+        ev.produce(b, state_topic, events)
+    build_log = tmp_path / "build.log"
+    build = _cli("lakehouse", "build", "--config", str(conf), log=build_log)
+    build.communicate(timeout=600)
+    assert build.returncode == 0, build_log.read_text()[-3000:]
     local = built.config.lakehouse.path.resolve()
     for table in GOLD_TABLE_NAMES:
         assert _rows(root, table) == _rows(local, table), table
