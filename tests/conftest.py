@@ -30,38 +30,37 @@ ALIASES = ("A", "B", "C")
 
 
 # How ``make test`` (``-n 2 --dist loadgroup``) splits the modules between its two xdist workers:
-# every module with a test or fixture that asks for the built lakehouse (``built``, ``built_fresh``)
-# runs on one worker, so the lakehouse is built once per run; every other module is a unit of its
-# own that either worker takes when it runs low. A worker starts the Spark session the first time
-# one of its modules asks for it (a few seconds and a 3 GB heap, once per worker), and its own
-# session clusters likewise, so Kafka tests never share a flow with a test of the other worker.
-# The scheduler is ours because xdist 3.8's ``xdist_group`` marks no longer reach node ids under
+# every module with a test or fixture that asks for the Spark session or the built lakehouse runs
+# on one worker, so Spark starts and the lakehouse is built once per run; every other module is a unit of its own that
+# either worker takes when it runs low. Each worker that needs them starts its own session clusters
+# (a few seconds, ~1 GB), so Kafka tests never share a flow with a test of the other worker. The
+# scheduler is ours because xdist 3.8's ``xdist_group`` marks no longer reach node ids under
 # pytest 9.2 (it sets ``item._nodeid``), and the controller that schedules has no collected items:
-# it reads each module's text. The built-lakehouse unit is the longest, so it is handed out first.
-_BUILT_LAKEHOUSE = re.compile(r"def \w+\([^)]*\bbuilt\w*\b")  # a test or fixture that asks for it
+# it reads each module's text. The Spark unit is the longest, so it is handed out first.
+_SPARK_RESOURCES = re.compile(r"def \w+\([^)]*\b(spark|built)\b")  # a test or fixture that asks for them
 
 
-_BUILT_UNIT = "built-lakehouse"
+_SPARK_UNIT = "spark-session"
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     from xdist.scheduler import LoadScopeScheduling
 
-    uses_built: dict[str, bool] = {}
+    uses_spark: dict[str, bool] = {}
 
-    class ByBuiltLakehouse(LoadScopeScheduling):
+    class BySparkSession(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
             module = nodeid.split("::", 1)[0]
-            if module not in uses_built:
-                uses_built[module] = bool(_BUILT_LAKEHOUSE.search((config.rootpath / module).read_text()))
-            return _BUILT_UNIT if uses_built[module] else module
+            if module not in uses_spark:
+                uses_spark[module] = bool(_SPARK_RESOURCES.search((config.rootpath / module).read_text()))
+            return _SPARK_UNIT if uses_spark[module] else module
 
         def _assign_work_unit(self, node: Any) -> None:
-            if _BUILT_UNIT in self.workqueue:
-                self.workqueue.move_to_end(_BUILT_UNIT, last=False)
+            if _SPARK_UNIT in self.workqueue:
+                self.workqueue.move_to_end(_SPARK_UNIT, last=False)
             super()._assign_work_unit(node)
 
-    return ByBuiltLakehouse(config, log)
+    return BySparkSession(config, log)
 
 
 @dataclass(frozen=True)
