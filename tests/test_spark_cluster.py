@@ -4,11 +4,11 @@ same gold tables as the local build.
 A standalone master and two workers are started on 127.0.0.1 from the pyspark package itself
 (``spark-class ...Master`` / ``...Worker``), like any Spark cluster, and stopped by PID. The
 session's events (``built.rounds``) go to a state topic of this test's own, round by round:
-``mirrorlake lakehouse serve`` runs on the cluster (``spark.master = spark://...``) while the
-second round arrives, must show it without a restart, and stops cleanly on SIGTERM; then
-``mirrorlake lakehouse build`` on the cluster ingests the remaining rounds. Every gold table must
-then equal the session's local[2] build of the same events (``built``). Waits are polls with a
-bound, never timing assertions.
+``mirrorlake lakehouse serve`` runs on the cluster (``spark.master = spark://...``), builds round 1,
+then shows rounds 2 and 3, produced while it runs, without a restart, until every gold table equals
+the session's local[2] build of the same events (``built``); it stops cleanly on SIGTERM. Then
+``mirrorlake lakehouse build`` on the cluster ingests round 4 (events seen before), and gold still
+equals the local build. Waits are polls with a bound, never timing assertions.
 """
 
 from __future__ import annotations
@@ -114,13 +114,12 @@ def _rows(root: Path, table: str) -> list[tuple]:
     return sorted(tuple(str(row[n]) for n in names) for row in arrow.to_pylist())
 
 
-def _segment_starts(root: Path) -> set[tuple[int, int]]:
-    """(partition, downstream start) of every offset_mapping row; empty before the first build."""
+def _gold(root: Path) -> dict[str, list[tuple]] | None:
+    """Every gold table's rows, or None while one does not exist yet."""
     try:
-        arrow = Lakehouse.at(root).table("offset_mapping")
+        return {table: _rows(root, table) for table in GOLD_TABLE_NAMES}
     except MirrorlakeError:
-        return set()
-    return {(r["partition"], r["downstream_start"]) for r in arrow.to_pylist()}
+        return None
 
 
 def _cli(*args: str, log: Path) -> subprocess.Popen:
@@ -143,28 +142,23 @@ def test_serve_then_build_on_a_standalone_cluster_equal_the_local_build(
         "conf": {"spark.executor.memory": "512m", "spark.cores.max": "2", "spark.driver.memory": "1g"},
     }
     conf = ev.write_config(tmp_path / "cluster.yaml", kafka_clusters.bootstraps, state_topic, root, spark)
-    first, second, *rest = built.rounds
-    # round 2 replays partition 0 at new target offsets: a segment that starts there
-    replay = next(e for e in second if e.event_type == "offset_sync" and e.reason == "first")
-    replayed = (replay.partition, replay.downstream_offset)
+    local = _gold(built.config.lakehouse.path.resolve())
+    assert local is not None
+    first, *while_serving, last = built.rounds
 
     ev.produce(b, state_topic, first)
     serve_log = tmp_path / "serve.log"
-    # 10 s between refreshes: round 2 reaches bronze before the second refresh starts, so the
-    # SIGTERM comes during that refresh (which serve finishes first) or the wait after it, not
-    # during a third (a minute on this cluster)
+    # 10 s between refreshes: the rounds produced while serving reach bronze before the second
+    # refresh starts, so the SIGTERM comes during that refresh (which serve finishes first) or
+    # the wait after it, not during a third (a minute on this cluster)
     serve = _cli("lakehouse", "serve", "-c", str(conf), "--interval", "10", "--trigger", "1", log=serve_log)
     try:
-        wait_for(lambda: serve.poll() is not None or bool(_segment_starts(root)), "round 1 in gold", 600, 1.0)
+        wait_for(lambda: serve.poll() is not None or _gold(root) is not None, "round 1 in gold", 600, 1.0)
         assert serve.poll() is None, serve_log.read_text()[-3000:]
-        assert replayed not in _segment_starts(root)
-        ev.produce(b, state_topic, second)  # while serving: must show up without a restart
-        wait_for(
-            lambda: serve.poll() is not None or replayed in _segment_starts(root),
-            "round 2 produced while serving",
-            600,
-            1.0,
-        )
+        assert _gold(root) != local
+        for events in while_serving:  # must show up without a restart
+            ev.produce(b, state_topic, events)
+        wait_for(lambda: serve.poll() is not None or _gold(root) == local, "the local build's gold", 600, 2.0)
         assert serve.poll() is None, serve_log.read_text()[-3000:]
         serve.send_signal(signal.SIGTERM)
         out, _ = serve.communicate(timeout=300)
@@ -176,12 +170,9 @@ def test_serve_then_build_on_a_standalone_cluster_equal_the_local_build(
     assert "lakehouse serve stopped after" in out
     assert "Traceback" not in serve_log.read_text()
 
-    for events in rest:
-        ev.produce(b, state_topic, events)
+    ev.produce(b, state_topic, last)  # events seen before: bronze grows, silver and gold must not change
     build_log = tmp_path / "build.log"
     build = _cli("lakehouse", "build", "--config", str(conf), log=build_log)
-    build.communicate(timeout=600)
+    out, _ = build.communicate(timeout=600)
     assert build.returncode == 0, build_log.read_text()[-3000:]
-    local = built.config.lakehouse.path.resolve()
-    for table in GOLD_TABLE_NAMES:
-        assert _rows(root, table) == _rows(local, table), table
+    assert _gold(root) == local
