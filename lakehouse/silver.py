@@ -11,9 +11,10 @@ reason: reported, never dropped.
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 
 from delta.tables import DeltaTable
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
@@ -53,8 +54,11 @@ def silver_schema(event_type: str) -> T.StructType:
     return T.StructType(fields)
 
 
-def _ensure_table(spark: SparkSession, path: str, schema: T.StructType, *, change_feed: bool = False) -> DeltaTable:
-    """The Delta table at ``path``, created if absent; silver tables keep a change data feed (gold reads it).
+def _ensure_table(
+    spark: SparkSession, path: str, schema: T.StructType, *, change_feed: bool = False
+) -> tuple[DeltaTable, bool]:
+    """The Delta table at ``path`` and whether this call created it; silver tables keep a change
+    data feed (gold reads it).
 
     A table made before its event type gained (nullable, defaulted) fields gets the new columns.
     """
@@ -65,11 +69,11 @@ def _ensure_table(spark: SparkSession, path: str, schema: T.StructType, *, chang
         if missing:
             cols = ", ".join(f"`{f.name}` {f.dataType.simpleString()}" for f in missing)
             spark.sql(f"ALTER TABLE delta.`{path}` ADD COLUMNS ({cols})")
-        return table
+        return table, False
     builder = DeltaTable.createIfNotExists(spark).location(path).addColumns(schema)
     if change_feed:
         builder = builder.property("delta.enableChangeDataFeed", "true")
-    return builder.execute()
+    return builder.execute(), True
 
 
 def _enable_change_feed(spark: SparkSession, paths: LakehousePaths) -> None:
@@ -102,17 +106,10 @@ def _merge_batch(spark: SparkSession, paths: LakehousePaths, batch: DataFrame, b
                 continue  # no table is created for a type until its first event arrives
             decoded = decode_events(classified, event_type).persist()
             try:
-                good = decoded.where(F.col(VOUCHED)).drop("value", VOUCHED)
-                unvouched = decoded.where(~F.col(VOUCHED))
-                if not unvouched.isEmpty():  # rare: bodies the JVM could not decode canonically
-                    retried = decode_in_python(unvouched, event_type).localCheckpoint()
-                    good = good.unionByName(retried.where(F.col("decode_error").isNull()).drop("value", "decode_error"))
-                    failed = retried.where(F.col("decode_error").isNotNull())
-                    bad.append(failed.select(*LINEAGE_COLUMNS, "value", F.col("decode_error").alias("reason")))
-                good = _one_per_event(good)
+                good, span = _vouched_rows(decoded, event_type, bad)
                 path = str(paths.silver(event_type))
-                table = _ensure_table(spark, path, silver_schema(event_type), change_feed=True)
-                _insert_new(table, path, good)
+                table, created = _ensure_table(spark, path, silver_schema(event_type), change_feed=True)
+                _insert_new(table, path, good, span, created=created)
             finally:
                 decoded.unpersist()
         _quarantine(spark, paths, bad)
@@ -121,38 +118,85 @@ def _merge_batch(spark: SparkSession, paths: LakehousePaths, batch: DataFrame, b
     _log.info("silver batch %d merged", batch_id)
 
 
-def _one_per_event(rows: DataFrame) -> DataFrame:
-    """``rows`` with one row per event id (a replayed state topic repeats events within a batch).
+@dataclass(frozen=True)
+class _Span:
+    """The emission times of a batch's rows of one type: ``None`` bounds when a row lacks one."""
 
-    Most batches repeat nothing; whether one does is found by counting the hashes of the ids (a
-    shuffle of 8-byte values), and only then are whole rows shuffled by id. The rows then keep
-    the order they had in bronze (state-topic order), so each silver file holds events of a
-    stretch of time, which the statistics of its columns (target offsets, times) let an
-    incremental gold build skip (``lakehouse.offset_mapping``).
+    low: int | None
+    high: int | None
+
+
+def _vouched_rows(decoded: DataFrame, event_type: str, bad: list[DataFrame]) -> tuple[DataFrame, _Span]:
+    """The decoded rows of one type to insert (one per event id) and their emission span.
+
+    One aggregate job answers the three questions a batch asks of its rows: are any not vouched
+    for by the JVM decode, do event ids repeat, what span of emission times do they cover. Each
+    was a job of its own, and a small build's silver stage was mostly such jobs. Rows the JVM
+    could not vouch for (rare) are decoded with fastavro: the good ones join the rest, the
+    failures are appended to ``bad`` (quarantine), and the rows are asked again.
     """
-    ids = rows.groupBy(F.xxhash64("event_id").alias("_id")).count()
-    if ids.where(F.col("count") > 1).isEmpty():
-        return rows
-    return rows.dropDuplicates(["event_id"])
+    stats = decoded.agg(
+        F.count(F.when(~F.col(VOUCHED), 1)).alias("unvouched"),
+        *_row_stats(F.col(VOUCHED)),
+    ).first()
+    assert stats is not None  # an aggregate without grouping has one row
+    good = decoded.where(F.col(VOUCHED)).drop("value", VOUCHED)
+    if stats["unvouched"]:  # rare: bodies the JVM could not decode canonically
+        retried = decode_in_python(decoded.where(~F.col(VOUCHED)), event_type).localCheckpoint()
+        good = good.unionByName(retried.where(F.col("decode_error").isNull()).drop("value", "decode_error"))
+        bad.append(
+            retried.where(F.col("decode_error").isNotNull()).select(
+                *LINEAGE_COLUMNS, "value", F.col("decode_error").alias("reason")
+            )
+        )
+        stats = good.agg(*_row_stats(F.lit(True))).first()
+        assert stats is not None
+    if stats["ids"] < stats["rows"]:
+        # a replayed state topic repeated events within the batch (or two ids share a hash: the
+        # exact deduplication below is then a no-op)
+        good = good.dropDuplicates(["event_id"])
+    timeless = stats["timeless"] or stats["low"] is None
+    return good, _Span(None, None) if timeless else _Span(int(stats["low"]), int(stats["high"]))
 
 
-def _insert_new(table: DeltaTable, path: str, rows: DataFrame) -> None:
+def _row_stats(counted: Column) -> list[Column]:
+    """Aggregates over the rows where ``counted`` holds: rows, distinct id hashes, emission span.
+
+    Distinct hashes of the ids (8-byte values) rather than the ids: cheaper, and a collision
+    only costs an exact deduplication that finds nothing. Rows keep their bronze (state-topic)
+    order when nothing repeats, so each silver file holds events of a stretch of time, which the
+    statistics of its columns (target offsets, times) let an incremental gold build skip.
+    """
+
+    def where_counted(value: Column) -> Column:
+        return F.when(counted, value)
+
+    return [
+        F.count(where_counted(F.lit(1))).alias("rows"),
+        F.countDistinct(where_counted(F.xxhash64("event_id"))).alias("ids"),
+        F.min(where_counted(F.col("emitted_at_ms"))).alias("low"),
+        F.max(where_counted(F.col("emitted_at_ms"))).alias("high"),
+        F.count(F.when(counted & F.col("emitted_at_ms").isNull(), 1)).alias("timeless"),
+    ]
+
+
+def _insert_new(table: DeltaTable, path: str, rows: DataFrame, span: _Span, *, created: bool) -> None:
     """Insert the ``rows`` (distinct event ids) whose event id the silver ``table`` at ``path`` lacks.
 
-    A table without data files yet (its first batch, or a rerun of a batch that died before its
-    first write) gets a plain append: nothing to deduplicate against, and the MERGE's join took
-    about half of the first batch's write time (1e6 events). Silver has one writer (the stream of
-    ``update_silver``), so the table cannot gain rows between the check and the append.
+    A table this batch ``created`` gets a plain append: nothing to deduplicate against, and the
+    MERGE's join took about half of the first batch's write time (1e6 events). Silver has one
+    writer (the stream of ``update_silver``), so the table cannot gain rows in between. (A rerun
+    of a batch that died after creating a table but before writing it MERGEs into the empty
+    table: the same rows, once.)
     """
-    detail = table.detail().select("numFiles").first()
-    if detail is not None and int(detail[0]) == 0:
+    if created:
         rows.write.format("delta").mode("append").save(path)
         return
-    table.alias("t").merge(rows.alias("s"), _same_event(rows)).whenNotMatchedInsertAll().execute()
+    table.alias("t").merge(rows.alias("s"), _same_event(span)).whenNotMatchedInsertAll().execute()
 
 
-def _same_event(rows: DataFrame) -> str:
-    """The MERGE condition matching a silver row to the same event among ``rows``.
+def _same_event(span: _Span) -> str:
+    """The MERGE condition matching a silver row to the same event among the batch's rows.
 
     Copies of one event carry one ``emitted_at_ms`` (it is part of the event), so the condition
     also bounds the table's emission times by the batch's, as literals: Delta then reads only the
@@ -161,13 +205,10 @@ def _same_event(rows: DataFrame) -> str:
     was broadcast whole (1.2 GiB at 1e7 events). A batch with an event lacking the time (not a
     valid event; none decodes so) falls back to the id alone.
     """
-    span = rows.agg(
-        F.min("emitted_at_ms"), F.max("emitted_at_ms"), F.count(F.when(F.col("emitted_at_ms").isNull(), 1))
-    ).first()
-    if span is None or span[0] is None or span[2]:
+    if span.low is None or span.high is None:
         return "t.event_id = s.event_id"
     return (
-        f"t.emitted_at_ms >= {int(span[0])} AND t.emitted_at_ms <= {int(span[1])}"
+        f"t.emitted_at_ms >= {span.low} AND t.emitted_at_ms <= {span.high}"
         " AND t.emitted_at_ms = s.emitted_at_ms AND t.event_id = s.event_id"
     )
 
@@ -176,7 +217,7 @@ def _quarantine(spark: SparkSession, paths: LakehousePaths, parts: list[DataFram
     rejected = parts[0]
     for part in parts[1:]:
         rejected = rejected.unionByName(part)
-    table = _ensure_table(spark, str(paths.quarantine), QUARANTINE_SCHEMA)
+    table, _ = _ensure_table(spark, str(paths.quarantine), QUARANTINE_SCHEMA)
     if rejected.isEmpty():
         return  # the usual batch: no MERGE (a job and a commit) for nothing
     rejected = rejected.withColumn("quarantined_at", F.current_timestamp())
