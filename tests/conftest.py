@@ -149,10 +149,11 @@ def unique_topic() -> Callable[..., str]:
 
 @pytest.fixture(scope="session")
 def spark():
-    """One real SparkSession (local[2], Delta, Kafka source) for the whole test session."""
+    """One real SparkSession (local[2], Delta, Kafka source, ``SMALL_DATA_SPARK_CONF``) for the whole run."""
     from ingest.spark import spark_session
     from replicator.config import SparkConfig
+    from tests.lakehouse_support import SMALL_DATA_SPARK_CONF
 
-    session = spark_session(SparkConfig(master="local[2]"), app_name="mirrorlake-tests")
+    session = spark_session(SparkConfig(master="local[2]", conf=SMALL_DATA_SPARK_CONF), app_name="mirrorlake-tests")
     yield session
     session.stop()
