@@ -1,14 +1,14 @@
-"""``lakehouse serve`` and ``lakehouse build`` run unchanged on a real Spark cluster and give the
+"""``lakehouse build`` and ``lakehouse serve`` run unchanged on a real Spark cluster and give the
 same gold tables as the local build.
 
 A standalone master and two workers are started on 127.0.0.1 from the pyspark package itself
 (``spark-class ...Master`` / ``...Worker``), like any Spark cluster, and stopped by PID. The
 session's events (``built.rounds``) go to a state topic of this test's own, round by round:
-``mirrorlake lakehouse serve`` runs on the cluster (``spark.master = spark://...``), builds round 1,
-then shows rounds 2 and 3, produced while it runs, without a restart, until every gold table equals
-the session's local[2] build of the same events (``built``); it stops cleanly on SIGTERM. Then
-``mirrorlake lakehouse build`` on the cluster ingests round 4 (events seen before), and gold still
-equals the local build. Waits are polls with a bound, never timing assertions.
+``mirrorlake lakehouse build`` on the cluster (``spark.master = spark://...``) builds round 1 from
+scratch; then ``mirrorlake lakehouse serve`` on the cluster shows rounds 2-4, produced after its
+first refresh, without a restart, until every gold table equals the session's local[2] build of
+the same events (``built``); it stops cleanly on SIGTERM. Waits are polls with a bound, never
+timing assertions.
 """
 
 from __future__ import annotations
@@ -130,7 +130,7 @@ def _cli(*args: str, log: Path) -> subprocess.Popen:
         )
 
 
-def test_serve_then_build_on_a_standalone_cluster_equal_the_local_build(
+def test_build_then_serve_on_a_standalone_cluster_equal_the_local_build(
     built: Built, standalone_cluster, kafka_clusters, unique_topic, tmp_path
 ):
     root = tmp_path / "lake-on-cluster"
@@ -144,19 +144,29 @@ def test_serve_then_build_on_a_standalone_cluster_equal_the_local_build(
     conf = ev.write_config(tmp_path / "cluster.yaml", kafka_clusters.bootstraps, state_topic, root, spark)
     local = _gold(built.config.lakehouse.path.resolve())
     assert local is not None
-    first, *while_serving, last = built.rounds
+    first, *while_serving = built.rounds
 
     ev.produce(b, state_topic, first)
+    build_log = tmp_path / "build.log"
+    build = _cli("lakehouse", "build", "--config", str(conf), log=build_log)
+    build.communicate(timeout=600)
+    assert build.returncode == 0, build_log.read_text()[-3000:]
+    built_on_cluster = _gold(root)
+    assert built_on_cluster is not None and built_on_cluster != local  # round 1 only
+
     serve_log = tmp_path / "serve.log"
-    # 10 s between refreshes: the rounds produced while serving reach bronze before the second
-    # refresh starts, so the SIGTERM comes during that refresh (which serve finishes first) or
-    # the wait after it, not during a third (a minute on this cluster)
+    # 10 s between refreshes: the rounds produced after the first refresh reach bronze before the
+    # second starts, so the SIGTERM comes during that refresh (which serve finishes first) or the
+    # wait after it, not during a third (a minute on this cluster)
     serve = _cli("lakehouse", "serve", "-c", str(conf), "--interval", "10", "--trigger", "1", log=serve_log)
     try:
-        wait_for(lambda: serve.poll() is not None or _gold(root) is not None, "round 1 in gold", 600, 1.0)
+        wait_for(
+            lambda: serve.poll() is not None or "refresh 1:" in serve_log.read_text(), "serve's first refresh", 600, 1.0
+        )
         assert serve.poll() is None, serve_log.read_text()[-3000:]
-        assert _gold(root) != local
-        for events in while_serving:  # must show up without a restart
+        # rounds 2-4, the last of events seen before, produced while serve runs: they must show up
+        # without a restart, and the repeated events must change nothing
+        for events in while_serving:
             ev.produce(b, state_topic, events)
         wait_for(lambda: serve.poll() is not None or _gold(root) == local, "the local build's gold", 600, 2.0)
         assert serve.poll() is None, serve_log.read_text()[-3000:]
@@ -169,10 +179,4 @@ def test_serve_then_build_on_a_standalone_cluster_equal_the_local_build(
     assert serve.returncode == 0, serve_log.read_text()[-3000:]
     assert "lakehouse serve stopped after" in out
     assert "Traceback" not in serve_log.read_text()
-
-    ev.produce(b, state_topic, last)  # events seen before: bronze grows, silver and gold must not change
-    build_log = tmp_path / "build.log"
-    build = _cli("lakehouse", "build", "--config", str(conf), log=build_log)
-    out, _ = build.communicate(timeout=600)
-    assert build.returncode == 0, build_log.read_text()[-3000:]
     assert _gold(root) == local
