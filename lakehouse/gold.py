@@ -17,17 +17,33 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import reduce
 from typing import Any
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from ingest.paths import LakehousePaths
 from replicator.config import MirrorlakeConfig
 
-__all__ = ["GoldTable", "GoldInputs", "Tail", "latest", "touched_keys", "TAIL_FROM"]
+__all__ = [
+    "GoldTable",
+    "GoldInputs",
+    "Tail",
+    "latest",
+    "touched_keys",
+    "key_filter",
+    "key_equals",
+    "any_of",
+    "TAIL_FROM",
+    "LITERAL_KEYS",
+]
 
 TAIL_FROM = "_tail_from"  # in ``Tail.scope``: a key's tail start, struct of ``tail_order`` (null: the whole key)
+# Up to this many keys, ``GoldInputs.restrict`` filters by their values (``key_filter``) instead of
+# joining a broadcast key table: each such join is a Spark job of its own, and a build's tables
+# restrict a dozen or more inputs. Above it, a per-row test of every key would cost more than the job.
+LITERAL_KEYS = 64
 
 
 @dataclass(frozen=True)
@@ -67,7 +83,8 @@ class GoldTable:
 class GoldInputs:
     """What ``compute`` reads: silver pinned at ``versions``, gold as built so far, the keys to do
     and, in an incremental build, the silver rows new since the table's last build (``changes``, by
-    event type, only types that changed)."""
+    event type, only types that changed). ``key_values``, when given, are the rows of ``keys``
+    (at most ``LITERAL_KEYS``), so that ``restrict`` can filter by value."""
 
     spark: SparkSession
     paths: LakehousePaths
@@ -75,6 +92,7 @@ class GoldInputs:
     keys: DataFrame | None = None
     config: MirrorlakeConfig | None = None
     changes: Mapping[str, DataFrame] = field(default_factory=dict)
+    key_values: Sequence[tuple[Any, ...]] | None = None
 
     def silver(self, event_type: str) -> DataFrame:
         """The silver table of ``event_type`` at the version this build pinned (empty if none yet)."""
@@ -95,11 +113,28 @@ class GoldInputs:
             return df
         key_names = self.keys.columns
         cols = list(columns or key_names)
+        if self.key_values is not None:
+            return df.where(key_filter(cols, self.key_values))
         condition = [F.col(f"d.{c}").eqNullSafe(F.col(f"k.{k}")) for c, k in zip(cols, key_names, strict=True)]
-        cond = condition[0]
-        for c in condition[1:]:
-            cond = cond & c
+        cond = reduce(lambda a, b: a & b, condition)
         return df.alias("d").join(F.broadcast(self.keys.alias("k")), cond, "left_semi")
+
+
+def key_filter(columns: Sequence[str], values: Sequence[tuple[Any, ...]]) -> Column:
+    """True for the rows whose ``columns`` equal one of ``values`` (a null equals a null), as
+    comparisons with literals: no job, and Delta can skip files by their statistics."""
+    return any_of([key_equals(columns, value) for value in values])
+
+
+def key_equals(columns: Sequence[str], value: Sequence[Any]) -> Column:
+    """``columns`` equal ``value``, null-safe, as comparisons with literals."""
+    tests = [F.col(c).isNull() if v is None else F.col(c) == F.lit(v) for c, v in zip(columns, value, strict=True)]
+    return reduce(lambda a, b: a & b, tests)
+
+
+def any_of(conditions: Sequence[Column]) -> Column:
+    """The disjunction of ``conditions`` (false when there are none)."""
+    return reduce(lambda a, b: a | b, conditions) if conditions else F.lit(False)
 
 
 def latest(df: DataFrame, partition_by: Sequence[str], order_by: Sequence[str]) -> DataFrame:

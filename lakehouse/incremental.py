@@ -24,21 +24,21 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import reduce
-from typing import Literal
+from typing import Any, Literal
 
 from delta.tables import DeltaTable
 from pyspark.errors import AnalysisException
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 
 from ingest.paths import LakehousePaths
-from lakehouse.gold import TAIL_FROM, GoldInputs, GoldTable
+from lakehouse.gold import LITERAL_KEYS, TAIL_FROM, GoldInputs, GoldTable, any_of, key_equals, key_filter
 from lakehouse.gold_schedule import run_in_dependency_order
 from lakehouse.gold_tables import GOLD_TABLES
 from replicator.config import MirrorlakeConfig
 from replicator.events import registry
 
-__all__ = ["GoldUpdate", "update_gold", "silver_versions", "merge_keys"]
+__all__ = ["GoldUpdate", "update_gold", "silver_versions", "merge_keys", "in_scope"]
 
 _log = logging.getLogger(__name__)
 # Gold tables built side by side: their time is mostly Delta log reads, small jobs and commits,
@@ -136,7 +136,8 @@ def _update_table(
         try:
             changes = {t: inserted(t, state.get(t), v) for t, v in changed.items()}
             keys = spec.touched(changes).localCheckpoint()
-            inputs = GoldInputs(spark, paths, versions, keys, config, changes)
+            values = _few_rows(keys, keys.columns)  # in the order ``restrict`` and ``merge_keys`` name them
+            inputs = GoldInputs(spark, paths, versions, keys, config, changes, values)
             if spec.tail is not None:
                 tail = spec.tail(inputs)
                 computed, scope = tail.rows, tail.scope
@@ -146,17 +147,20 @@ def _update_table(
             if existing.schema.simpleString() != computed.schema.simpleString():
                 reason = "columns changed"
             else:
-                n = keys.count()
+                n = len(values) if values is not None else keys.count()
                 if n:
+                    # the tail's scope has a row per key: as values too when the keys were few
+                    scope_values = _few_rows(scope, (*spec.key, TAIL_FROM)) if scope is not None and values else None
                     # computed once: the MERGE reads it for tombstones, its join and its writes
                     merge_keys(
                         spark,
                         target,
                         computed.localCheckpoint(),
-                        keys if scope is None else scope.localCheckpoint(),
+                        keys if scope is None else scope if scope_values is not None else scope.localCheckpoint(),
                         spec.key,
                         spec.row_id,
                         tail_order=spec.tail_order if scope is not None else (),
+                        key_values=values if scope is None else scope_values,
                     )
                 _save_state(paths, spec.name, consumed)
                 return GoldUpdate(spec.name, "merge" if scope is None else "tail", n)
@@ -166,6 +170,12 @@ def _update_table(
     computed.write.format("delta").mode("overwrite").option("overwriteSchema", "true").save(target)
     _save_state(paths, spec.name, consumed)
     return GoldUpdate(spec.name, "full", -1, reason)
+
+
+def _few_rows(df: DataFrame, columns: Sequence[str]) -> list[tuple[Any, ...]] | None:
+    """``df``'s ``columns`` as tuples when it has at most ``LITERAL_KEYS`` rows, else None."""
+    rows = df.select(*columns).limit(LITERAL_KEYS + 1).collect()
+    return [tuple(r) for r in rows] if len(rows) <= LITERAL_KEYS else None
 
 
 class _Changes:
@@ -220,6 +230,7 @@ def merge_keys(
     row_id: Sequence[str],
     *,
     tail_order: Sequence[str] = (),
+    key_values: Sequence[tuple[Any, ...]] | None = None,
 ) -> None:
     """Make the rows of ``keys`` in the Delta table at ``target`` equal ``computed``, in one commit.
 
@@ -227,15 +238,12 @@ def merge_keys(
     lacks are deleted (tombstones in the MERGE source), differing rows are updated, new inserted.
     With ``tail_order``, ``keys`` is a ``Tail.scope``: only rows at or after a key's ``TAIL_FROM``
     (by ``tail_order``, all rows where it is null) are replaced; earlier rows that ``computed``
-    holds are updated, the others kept.
+    holds are updated, the others kept. ``key_values``, the rows of ``keys`` when they are few
+    (in the order of ``keys.columns``), select the table's rows by value instead of by a join.
     """
     table = DeltaTable.forPath(spark, target)
     columns = computed.columns
-    key_cond = reduce(lambda a, b: a & b, [F.col(f"e.{c}").eqNullSafe(F.col(f"k.{c}")) for c in key])
-    if tail_order:
-        at = F.struct(*[F.col(f"e.{c}").alias(c) for c in tail_order])
-        key_cond = key_cond & (F.col(f"k.{TAIL_FROM}").isNull() | (at >= F.col(f"k.{TAIL_FROM}")))
-    existing = table.toDF().alias("e").join(F.broadcast(keys.alias("k")), key_cond, "left_semi")
+    existing = in_scope(table.toDF(), keys, key, tail_order, key_values)
     id_cond = reduce(lambda a, b: a & b, [F.col(f"e.{c}").eqNullSafe(F.col(f"n.{c}")) for c in row_id])
     gone = existing.alias("e").join(computed.alias("n"), id_cond, "left_anti")
     tombstones = gone.select(*row_id).withColumn("_op", F.lit("d"))
@@ -250,6 +258,45 @@ def merge_keys(
         .whenNotMatchedInsert(condition="s._op = 'u'", values={f"`{c}`": f"s.`{c}`" for c in columns})
         .execute()
     )
+
+
+def in_scope(
+    rows: DataFrame,
+    keys: DataFrame,
+    key: Sequence[str],
+    tail_order: Sequence[str] = (),
+    key_values: Sequence[tuple[Any, ...]] | None = None,
+) -> DataFrame:
+    """The rows of a gold table that ``merge_keys`` replaces: those of ``keys`` (a ``Tail.scope``
+    with ``tail_order``: from each key's ``TAIL_FROM`` on), selected by the values of
+    ``key_values`` when given, else by a join with ``keys``."""
+    if key_values is not None and not tail_order:
+        return rows.where(key_filter(keys.columns, key_values))
+    if key_values is not None and all(_literal_tail(row[-1], tail_order) for row in key_values):
+        return rows.where(any_of([_in_tail(key, tail_order, row) for row in key_values]))
+    key_cond = reduce(lambda a, b: a & b, [F.col(f"e.{c}").eqNullSafe(F.col(f"k.{c}")) for c in key])
+    if tail_order:
+        at = F.struct(*[F.col(f"e.{c}").alias(c) for c in tail_order])
+        key_cond = key_cond & (F.col(f"k.{TAIL_FROM}").isNull() | (at >= F.col(f"k.{TAIL_FROM}")))
+    return rows.alias("e").join(F.broadcast(keys.alias("k")), key_cond, "left_semi")
+
+
+def _literal_tail(tail_from: Row | None, tail_order: Sequence[str]) -> bool:
+    return tail_from is None or all(tail_from[c] is not None for c in tail_order)
+
+
+def _in_tail(key: Sequence[str], tail_order: Sequence[str], scope_row: tuple[Any, ...]) -> Column:
+    """A row of the scope's key at or after its ``TAIL_FROM`` (the last value of ``scope_row``), by
+    ``tail_order`` compared lexicographically, as comparisons with literals: what the join with
+    the scope tests (a null in the table's columns is before any tail start in both)."""
+    *value, tail_from = scope_row
+    if tail_from is None:
+        return key_equals(key, value)
+    cols, vals = list(tail_order), [tail_from[c] for c in tail_order]
+    after = F.col(cols[-1]) >= F.lit(vals[-1])
+    for c, v in zip(reversed(cols[:-1]), reversed(vals[:-1]), strict=True):
+        after = (F.col(c) > F.lit(v)) | ((F.col(c) == F.lit(v)) & after)
+    return key_equals(key, value) & after
 
 
 def _state_file(paths: LakehousePaths, table: str) -> str:

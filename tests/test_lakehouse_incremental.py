@@ -136,3 +136,46 @@ def test_heartbeat_latency_per_hop_and_topology(built: Built, spark):
     assert set(topo) == {("A", "B"), ("A", "C")}
     c = topo[("A", "C")]
     assert (c.path, c.hops, c.last_seen_ms - ev.T0, c.latest_latency_ms, c.paths) == ("A->B->C", 2, 2090, 90, 2)
+
+
+def test_restricting_by_key_values_equals_the_broadcast_join(spark):
+    """Few touched keys are filtered by value (``GoldInputs.key_values``), many by a join: same rows,
+    a null key column matching only a null, as the join's null-safe equality does."""
+    from lakehouse.gold import GoldInputs
+
+    rows = [("f", "t", p, n) for p in (0, 1, 2) for n in range(3)] + [("f", None, 1, 9), (None, "t", 0, 8)]
+    df = spark.createDataFrame(rows, "flow string, source_topic string, partition int, n int")
+    key_rows = [("f", "t", 1), ("f", None, 1), ("g", "t", 0), (None, "t", 0)]
+    keys = spark.createDataFrame(key_rows, "flow string, source_topic string, partition int")
+    by_join = GoldInputs(spark, None, {}, keys).restrict(df)  # type: ignore[arg-type]
+    by_value = GoldInputs(spark, None, {}, keys, key_values=key_rows).restrict(df)  # type: ignore[arg-type]
+    expected = {("f", "t", 1, n) for n in range(3)} | {("f", None, 1, 9), (None, "t", 0, 8)}
+    assert {tuple(r) for r in by_join.collect()} == expected
+    assert sorted(map(tuple, by_value.collect()), key=repr) == sorted(map(tuple, by_join.collect()), key=repr)
+    assert GoldInputs(spark, None, {}, keys, key_values=[]).restrict(df).count() == 0  # type: ignore[arg-type]
+
+
+def test_a_tails_rows_by_value_equal_those_by_the_join(spark):
+    """``merge_keys`` replaces a key's rows from its tail start on (lexicographic over ``tail_order``);
+    selected by value (few keys) or by a join with the scope (many), the rows are the same: ties
+    on the first column decided by the second, a null in the table's columns before any start,
+    a null start taking the whole key."""
+    from lakehouse.gold import TAIL_FROM
+    from lakehouse.incremental import in_scope
+
+    key, order = ("flow", "partition"), ("d", "u")
+    rows = [("f", p, d, u) for p in (0, 1, 2) for d in (5, 10, 15) for u in (1, 2, 3)]
+    rows += [("f", 0, None, 9), ("f", 0, 10, None), ("f", 1, None, None), ("g", 0, 1, 1)]
+    table = spark.createDataFrame(rows, "flow string, partition int, d long, u long")
+    scope_rows = [("f", 0, (10, 2)), ("f", 1, None), ("f", 2, (15, 3)), ("h", 0, (0, 0))]
+    scope = spark.createDataFrame(
+        scope_rows, f"flow string, partition int, {TAIL_FROM} struct<d:long,u:long>"
+    ).localCheckpoint()
+    values = [tuple(r) for r in scope.collect()]
+    by_join = sorted(map(tuple, in_scope(table, scope, key, order).collect()), key=repr)
+    by_value = sorted(map(tuple, in_scope(table, scope, key, order, values).collect()), key=repr)
+    expected = [("f", 0, 10, 2), ("f", 0, 10, 3), *[("f", 0, 15, u) for u in (1, 2, 3)]]
+    expected += [("f", 1, d, u) for d in (5, 10, 15) for u in (1, 2, 3)] + [("f", 1, None, None)]
+    expected += [("f", 2, 15, 3)]
+    assert by_join == sorted(expected, key=repr)
+    assert by_value == by_join
