@@ -122,8 +122,23 @@ class GoldInputs:
 
 def key_filter(columns: Sequence[str], values: Sequence[tuple[Any, ...]]) -> Column:
     """True for the rows whose ``columns`` equal one of ``values`` (a null equals a null), as
-    comparisons with literals: no job, and Delta can skip files by their statistics."""
-    return any_of([key_equals(columns, value) for value in values])
+    comparisons with literals: no job, and Delta can skip files by their statistics.
+
+    Keys that share all but their last column (the partitions of one topic) test that column
+    against a set (``isin``, a hash lookup per row), so a row costs a test per distinct prefix
+    rather than per key."""
+    *prefix_columns, last = columns
+    by_prefix: dict[tuple[Any, ...], list[Any]] = {}
+    for value in values:
+        by_prefix.setdefault(tuple(value[:-1]), []).append(value[-1])
+    tests = []
+    for prefix, lasts in by_prefix.items():
+        present = [v for v in dict.fromkeys(lasts) if v is not None]
+        last_test = any_of(
+            ([F.col(last).isin(present)] if present else []) + ([F.col(last).isNull()] if None in lasts else [])
+        )
+        tests.append(key_equals(prefix_columns, prefix) & last_test if prefix_columns else last_test)
+    return any_of(tests)
 
 
 def key_equals(columns: Sequence[str], value: Sequence[Any]) -> Column:

@@ -273,7 +273,9 @@ def in_scope(
     if key_values is not None and not tail_order:
         return rows.where(key_filter(keys.columns, key_values))
     if key_values is not None and all(_literal_tail(row[-1], tail_order) for row in key_values):
-        return rows.where(any_of([_in_tail(key, tail_order, row) for row in key_values]))
+        whole = [row[:-1] for row in key_values if row[-1] is None]
+        tails = [_in_tail(key, tail_order, row) for row in key_values if row[-1] is not None]
+        return rows.where(any_of(([key_filter(key, whole)] if whole else []) + tails))
     key_cond = reduce(lambda a, b: a & b, [F.col(f"e.{c}").eqNullSafe(F.col(f"k.{c}")) for c in key])
     if tail_order:
         at = F.struct(*[F.col(f"e.{c}").alias(c) for c in tail_order])
@@ -286,12 +288,10 @@ def _literal_tail(tail_from: Row | None, tail_order: Sequence[str]) -> bool:
 
 
 def _in_tail(key: Sequence[str], tail_order: Sequence[str], scope_row: tuple[Any, ...]) -> Column:
-    """A row of the scope's key at or after its ``TAIL_FROM`` (the last value of ``scope_row``), by
-    ``tail_order`` compared lexicographically, as comparisons with literals: what the join with
-    the scope tests (a null in the table's columns is before any tail start in both)."""
+    """A row of the scope's key at or after its ``TAIL_FROM`` (the last value of ``scope_row``, not
+    null), by ``tail_order`` compared lexicographically, as comparisons with literals: what the
+    join with the scope tests (a null in the table's columns is before any tail start in both)."""
     *value, tail_from = scope_row
-    if tail_from is None:
-        return key_equals(key, value)
     cols, vals = list(tail_order), [tail_from[c] for c in tail_order]
     after = F.col(cols[-1]) >= F.lit(vals[-1])
     for c, v in zip(reversed(cols[:-1]), reversed(vals[:-1]), strict=True):

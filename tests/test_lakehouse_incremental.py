@@ -143,13 +143,15 @@ def test_restricting_by_key_values_equals_the_broadcast_join(spark):
     a null key column matching only a null, as the join's null-safe equality does."""
     from lakehouse.gold import GoldInputs
 
-    rows = [("f", "t", p, n) for p in (0, 1, 2) for n in range(3)] + [("f", None, 1, 9), (None, "t", 0, 8)]
+    rows = [("f", "t", p, n) for p in (0, 1, 2, 3) for n in range(3)] + [("f", None, 1, 9), (None, "t", 0, 8)]
+    rows += [("f", "t", None, 7), ("f", None, None, 6)]
     df = spark.createDataFrame(rows, "flow string, source_topic string, partition int, n int")
-    key_rows = [("f", "t", 1), ("f", None, 1), ("g", "t", 0), (None, "t", 0)]
+    key_rows = [("f", "t", 1), ("f", "t", 3), ("f", "t", None), ("f", None, 1), ("g", "t", 0), (None, "t", 0)]
     keys = spark.createDataFrame(key_rows, "flow string, source_topic string, partition int")
     by_join = GoldInputs(spark, None, {}, keys).restrict(df)  # type: ignore[arg-type]
     by_value = GoldInputs(spark, None, {}, keys, key_values=key_rows).restrict(df)  # type: ignore[arg-type]
-    expected = {("f", "t", 1, n) for n in range(3)} | {("f", None, 1, 9), (None, "t", 0, 8)}
+    expected = {("f", "t", p, n) for p in (1, 3) for n in range(3)} | {("f", None, 1, 9), (None, "t", 0, 8)}
+    expected |= {("f", "t", None, 7)}
     assert {tuple(r) for r in by_join.collect()} == expected
     assert sorted(map(tuple, by_value.collect()), key=repr) == sorted(map(tuple, by_join.collect()), key=repr)
     assert GoldInputs(spark, None, {}, keys, key_values=[]).restrict(df).count() == 0  # type: ignore[arg-type]
