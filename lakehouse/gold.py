@@ -42,7 +42,8 @@ __all__ = [
 TAIL_FROM = "_tail_from"  # in ``Tail.scope``: a key's tail start, struct of ``tail_order`` (null: the whole key)
 # Up to this many keys, ``GoldInputs.restrict`` filters by their values (``key_filter``) instead of
 # joining a broadcast key table: each such join is a Spark job of its own, and a build's tables
-# restrict a dozen or more inputs. Above it, a per-row test of every key would cost more than the job.
+# restrict a dozen or more inputs. Above it, the join stays: a plan of thousands of literals costs
+# more to build and optimize than the job.
 LITERAL_KEYS = 64
 
 

@@ -238,8 +238,8 @@ def merge_keys(
     lacks are deleted (tombstones in the MERGE source), differing rows are updated, new inserted.
     With ``tail_order``, ``keys`` is a ``Tail.scope``: only rows at or after a key's ``TAIL_FROM``
     (by ``tail_order``, all rows where it is null) are replaced; earlier rows that ``computed``
-    holds are updated, the others kept. ``key_values``, the rows of ``keys`` when they are few
-    (in the order of ``keys.columns``), select the table's rows by value instead of by a join.
+    holds are updated, the others kept. ``key_values``, the rows of ``keys`` when they are few,
+    select the table's rows by value instead of by a join (``in_scope``).
     """
     table = DeltaTable.forPath(spark, target)
     columns = computed.columns
@@ -269,7 +269,8 @@ def in_scope(
 ) -> DataFrame:
     """The rows of a gold table that ``merge_keys`` replaces: those of ``keys`` (a ``Tail.scope``
     with ``tail_order``: from each key's ``TAIL_FROM`` on), selected by the values of
-    ``key_values`` when given, else by a join with ``keys``."""
+    ``key_values`` when given, else by a join with ``keys``. ``key_values`` are in the order of
+    ``keys.columns``; with ``tail_order``, ``key`` then ``TAIL_FROM``."""
     if key_values is not None and not tail_order:
         return rows.where(key_filter(keys.columns, key_values))
     if key_values is not None and all(_literal_tail(row[-1], tail_order) for row in key_values):
