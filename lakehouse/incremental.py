@@ -149,18 +149,21 @@ def _update_table(
             else:
                 n = len(values) if values is not None else keys.count()
                 if n:
-                    # the tail's scope has a row per key: as values too when the keys were few
-                    scope_values = _few_rows(scope, (*spec.key, TAIL_FROM)) if scope is not None and values else None
+                    replaced, replaced_values = keys, values
+                    if scope is not None:
+                        # the tail's scope has a row per key: as values too when the keys were few
+                        replaced_values = _few_rows(scope, (*spec.key, TAIL_FROM)) if values is not None else None
+                        replaced = scope if replaced_values is not None else scope.localCheckpoint()
                     # computed once: the MERGE reads it for tombstones, its join and its writes
                     merge_keys(
                         spark,
                         target,
                         computed.localCheckpoint(),
-                        keys if scope is None else scope if scope_values is not None else scope.localCheckpoint(),
+                        replaced,
                         spec.key,
                         spec.row_id,
                         tail_order=spec.tail_order if scope is not None else (),
-                        key_values=values if scope is None else scope_values,
+                        key_values=replaced_values,
                     )
                 _save_state(paths, spec.name, consumed)
                 return GoldUpdate(spec.name, "merge" if scope is None else "tail", n)
