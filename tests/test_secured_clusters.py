@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import (
     AclBinding,
     AclOperation,
@@ -375,9 +375,11 @@ class LeastPrivileged:
     perms: list[Permission]
 
 
-def least_privileged(secured, tmp_path: Path, withhold, commands=("replicate",), **flow: object) -> LeastPrivileged:
+def least_privileged(
+    secured, tmp_path: Path, withhold, commands=("replicate",), top: dict[str, object] | None = None, **flow: object
+) -> LeastPrivileged:
     """Grant the new principal every permission ``required_permissions`` lists for the flow's
-    ``commands`` but ``withhold``."""
+    ``commands`` but ``withhold``; ``top`` adds top-level keys to the config."""
     source, target = secured["S"], secured["T"]
     bob, password = f"bob-{uuid.uuid4().hex[:6]}", f"pw-{uuid.uuid4().hex}"
     for broker in (source, target):
@@ -406,6 +408,7 @@ def least_privileged(secured, tmp_path: Path, withhold, commands=("replicate",),
         "replicator_id": "least-test",
         "state_topic": f"state-{topic}",
         "connect_timeout_seconds": 20,
+        **(top or {}),
     }
     config = parse_config(data)
     perms = required_permissions(config, config.flows[0], source_topics=[topic], commands=commands)
@@ -492,6 +495,51 @@ def test_an_exactly_once_flow_without_its_transactional_id_acl_fails_naming_it(s
     assert f"User:{least.user} Write on TRANSACTIONAL_ID 'mirrorlake.S->T.least-test' of cluster T" in ran.stderr, (
         ran.stderr[-3000:]
     )
+
+
+def test_an_exactly_once_flow_that_may_not_read_its_positions_fails_instead_of_copying_again(secured, tmp_path):
+    """bob holds every ACL an exactly-once flow needs but Read on its positions topic. The first run
+    copies the 10 records (its positions topic is new: nothing to read back). The second must start
+    where the first committed, so it must read the positions: refused, it fails naming that ACL and
+    copies nothing again. (It used to take the refusal for "no position" and copy everything again:
+    duplicates under read_committed.)"""
+    positions = f"positions-{uuid.uuid4().hex[:8]}"
+    least = least_privileged(
+        secured,
+        tmp_path,
+        lambda p, _topic: (p.cluster, p.name, p.operation) == ("T", positions, "READ"),
+        top={"positions_topic": positions},
+        exactly_once=True,
+    )
+    first = cli("replicate", str(least.path), "--until-caught-up")
+    assert first.returncode == 0, first.stderr[-3000:]
+    admin_t = secured["T"].client_config("admin", mechanism="PLAIN")
+    assert committed_keys(admin_t, f"S.{least.topic}") == [f"k{i}".encode() for i in range(10)]
+
+    second = cli("replicate", str(least.path), "--until-caught-up")
+    assert second.returncode == MissingPermissionError.exit_code, (second.returncode, second.stderr[-3000:])
+    assert "Traceback" not in second.stderr, second.stderr[-3000:]
+    assert f"User:{least.user} Read on TOPIC '{positions}' of cluster T" in second.stderr, second.stderr[-3000:]
+    assert committed_keys(admin_t, f"S.{least.topic}") == [f"k{i}".encode() for i in range(10)]
+
+
+def committed_keys(conf: dict[str, str], topic: str) -> list[bytes]:
+    """The keys of ``topic``'s partition 0 a read_committed consumer sees, read to the end."""
+    consumer = Consumer(
+        {**conf, "group.id": f"reader-{uuid.uuid4().hex}", "enable.partition.eof": True,
+         "isolation.level": "read_committed"}
+    )  # fmt: skip
+    try:
+        consumer.assign([TopicPartition(topic, 0, 0)])
+        out: list[bytes] = []
+        while True:
+            for msg in consumer.consume(1000, 5):
+                if (err := msg.error()) is None:
+                    out.append(msg.key())  # type: ignore[arg-type]
+                elif err.code() == KafkaError._PARTITION_EOF:
+                    return out  # markers and aborted records are never delivered
+    finally:
+        consumer.close()
 
 
 def cli(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:

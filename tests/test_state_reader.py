@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 from confluent_kafka import KafkaError, KafkaException, Producer
 
 from mirrorlake.traffic import ensure_topic
 from replicator.client.mapping_index import MappingIndex
 from replicator.client.state_reader import StateLogFollower, read_state_log
+from replicator.errors import ReplicationError
 from replicator.events import Heartbeat, Lifecycle, OffsetSync, encode
 from replicator.events.codec import MAGIC
-from replicator.kafka.log_bounds import partition_bounds
+from replicator.flow.positions import PositionStore
+from replicator.kafka.log_bounds import partition_bounds, topic_bounds
 
 
 def _sync(u: int, d: int, reason: str = "delta_change", prev: tuple[int, int] | None = None) -> OffsetSync:
@@ -108,3 +112,66 @@ def test_log_bounds_wait_out_a_leader_election_and_report_anything_else():
     forever = _ElectingConsumer(moving=10**6)
     with pytest.raises(KafkaException):
         partition_bounds(forever, "t", 0, timeout_s=0.5)  # type: ignore[arg-type]
+
+
+class _RestartingBroker(_ElectingConsumer):
+    """Answers list_topics as a broker coming back can: ``moving`` times with ``code`` on the
+    topic (None: no partitions listed yet), then the topic with one partition."""
+
+    def __init__(self, moving: int, code: int | None) -> None:
+        super().__init__(0)
+        self.listed, self.moving_topic, self.topic_code = 0, moving, code
+
+    def list_topics(self, topic, timeout):
+        self.listed += 1
+        moving = self.listed <= self.moving_topic
+        error = KafkaError(self.topic_code) if moving and self.topic_code is not None else None
+        meta = SimpleNamespace(error=error, partitions={} if moving else {0: object()})
+        return SimpleNamespace(topics={topic: meta})
+
+
+def test_topic_bounds_read_only_unknown_topic_as_missing():
+    """ "No topic" is read by callers as "nothing written yet": an exactly-once flow's positions
+    reader took a restarting broker's answer for it and copied everything again."""
+    for code in (KafkaError.LEADER_NOT_AVAILABLE, None):
+        restarting = _RestartingBroker(moving=3, code=code)
+        assert topic_bounds(restarting, "t", timeout_s=10) == {0: (0, 7)}  # type: ignore[arg-type]
+        assert restarting.listed == 4
+    assert topic_bounds(_RestartingBroker(moving=1, code=KafkaError.UNKNOWN_TOPIC_OR_PART), "t") is None  # type: ignore[arg-type]
+    refused = _RestartingBroker(moving=1, code=KafkaError.TOPIC_AUTHORIZATION_FAILED)
+    with pytest.raises(KafkaException):
+        topic_bounds(refused, "t", timeout_s=10)  # type: ignore[arg-type]
+    assert refused.listed == 1  # a refusal is not asked again
+    with pytest.raises(KafkaException):
+        topic_bounds(_RestartingBroker(moving=10**6, code=KafkaError.LEADER_NOT_AVAILABLE), "t", timeout_s=0.5)  # type: ignore[arg-type]
+
+
+@pytest.mark.kafka
+def test_positions_end_at_the_open_transaction_and_a_missing_topic_the_flow_made_is_an_error(
+    kafka_clusters, unique_topic
+):
+    b = kafka_clusters.bootstrap("B")
+    conf = {"bootstrap.servers": b}
+    topic = unique_topic("positions")
+    ensure_topic(b, topic, 1)
+    store = PositionStore(topic, "A->B", conf, topic_exists=True, timeout_s=5)
+    wanted = [("orders", 0), ("orders", 1)]
+    committed = Producer({**conf, "transactional.id": f"{topic}-committed"})
+    committed.init_transactions(30)
+    committed.begin_transaction()
+    store.write(committed, {("orders", 0): 100, ("orders", 1): 200})
+    committed.commit_transaction(30)
+    open_txn = Producer({**conf, "transactional.id": f"{topic}-open"})
+    open_txn.init_transactions(30)
+    open_txn.begin_transaction()
+    store.write(open_txn, {("orders", 0): 999})
+    assert open_txn.flush(30) == 0  # on the broker, not committed
+    try:
+        assert store.read(wanted) == {("orders", 0): 100, ("orders", 1): 200}
+    finally:
+        open_txn.abort_transaction(30)
+
+    gone = unique_topic("positions-gone")  # never created: a broker that lost track of it
+    with pytest.raises(ReplicationError, match=f"no positions topic {gone} .* not starting from scratch"):
+        PositionStore(gone, "A->B", conf, topic_exists=True, timeout_s=2).read(wanted)
+    assert PositionStore(gone, "A->B", conf).read(wanted) == {}  # an observer: nothing committed yet

@@ -86,5 +86,5 @@ def kafka_clients(config: MirrorlakeConfig, flow: FlowConfig, *, replicator_id: 
         # lifecycle events must not wait for (or vanish with) a data transaction
         clients.lifecycle_producer = Producer(idempotent_producer_config(target_conf, f"{name}-lifecycle"))
         topics.ensure_state_topic(config.positions_topic, compacted=True)
-        clients.positions = PositionStore(config.positions_topic, flow.name, target_conf)
+        clients.positions = PositionStore(config.positions_topic, flow.name, target_conf, topic_exists=True)
     return clients

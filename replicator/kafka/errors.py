@@ -8,7 +8,17 @@ from __future__ import annotations
 
 from confluent_kafka import KafkaError, KafkaException
 
-__all__ = ["kafka_error", "kafka_error_reason"]
+__all__ = ["kafka_error", "kafka_error_reason", "AUTHORIZATION_CODES"]
+
+# A broker's refusal: asking again changes nothing until an ACL is granted.
+AUTHORIZATION_CODES = frozenset(
+    {
+        KafkaError.TOPIC_AUTHORIZATION_FAILED,
+        KafkaError.GROUP_AUTHORIZATION_FAILED,
+        KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+        KafkaError.CLUSTER_AUTHORIZATION_FAILED,
+    }
+)
 
 
 def kafka_error(exc: BaseException) -> KafkaError | None:

@@ -12,14 +12,14 @@ until the timeout: NOT_LEADER_FOR_PARTITION there is a moment, not an answer.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from tenacity import Retrying, retry_if_exception, stop_after_delay, wait_exponential
 
-from replicator.kafka.errors import kafka_error
+from replicator.kafka.errors import AUTHORIZATION_CODES, kafka_error
 from replicator.kafka.settings import reader_config
 
 __all__ = ["Bounds", "log_bounds", "partition_bounds", "topic_bounds", "throwaway_reader", "BOUNDS_TIMEOUT_S"]
@@ -36,16 +36,21 @@ def _leader_moving(exc: BaseException) -> bool:
     return err is not None and err.code() in _LEADER_MOVING
 
 
-def partition_bounds(consumer: Consumer, topic: str, partition: int, *, timeout_s: float = BOUNDS_TIMEOUT_S) -> Bounds:
-    """``(start, end)`` of one partition, the brokers' current answer, asked again while its leader
-    moves (for up to ``timeout_s``). Raises the last ``KafkaException`` otherwise."""
-    retrying = Retrying(
-        retry=retry_if_exception(_leader_moving),
+def _asked_again(moment: Callable[[BaseException], bool], timeout_s: float) -> Retrying:
+    """Attempts, again while ``moment(error)`` says the error will pass, for up to ``timeout_s``;
+    then the last error is raised."""
+    return Retrying(
+        retry=retry_if_exception(moment),
         stop=stop_after_delay(timeout_s),
         wait=wait_exponential(multiplier=0.1, max=1.0),
         reraise=True,
     )
-    for attempt in retrying:
+
+
+def partition_bounds(consumer: Consumer, topic: str, partition: int, *, timeout_s: float = BOUNDS_TIMEOUT_S) -> Bounds:
+    """``(start, end)`` of one partition, the brokers' current answer, asked again while its leader
+    moves (for up to ``timeout_s``). Raises the last ``KafkaException`` otherwise."""
+    for attempt in _asked_again(_leader_moving, timeout_s):
         with attempt:
             low, high = consumer.get_watermark_offsets(
                 TopicPartition(topic, partition), timeout=timeout_s, cached=False
@@ -90,9 +95,29 @@ def log_bounds(
 
 
 def topic_bounds(consumer: Consumer, topic: str, *, timeout_s: float = BOUNDS_TIMEOUT_S) -> dict[int, Bounds] | None:
-    """``(start, end)`` of every partition of ``topic``; ``None`` when the topic does not exist."""
-    meta = consumer.list_topics(topic, timeout=timeout_s).topics.get(topic)
-    if meta is None or meta.error is not None or not meta.partitions:
-        return None
-    bounds = log_bounds(consumer, ((topic, p) for p in meta.partitions), timeout_s=timeout_s)
-    return {p: b for (_t, p), b in bounds.items()}
+    """``(start, end)`` of every partition of ``topic``; ``None`` when the topic does not exist.
+
+    Only the brokers' UNKNOWN_TOPIC_OR_PART means "does not exist". Any other error on the topic
+    (a broker restarting, a leader being elected, no partitions listed yet) is asked again until
+    ``timeout_s``, then raised as ``KafkaException``: callers read "no topic" as "nothing written
+    yet", and an exactly-once flow that took a moment's error for that would copy everything again.
+    """
+    for attempt in _asked_again(_topic_moment, timeout_s):
+        with attempt:
+            meta = consumer.list_topics(topic, timeout=timeout_s).topics.get(topic)
+            if meta is None or (meta.error is not None and meta.error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART):
+                return None
+            if meta.error is not None:
+                raise KafkaException(meta.error)
+            if not meta.partitions:
+                raise KafkaException(KafkaError(KafkaError.LEADER_NOT_AVAILABLE, f"{topic}: no partitions listed yet"))
+            bounds = log_bounds(consumer, ((topic, p) for p in meta.partitions), timeout_s=timeout_s)
+            return {p: b for (_t, p), b in bounds.items()}
+    raise AssertionError("unreachable: tenacity re-raises the last error")
+
+
+def _topic_moment(exc: BaseException) -> bool:
+    """A topic-level error worth asking again: anything but a refusal (authorization) or a
+    failure librdkafka calls fatal."""
+    err = kafka_error(exc)
+    return err is not None and not err.fatal() and err.code() not in AUTHORIZATION_CODES

@@ -35,7 +35,7 @@ from replicator.errors import ClusterUnreachableError, MissingPermissionError
 from replicator.kafka.acl_needs import COMMANDS, Command, Permission, required_permissions
 from replicator.kafka.admin import admin_client
 from replicator.kafka.connectivity import wait_for_cluster
-from replicator.kafka.errors import kafka_error, kafka_error_reason
+from replicator.kafka.errors import AUTHORIZATION_CODES, kafka_error, kafka_error_reason
 from replicator.metadata.topics import flow_topic_selector
 
 __all__ = [
@@ -64,14 +64,6 @@ _COORDINATOR_CODES = frozenset(
     }
 )
 Status = Literal["OK", "MISSING", "UNKNOWN"]
-AUTHORIZATION_CODES = frozenset(
-    {
-        KafkaError.TOPIC_AUTHORIZATION_FAILED,
-        KafkaError.GROUP_AUTHORIZATION_FAILED,
-        KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-        KafkaError.CLUSTER_AUTHORIZATION_FAILED,
-    }
-)
 _RESOURCE_OF_CODE = {
     KafkaError.TOPIC_AUTHORIZATION_FAILED: "TOPIC",
     KafkaError.GROUP_AUTHORIZATION_FAILED: "GROUP",
