@@ -17,6 +17,7 @@ from replicator.client.mapping import Segment
 from replicator.client.mapping_index import MappingIndex
 from replicator.client.state_reader import read_state_log
 from replicator.events import Event, OffsetSync
+from replicator.kafka.log_bounds import partition_bounds
 
 
 @dataclass(frozen=True)
@@ -41,7 +42,7 @@ def read_partition(bootstrap: str, topic: str, partition: int, *, isolation: str
         }
     )
     try:
-        low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)
+        low, high = partition_bounds(consumer, topic, partition)  # asked again while a new topic's leader is elected
         if high <= low:
             return []
         consumer.assign([TopicPartition(topic, partition, low)])
