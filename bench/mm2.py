@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench.measure import CpuClock, process_cpu
+from mirrorlake.localkafka.jvm_options import performance_options
 
 __all__ = ["MirrorMaker2", "Mm2Settings", "checkpoint_properties"]
 
@@ -188,7 +189,7 @@ class MirrorMaker2:
             self._java,
             "-Xms256m",
             f"-Xmx{self._settings.heap}",
-            "-XX:+UseG1GC",
+            *performance_options(),
             f"-Dlog4j2.configurationFile={log4j}",
             "-cp",
             f"{self._lib_dir}/*",

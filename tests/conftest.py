@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from mirrorlake.localkafka import down, up
+from mirrorlake.localkafka.jvm_options import PERFORMANCE_OPTS_ENV
 from mirrorlake.localkafka.ports import find_free_port_pair
 from replicator.config import FlowConfig, MirrorlakeConfig, parse_config
 from replicator.kafka.connectivity import wait_for_cluster
@@ -41,6 +42,17 @@ _SPARK_RESOURCES = re.compile(r"def \w+\([^)]*\b(spark|built)\b")  # a test or f
 
 
 _SPARK_UNIT = "spark-session"
+
+# Every Kafka JVM the tests start (session clusters, fault and secured clusters, MirrorMaker 2) runs
+# C1-compiled with the serial collector, as Kafka's scripts allow through this variable: brokers
+# that carry a few thousand records spend most of their CPU compiling for a long run: the brokers'
+# CPU over a full run fell from about 530 to 373 s (bench/results/test_suite_cpu-2026-11-26.txt).
+# Benches and the demo keep G1 and C2.
+_TEST_KAFKA_JVM = "-XX:+UseSerialGC -XX:TieredStopAtLevel=1"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    os.environ.setdefault(PERFORMANCE_OPTS_ENV, _TEST_KAFKA_JVM)  # inherited by xdist workers and every JVM
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:

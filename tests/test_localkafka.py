@@ -24,6 +24,7 @@ from mirrorlake.localkafka import (
     status,
     up,
 )
+from mirrorlake.localkafka.jvm_options import PERFORMANCE_OPTS_ENV, performance_options
 from replicator.config import LocalKafkaConfig, MirrorlakeConfig, parse_config
 from replicator.config.cache import cache_root
 from replicator.errors import (
@@ -120,6 +121,31 @@ def test_missing_java_is_reported_before_anything_starts(tmp_path: Path) -> None
     assert not (tmp_path / "clusters").exists()
 
 
+def test_kafka_jvm_performance_opts_are_read_as_kafka_scripts_read_them() -> None:
+    assert performance_options({}) == ["-XX:+UseG1GC"]
+    assert performance_options({PERFORMANCE_OPTS_ENV: "  "}) == ["-XX:+UseG1GC"]
+    opts = "-XX:+UseSerialGC -XX:TieredStopAtLevel=1 '-Dname=a b'"
+    assert performance_options({PERFORMANCE_OPTS_ENV: opts}) == [
+        "-XX:+UseSerialGC",
+        "-XX:TieredStopAtLevel=1",
+        "-Dname=a b",
+    ]
+    with pytest.raises(ConfigError, match=f"{PERFORMANCE_OPTS_ENV}=.*cannot be split"):
+        performance_options({PERFORMANCE_OPTS_ENV: "-Dname='a b"})
+    with pytest.raises(ConfigError, match=f"{PERFORMANCE_OPTS_ENV}=.*'UseSerialGC' is not a JVM option"):
+        performance_options({PERFORMANCE_OPTS_ENV: "-Xss1m UseSerialGC"})
+
+
+def test_broken_kafka_jvm_performance_opts_are_reported_before_anything_starts(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv(PERFORMANCE_OPTS_ENV, "-XX:+UseSerialGC oops")
+    config = make_config(tmp_path / "clusters", {"J": "127.0.0.1:21000"})
+    with pytest.raises(ConfigError, match=PERFORMANCE_OPTS_ENV):
+        up(config, cache_root=tmp_path / "cache")
+    assert not (tmp_path / "clusters").exists()
+
+
 @pytest.mark.usefixtures("no_tools")
 def test_missing_mvn_is_reported(tmp_path: Path) -> None:
     with pytest.raises(ToolMissingError, match=r"mvn.*apt-get install maven"):
@@ -197,6 +223,8 @@ def test_broker_start_is_idempotent_and_stop_restart_keep_the_cluster(
         broker.wait_ready(60)
         pid = broker.pid()
         assert pid is not None and broker.is_running()
+        command_line = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        assert all(option.encode() in command_line for option in performance_options())  # $KAFKA_JVM_PERFORMANCE_OPTS
         broker.start()  # already running: a no-op
         assert broker.pid() == pid
         cluster_id = (broker.cluster_dir / "cluster.id").read_text()

@@ -35,6 +35,7 @@ from confluent_kafka import KafkaException
 from tenacity import Retrying, retry_if_exception_type, stop_after_delay, wait_none
 
 from mirrorlake.localkafka.jars import require_java
+from mirrorlake.localkafka.jvm_options import ONE_SHOT, performance_options
 from mirrorlake.localkafka.security import ADMIN, SaslSsl
 from replicator.errors import ClusterStartError, ConfigError, MirrorlakeError, PortInUseError
 from replicator.kafka.connectivity import MetadataProbe
@@ -208,7 +209,7 @@ class LocalBroker:
         self._write_config_files()
         self._format_storage_once(java)
         command = [
-            java, f"-Xms{self._initial_heap_mb}m", f"-Xmx{self.heap}", "-XX:+UseG1GC",
+            java, f"-Xms{self._initial_heap_mb}m", f"-Xmx{self.heap}", *performance_options(),
             *self._log4j_jvm_args(), "kafka.Kafka", str(self._server_properties),
         ]  # fmt: skip
         with self._stdout_log.open("ab") as stdout:
@@ -325,7 +326,7 @@ class LocalBroker:
             id_file.write_text(f"{_new_cluster_id()}\n", encoding="ascii")
         cluster_id = id_file.read_text(encoding="ascii").strip()
         command = [
-            java, "-Xmx256m", *self._log4j_jvm_args(), "kafka.tools.StorageTool", "format",
+            java, "-Xmx256m", *ONE_SHOT, *self._log4j_jvm_args(), "kafka.tools.StorageTool", "format",
             "-t", cluster_id, "-c", str(self._server_properties),
             *(self.security.format_arguments() if self.security else []),
         ]  # fmt: skip

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from mirrorlake.localkafka.broker import LocalBroker
 from mirrorlake.localkafka.jars import kafka_lib_dir, require_java, resolve_kafka_jars
+from mirrorlake.localkafka.jvm_options import performance_options
 from replicator.config import MirrorlakeConfig
 from replicator.config.cache import cache_root as default_cache_root
 from replicator.errors import ConfigError
@@ -84,6 +85,7 @@ def up(config: MirrorlakeConfig, *, cache_root: Path | None = None, ready_timeou
         _log.info("no local clusters in the configuration; nothing to start")
         return []
     require_java()
+    performance_options()  # a broken $KAFKA_JVM_PERFORMANCE_OPTS is named before any JVM starts
     resolve_kafka_jars(config.local_kafka.version, cache_root)
     already_running = {b.alias for b in brokers if b.is_running()}
     for broker in brokers:
