@@ -40,9 +40,12 @@ from replicator.events import (
 # the JVM compiling code rather than running it (JIT compiler threads used about 40% of the
 # driver's CPU). Interpreted expressions instead of generated classes made the four builds of
 # ``built`` 25% faster (214 s -> 160 s). Builds of real sizes keep Spark's default (codegen).
+# The serial collector instead of G1 (no concurrent GC threads on 2 busy cores) cut the driver's
+# CPU in the same builds by about 10% (bench/results/test_suite_cpu-2026-11-26.txt).
 SMALL_DATA_SPARK_CONF: dict[str, str] = {
     "spark.sql.codegen.wholeStage": "false",
     "spark.sql.codegen.factoryMode": "NO_CODEGEN",
+    "spark.driver.extraJavaOptions": "-XX:+UseSerialGC",
 }
 
 FLOW = "A->B"
