@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import http.client
 import json
 import os
 import signal
@@ -204,20 +205,22 @@ def read_keys(bootstrap: str, topic: str) -> list[bytes]:
 
 
 def health(port: int) -> dict:
+    """The /health page as a dict; ``{}`` when nothing answers whole (not up yet, or exiting mid-reply)."""
     try:
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2) as response:
             return json.loads(response.read())
     except urllib.error.HTTPError as exc:  # 503: degraded, the body says why
         return json.loads(exc.read())
-    except OSError:
+    except (OSError, http.client.HTTPException, ValueError):
         return {}
 
 
 def metrics(port: int) -> str:
+    """The /metrics page; ``""`` when nothing answers whole (a poller races the process's exit)."""
     try:
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as response:
             return str(response.read().decode())
-    except OSError:
+    except (OSError, http.client.HTTPException):
         return ""
 
 

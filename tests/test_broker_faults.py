@@ -10,8 +10,10 @@ from __future__ import annotations
 import logging
 import re
 import signal
+import socket
 import subprocess
 import sys
+import threading
 import uuid
 
 import pytest
@@ -26,6 +28,7 @@ from bench.faults import (
     end_offsets,
     free_port,
     health,
+    metrics,
     read_keys,
     run_scenario,
     waiting_gauge_on,
@@ -110,6 +113,27 @@ def test_the_waiting_gauge_is_read_from_prometheus_text():
     page = 'mirrorlake_waiting_for_cluster{flow="S->T",side="source"} 0.0\n'
     assert not waiting_gauge_on(page)
     assert waiting_gauge_on(page + 'mirrorlake_waiting_for_cluster{flow="S->T",side="target"} 1.0\n')
+
+
+def test_a_status_page_cut_off_by_the_process_exiting_reads_as_no_page():
+    """A poller races the replicator's exit: a reply cut short must read as "nothing", not raise."""
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        port = server.getsockname()[1]
+
+        def cut_short(replies: int) -> None:
+            for _ in range(replies):
+                conn, _ = server.accept()
+                with conn:
+                    conn.recv(4096)
+                    conn.sendall(b"HTTP/1.0 200 OK\r\nContent-Length: 10593\r\n\r\n{")
+
+        thread = threading.Thread(target=cut_short, args=(2,), daemon=True)
+        thread.start()
+        assert metrics(port) == ""
+        assert health(port) == {}
+        thread.join(10)
 
 
 @pytest.mark.kafka

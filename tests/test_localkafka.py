@@ -144,6 +144,10 @@ def test_broken_kafka_jvm_performance_opts_are_reported_before_anything_starts(
     with pytest.raises(ConfigError, match=PERFORMANCE_OPTS_ENV):
         up(config, cache_root=tmp_path / "cache")
     assert not (tmp_path / "clusters").exists()
+    broker = LocalBroker("J", 21000, tmp_path / "direct", tmp_path / "lib")  # started directly, not through up()
+    with pytest.raises(ConfigError, match=PERFORMANCE_OPTS_ENV):
+        broker.start()
+    assert not (tmp_path / "direct").exists()
 
 
 @pytest.mark.usefixtures("no_tools")

@@ -194,14 +194,16 @@ class LocalBroker:
     def start(self) -> None:
         """Launch the broker in the background unless it already runs; does not wait for it.
 
-        Formats the storage the first time. Raises ``PortInUseError``, ``ToolMissingError`` (no
-        java) or ``ClusterStartError`` (formatting failed). The JVM runs in its own session, so it
-        outlives the calling process; ``stop`` ends it.
+        Formats the storage the first time. Raises ``ConfigError`` (a malformed
+        ``KAFKA_JVM_PERFORMANCE_OPTS``, before anything is written), ``PortInUseError``,
+        ``ToolMissingError`` (no java) or ``ClusterStartError`` (formatting failed). The JVM runs
+        in its own session, so it outlives the calling process; ``stop`` ends it.
         """
         pid = self.pid()
         if pid is not None:
             _log.info("cluster %s: broker already running (pid %d) at %s", self.alias, pid, self.bootstrap)
             return
+        jvm_options = performance_options()  # a bad KAFKA_JVM_PERFORMANCE_OPTS fails before any side effect
         self._remove_stale_pid_file()
         self.check_ports()
         java = require_java()
@@ -209,7 +211,7 @@ class LocalBroker:
         self._write_config_files()
         self._format_storage_once(java)
         command = [
-            java, f"-Xms{self._initial_heap_mb}m", f"-Xmx{self.heap}", *performance_options(),
+            java, f"-Xms{self._initial_heap_mb}m", f"-Xmx{self.heap}", *jvm_options,
             *self._log4j_jvm_args(), "kafka.Kafka", str(self._server_properties),
         ]  # fmt: skip
         with self._stdout_log.open("ab") as stdout:
