@@ -11,6 +11,7 @@ the pytest run's tmp dir, named in the output), e.g. ``MIRRORLAKE_SCREENSHOTS=do
 
 from __future__ import annotations
 
+import http.client
 import os
 import socket
 import subprocess
@@ -68,7 +69,7 @@ def _healthy(url: str) -> bool:
     try:
         with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as response:
             return response.status == 200
-    except OSError:
+    except (OSError, http.client.HTTPException):  # not up yet, or a reply cut short
         return False
 
 

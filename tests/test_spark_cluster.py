@@ -13,6 +13,7 @@ timing assertions.
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import signal
@@ -53,7 +54,7 @@ def _alive_workers(ui_port: int) -> int:
     try:
         with urllib.request.urlopen(f"http://127.0.0.1:{ui_port}/json/", timeout=2) as response:
             return int(json.load(response).get("aliveworkers", 0))
-    except OSError:
+    except (OSError, http.client.HTTPException, ValueError):  # not up yet, or a reply cut short
         return 0
 
 
