@@ -13,10 +13,10 @@ setup:
 demo: setup
 	$(BIN)/mirrorlake demo
 
-# two workers: one takes every module of the Spark session and built lakehouse (started once,
+# three workers: one takes every module of the Spark session and built lakehouse (started once,
 # there only); each other module goes to whichever worker runs low (tests/conftest.py)
 test: setup
-	$(BIN)/pytest -n 2 --dist loadgroup
+	$(BIN)/pytest -n 3 --dist loadgroup
 
 test-fast: setup
 	$(BIN)/pytest -m "not kafka and not spark"

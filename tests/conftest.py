@@ -30,11 +30,11 @@ pytest_plugins = ["tests.lakehouse_support"]
 ALIASES = ("A", "B", "C")
 
 
-# How ``make test`` (``-n 2 --dist loadgroup``) splits the modules between its two xdist workers:
+# How ``make test`` (``-n 3 --dist loadgroup``) splits the modules between its xdist workers:
 # every module with a test or fixture that asks for the Spark session or the built lakehouse runs
 # on one worker, so Spark starts and the lakehouse is built once per run; every other module is a
-# unit of its own that either worker takes when it runs low. Each worker that needs them starts its
-# own session clusters, so Kafka tests never share a flow with a test of the other worker. The
+# unit of its own that any worker takes when it runs low. Each worker that needs them starts its
+# own session clusters, so Kafka tests never share a flow with a test of another worker. The
 # scheduler is ours because xdist 3.8's ``xdist_group`` marks no longer reach node ids under
 # pytest 9.2 (it sets ``item._nodeid``), and the controller that schedules has no collected items:
 # it reads each module's text. The Spark unit is the longest, so it is handed out first.
