@@ -34,7 +34,9 @@ from tests import lakehouse_support as ev
 from tests.lakehouse_support import Built
 from tests.waiting import wait_for
 
-pytestmark = [pytest.mark.spark, pytest.mark.kafka]
+# Its Spark work runs on the standalone cluster; its worker builds the local reference (``built``)
+# in a session of its own, beside the shared Spark worker (tests/conftest.py).
+pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.spark_apart]
 
 
 def _spark_class(*args: str, log: Path, env: dict[str, str]) -> subprocess.Popen:
