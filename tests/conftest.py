@@ -37,12 +37,8 @@ ALIASES = ("A", "B", "C")
 # own session clusters, so Kafka tests never share a flow with a test of another worker. The
 # scheduler is ours because xdist 3.8's ``xdist_group`` marks no longer reach node ids under
 # pytest 9.2 (it sets ``item._nodeid``), and the controller that schedules has no collected items:
-# it reads each module's text. The Spark unit is the longest, so it is handed out first. A module
-# marked ``spark_apart`` (its Spark work runs in processes of its own, and it needs the session
-# only for a reference build) is a unit of its own instead, handed out second: with three workers
-# the others otherwise sat idle for its 322 s at the end of the Spark unit.
+# it reads each module's text. The Spark unit is the longest, so it is handed out first.
 _SPARK_RESOURCES = re.compile(r"def \w+\([^)]*\b(spark|built)\b")  # a test or fixture that asks for them
-_SPARK_APART = re.compile(r"pytest\.mark\.spark_apart\b")
 
 
 _SPARK_UNIT = "spark-session"
@@ -62,23 +58,18 @@ def pytest_configure(config: pytest.Config) -> None:
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     from xdist.scheduler import LoadScopeScheduling
 
-    unit_of: dict[str, str] = {}
-    apart: set[str] = set()
+    uses_spark: dict[str, bool] = {}
 
     class BySparkSession(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
             module = nodeid.split("::", 1)[0]
-            if module not in unit_of:
-                text = (config.rootpath / module).read_text()
-                if _SPARK_APART.search(text):
-                    apart.add(module)
-                unit_of[module] = _SPARK_UNIT if _SPARK_RESOURCES.search(text) and module not in apart else module
-            return unit_of[module]
+            if module not in uses_spark:
+                uses_spark[module] = bool(_SPARK_RESOURCES.search((config.rootpath / module).read_text()))
+            return _SPARK_UNIT if uses_spark[module] else module
 
         def _assign_work_unit(self, node: Any) -> None:
-            for unit in [*apart, _SPARK_UNIT]:  # the Spark unit first, then the modules apart from it
-                if unit in self.workqueue:
-                    self.workqueue.move_to_end(unit, last=False)
+            if _SPARK_UNIT in self.workqueue:
+                self.workqueue.move_to_end(_SPARK_UNIT, last=False)
             super()._assign_work_unit(node)
 
     return BySparkSession(config, log)

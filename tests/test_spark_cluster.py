@@ -34,9 +34,7 @@ from tests import lakehouse_support as ev
 from tests.lakehouse_support import Built
 from tests.waiting import wait_for
 
-# Its Spark work runs on the standalone cluster; its worker builds the local reference (``built``)
-# in a session of its own, beside the shared Spark worker (tests/conftest.py).
-pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.spark_apart]
+pytestmark = [pytest.mark.spark, pytest.mark.kafka]
 
 
 def _spark_class(*args: str, log: Path, env: dict[str, str]) -> subprocess.Popen:
