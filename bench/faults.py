@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import http.client
 import json
 import os
 import signal
@@ -37,8 +36,6 @@ import sys
 import tempfile
 import threading
 import time
-import urllib.error
-import urllib.request
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -52,6 +49,7 @@ if __package__ in (None, ""):  # run as a file: make ``bench`` importable
 import yaml
 from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
 
+from bench.polling import get_whole
 from bench.replicate_vs_mm2 import cluster_config
 from mirrorlake.localkafka import LocalBroker, down, local_brokers, up
 from mirrorlake.traffic import ensure_topic
@@ -205,23 +203,18 @@ def read_keys(bootstrap: str, topic: str) -> list[bytes]:
 
 
 def health(port: int) -> dict:
-    """The /health page as a dict; ``{}`` when nothing answers whole (not up yet, or exiting mid-reply)."""
+    """The /health page as a dict (a 503 says why it is degraded); ``{}`` when nothing answers whole."""
+    reply = get_whole(f"http://127.0.0.1:{port}/health")
     try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2) as response:
-            return json.loads(response.read())
-    except urllib.error.HTTPError as exc:  # 503: degraded, the body says why
-        return json.loads(exc.read())
-    except (OSError, http.client.HTTPException, ValueError):
+        return json.loads(reply[1]) if reply else {}
+    except ValueError:
         return {}
 
 
 def metrics(port: int) -> str:
     """The /metrics page; ``""`` when nothing answers whole (a poller races the process's exit)."""
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as response:
-            return str(response.read().decode())
-    except (OSError, http.client.HTTPException):
-        return ""
+    reply = get_whole(f"http://127.0.0.1:{port}/metrics")
+    return reply[1].decode() if reply and reply[0] == 200 else ""
 
 
 def waiting_gauge_on(text: str) -> bool:

@@ -11,12 +11,10 @@ the pytest run's tmp dir, named in the output), e.g. ``MIRRORLAKE_SCREENSHOTS=do
 
 from __future__ import annotations
 
-import http.client
 import os
 import socket
 import subprocess
 import tempfile
-import urllib.request
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,6 +22,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from bench.polling import get_whole
 from dashboards import fmt
 from dashboards.serve import command
 from dashboards.timetravel import builds, moment
@@ -66,11 +65,8 @@ def _free_port() -> int:
 
 
 def _healthy(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as response:
-            return response.status == 200
-    except (OSError, http.client.HTTPException):  # not up yet, or a reply cut short
-        return False
+    reply = get_whole(f"{url}/_stcore/health")
+    return reply is not None and reply[0] == 200
 
 
 @pytest.fixture(scope="module")

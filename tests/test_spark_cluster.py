@@ -13,18 +13,17 @@ timing assertions.
 
 from __future__ import annotations
 
-import http.client
 import json
 import os
 import signal
 import subprocess
 import sys
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from bench.polling import get_whole
 from lakehouse.api import Lakehouse
 from lakehouse.catalog import GOLD_TABLE_NAMES
 from mirrorlake.localkafka.ports import find_free_port_pair
@@ -51,10 +50,10 @@ def _spark_class(*args: str, log: Path, env: dict[str, str]) -> subprocess.Popen
 
 
 def _alive_workers(ui_port: int) -> int:
+    reply = get_whole(f"http://127.0.0.1:{ui_port}/json/")
     try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{ui_port}/json/", timeout=2) as response:
-            return int(json.load(response).get("aliveworkers", 0))
-    except (OSError, http.client.HTTPException, ValueError):  # not up yet, or a reply cut short
+        return int(json.loads(reply[1]).get("aliveworkers", 0)) if reply and reply[0] == 200 else 0
+    except ValueError:  # a page that is not the master's JSON yet
         return 0
 
 
