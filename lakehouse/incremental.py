@@ -250,7 +250,9 @@ def merge_keys(
     id_cond = reduce(lambda a, b: a & b, [F.col(f"e.{c}").eqNullSafe(F.col(f"n.{c}")) for c in row_id])
     gone = existing.alias("e").join(computed.alias("n"), id_cond, "left_anti")
     tombstones = gone.select(*row_id).withColumn("_op", F.lit("d"))
-    source = computed.withColumn("_op", F.lit("u")).unionByName(tombstones, allowMissingColumns=True)
+    # checkpointed: Delta need not materialize it (``LOCAL_TUNING``), and it no longer refers to the
+    # target, which a MERGE without that materialization cannot analyse
+    source = computed.withColumn("_op", F.lit("u")).unionByName(tombstones, allowMissingColumns=True).localCheckpoint()
     on = " AND ".join(f"t.`{c}` <=> s.`{c}`" for c in row_id)
     same = " AND ".join(f"t.`{c}` <=> s.`{c}`" for c in columns if c not in row_id) or "true"
     (

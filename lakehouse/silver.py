@@ -220,7 +220,8 @@ def _quarantine(spark: SparkSession, paths: LakehousePaths, parts: list[DataFram
     table, _ = _ensure_table(spark, str(paths.quarantine), QUARANTINE_SCHEMA)
     if rejected.isEmpty():
         return  # the usual batch: no MERGE (a job and a commit) for nothing
-    rejected = rejected.withColumn("quarantined_at", F.current_timestamp())
+    # checkpointed: one timestamp for both passes of the MERGE (its source is not materialized)
+    rejected = rejected.withColumn("quarantined_at", F.current_timestamp()).localCheckpoint()
     key = " AND ".join(f"t.{c} = s.{c}" for c in LINEAGE_COLUMNS)
     table.alias("t").merge(rejected.alias("s"), key).whenNotMatchedInsertAll().execute()
 
