@@ -25,7 +25,7 @@ import os
 import statistics
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -157,6 +157,31 @@ def _tables(updates: list[Any]) -> str:
     return ", ".join(f"{u.table} {u.seconds:.1f} s {u.mode}" for u in updates)
 
 
+def critical_path(seconds: Mapping[str, float], depends_on: Mapping[str, Sequence[str]]) -> tuple[list[str], float]:
+    """The chain of gold tables, each read by the next, whose own times add up to the most.
+
+    A table starts only after the tables it reads, so however many run at once a build takes at
+    least this long: it is where shortening a table shortens the build."""
+    best: dict[str, tuple[float, list[str]]] = {}
+
+    def longest(name: str) -> tuple[float, list[str]]:
+        if name not in best:
+            before = max((longest(d) for d in depends_on.get(name, ())), default=(0.0, []))
+            best[name] = (before[0] + seconds.get(name, 0.0), [*before[1], name])
+        return best[name]
+
+    total, chain = max((longest(name) for name in seconds), default=(0.0, []))
+    return chain, total
+
+
+def _chain(updates: list[Any]) -> str:
+    from lakehouse.gold_tables import GOLD_TABLES
+
+    chain, total = critical_path({u.table: u.seconds for u in updates}, {t.name: t.depends_on for t in GOLD_TABLES})
+    by_name = {u.table: u.seconds for u in updates}
+    return " -> ".join(f"{name} {by_name[name]:.1f} s" for name in chain) + f" = {total:.1f} s"
+
+
 class StageClock:
     """An ``on_stage`` hook that records how long each stage of a build took."""
 
@@ -263,6 +288,7 @@ def main() -> None:
         f"{incremental:.1f} s vs gold full rebuild {full:.1f} s: full/incremental={full / incremental:.2f}"
     )
     print(f"  incremental gold tables: {_tables(inc_updates)}")
+    print(f"  incremental critical path (tables each reading the one before): {_chain(inc_updates)}")
     print(f"  full gold tables: {_tables(full_updates)}")
     latency = _sql_latency(paths.root)
     print(f"duckdb translate_group over {args.partitions} partitions: {latency * 1000:.1f} ms (median of 7)")
