@@ -61,8 +61,7 @@ LOCAL_TUNING: dict[str, str] = {
     "spark.sql.execution.arrow.pyspark.enabled": "true",
     "spark.databricks.delta.retentionDurationCheck.enabled": "true",
     # Every MERGE source is checkpointed or persisted first and never reads its target, so Delta
-    # need not copy it again: 0.2-0.8 s less per MERGE (``bench.delta_floor``), 8% of an
-    # incremental gold build at 1e6
+    # need not copy it again: 0.2-0.8 s less per MERGE (``bench.delta_floor``)
     "spark.databricks.delta.merge.materializeSource": "none",
 }
 
