@@ -177,9 +177,9 @@ def critical_path(seconds: Mapping[str, float], depends_on: Mapping[str, Sequenc
 def _chain(updates: list[Any]) -> str:
     from lakehouse.gold_tables import GOLD_TABLES
 
-    chain, total = critical_path({u.table: u.seconds for u in updates}, {t.name: t.depends_on for t in GOLD_TABLES})
-    by_name = {u.table: u.seconds for u in updates}
-    return " -> ".join(f"{name} {by_name[name]:.1f} s" for name in chain) + f" = {total:.1f} s"
+    seconds = {u.table: u.seconds for u in updates}
+    chain, total = critical_path(seconds, {t.name: t.depends_on for t in GOLD_TABLES})
+    return " -> ".join(f"{name} {seconds[name]:.1f} s" for name in chain) + f" = {total:.1f} s"
 
 
 class StageClock:
