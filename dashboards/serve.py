@@ -3,13 +3,18 @@
 ``client.toolbarMode=viewer`` hides the developer menu (rerun, clear cache, Deploy);
 ``client.showErrorDetails=none`` keeps tracebacks in the server log (pages show user errors as
 messages themselves); no file watcher, no usage statistics, no browser opened.
+
+``serve`` replaces the ``mirrorlake dashboard`` process with Streamlit's (``exec``), so the PID a
+supervisor (systemd, a script, a test) holds is the server's: its SIGTERM stops the server. As a
+child process, the server outlived a SIGTERM to its parent and kept the port.
 """
 
 from __future__ import annotations
 
-import subprocess
+import os
 import sys
 from pathlib import Path
+from typing import NoReturn
 
 from replicator.config import MirrorlakeConfig
 
@@ -31,9 +36,9 @@ def command(config_path: Path, *, port: int = 8501, address: str = "127.0.0.1") 
     ]  # fmt: skip
 
 
-def serve(config_path: Path, config: MirrorlakeConfig, *, port: int = 8501) -> int:
-    """Run Streamlit in the foreground until interrupted; returns its exit code."""
-    try:
-        return subprocess.call(command(config_path, port=port))
-    except KeyboardInterrupt:
-        return 0
+def serve(config_path: Path, config: MirrorlakeConfig, *, port: int = 8501) -> NoReturn:
+    """Become the Streamlit server (same PID) until it is stopped (SIGTERM, Ctrl-C); never returns."""
+    args = command(config_path, port=port)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execv(args[0], args)

@@ -354,7 +354,7 @@ def dashboard(config_path: Path, port: int) -> None:
     from dashboards.serve import serve
 
     config = load_config(config_path)
-    sys.exit(serve(config_path, config, port=port))
+    serve(config_path, config, port=port)
 
 
 @cli.command()
