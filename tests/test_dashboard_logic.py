@@ -15,6 +15,7 @@ from dashboards import fmt
 from dashboards.graph import FlowEdge, HeartbeatEdge, topology_dot
 from dashboards.status import FlowHealth, flow_status
 from dashboards.timetravel import builds, moment
+from dashboards.views.common import Y_FORMAT, time_line_chart
 from dashboards.views.divergence import apply_filters
 from dashboards.views.lag import current_totals
 from dashboards.views.mapping import label_copies
@@ -122,6 +123,16 @@ def test_current_totals_add_each_partitions_latest_value():
     now, before = current_totals(series)
     assert (now["records"], now["seconds"]) == (8, 2.0)
     assert before is not None and before["records"] == 12
+
+
+def test_time_charts_label_counts_without_six_decimals():
+    # a caught-up flow: every partition at 0, which Vega-Lite's default labels "0.000000"
+    rows = pd.DataFrame(
+        {"time": pd.to_datetime([NOW] * 3, unit="ms", utc=True), "partition": ["t[0]", "t[1]", "t[2]"], "v": [0] * 3}
+    )
+    y = time_line_chart(rows, "v", "partition", "records").to_dict()["encoding"]["y"]
+    assert y["axis"]["format"] == Y_FORMAT == ",~f"  # d3: 0 -> "0", 1234567 -> "1,234,567", 0.25 -> "0.25"
+    assert y["field"] == "v"
 
 
 def test_divergence_filters():

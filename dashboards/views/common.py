@@ -9,7 +9,11 @@ import streamlit as st
 from dashboards import data_health as dh
 from dashboards.view import View
 
-__all__ = ["flow_picker", "time_chart", "time_range"]
+__all__ = ["flow_picker", "time_chart", "time_range", "time_line_chart", "Y_FORMAT"]
+
+# d3-format: thousands separators, decimals only where the value has them. Vega-Lite's own
+# default labels an all-zero series (a caught-up flow's records at risk) "0.000000".
+Y_FORMAT = ",~f"
 
 
 def flow_picker(view: View, *, key: str = "flow") -> str | None:
@@ -38,7 +42,12 @@ def time_range(rows: pd.DataFrame, key: str) -> pd.DataFrame:
 
 def time_chart(rows: pd.DataFrame, value: str, series: str, y_title: str) -> None:
     """One line per ``series`` value over ``rows["time"]``, with UTC time labels."""
-    chart = (
+    st.altair_chart(time_line_chart(rows, value, series, y_title), width="stretch")
+
+
+def time_line_chart(rows: pd.DataFrame, value: str, series: str, y_title: str) -> alt.Chart:
+    """The chart ``time_chart`` shows."""
+    return (
         alt.Chart(rows)
         .mark_line(point=True)
         .encode(
@@ -47,10 +56,9 @@ def time_chart(rows: pd.DataFrame, value: str, series: str, y_title: str) -> Non
                 title="time (UTC)",
                 axis=alt.Axis(format="%H:%M:%S", labelAngle=0),
             ),
-            y=alt.Y(f"{value}:Q", title=y_title),
+            y=alt.Y(f"{value}:Q", title=y_title, axis=alt.Axis(format=Y_FORMAT)),
             color=alt.Color(f"{series}:N", title=None, legend=alt.Legend(orient="right", labelLimit=360)),
             tooltip=[alt.Tooltip("time:T", format="%Y-%m-%d %H:%M:%S", formatType="utc"), series, value],
         )
         .properties(height=260)
     )
-    st.altair_chart(chart, width="stretch")
