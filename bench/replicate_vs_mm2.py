@@ -47,6 +47,7 @@ from bench.measure import (
 )
 from bench.ml_processes import MirrorlakeProcesses
 from bench.mm2 import MirrorMaker2, Mm2Settings
+from bench.native_floor import NativeCopy, build_native_copy
 from bench.report import NOISY_PCT, Row, format_table, machine_bound_lines, ratio_lines
 from bench.workload import RecordSpec, create_topic, drop_topics, fast_dir, prefill, raw_consume, raw_produce
 from mirrorlake.localkafka import LocalBroker, down, require_java, resolve_kafka_jars, up
@@ -72,6 +73,7 @@ class Bench:
     lib_dir: Path
     run_id: str
     brokers: list[LocalBroker]
+    native_exe: Path | None = None
 
     def foreign(self, *extra_pids: int) -> CpuClock:
         """CPU of every process but this one, our brokers and ``extra_pids`` (e.g. the MM2 JVM)."""
@@ -218,6 +220,37 @@ def run_mm2(bench: Bench, spec: RecordSpec, topic: str, settings: Mm2Settings) -
     return Row(name, f"mm2-t{settings.tasks_max}", spec.label, spec.record_bytes, span, latency)
 
 
+def run_native(bench: Bench, spec: RecordSpec, topic: str) -> Row:
+    """``native_copy`` (``bench.native_floor``): the same copy with no Python, to the same kind of topic."""
+    assert bench.native_exe is not None
+    remote = f"S.{topic}"
+    create_topic(bench.target, remote, spec.partitions)
+    copy = NativeCopy(
+        bench.native_exe,
+        bench.source,
+        topic,
+        bench.target,
+        remote,
+        spec.partitions,
+        spec.count,
+        bench.work_dir / f"native-{spec.value_size}.log",
+    ).start()
+    span = Span.begin(copy.cpu, bench.foreign(copy.pid), bench.broker_cpu())
+    watcher = ArrivalWatcher(bench.target, remote, spec.partitions, spec.count, span).start()
+    try:
+        if not watcher.wait(bench.args.timeout, alive=copy.alive):
+            raise RuntimeError(f"native copy: only {watcher.landed} of {spec.count} records on {remote}")
+        span.mark_end()
+        report = copy.wait(bench.args.timeout)
+    finally:
+        watcher.stop()
+        copy.stop()
+    _log.info("native copy %s: %s", spec.label, report)
+    _check_count(bench, remote, spec)
+    drop_topics(bench.target, [remote])
+    return Row("native floor (C, not mirrorlake)", "native", spec.label, spec.record_bytes, span)
+
+
 def _check_count(bench: Bench, remote: str, spec: RecordSpec) -> None:
     landed = end_offset_total(bench.target, remote, spec.partitions)
     if landed != spec.count:
@@ -272,6 +305,12 @@ def run_size(bench: Bench, value_size: int) -> list[Row]:
         rows.append(run_mirrorlake(bench, spec, topic, processes))
         if topic != ml_topic:
             drop_topics(bench.source, [topic])
+    if args.native:
+        topic = bench.topic("native", value_size)
+        prefill(bench.source, topic, spec)
+        gc.collect()
+        rows.append(run_native(bench, spec, topic))
+        drop_topics(bench.source, [topic])
     for tasks in args.mm2_tasks:
         topic = bench.topic(f"mm2t{tasks}", value_size)
         prefill(bench.source, topic, spec)
@@ -296,6 +335,7 @@ def start_bench(args: argparse.Namespace, work_dir: Path, clusters: MirrorlakeCo
         target=clusters.cluster("T").bootstrap_servers,
         lib_dir=lib_dir,
         run_id=uuid.uuid4().hex[:6],
+        native_exe=build_native_copy(cache_root() / "bench") if args.native else None,
     )
 
 
@@ -357,6 +397,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--mm2-defaults",
         action="store_true",
         help="run MM2 with Connect's producer defaults instead of the replicator's batching",
+    )
+    parser.add_argument(
+        "--native",
+        action="store_true",
+        help="also run bench/native_copy.c, the same copy in C with no Python (needs gcc and librdkafka-dev)",
     )
     parser.add_argument("--latency-records", type=int, default=2000, help="records per latency probe")
     parser.add_argument("--latency-rate", type=float, default=500.0, help="records/s of the latency probe")
@@ -429,6 +474,13 @@ def print_report(clusters: MirrorlakeConfig, args: argparse.Namespace, rows: lis
     against.update({f"mm2-t{t}": f"MM2(tasks.max={t})" for t in args.mm2_tasks})
     print("\n".join(ratio_lines(rows, ours="mirrorlake", against=against)))
     print("\n".join(machine_bound_lines(rows, ours="mirrorlake", limit="raw-produce")))
+    if args.native:
+        print(
+            "\n".join(
+                ratio_lines(rows, ours="native", against={"raw-produce": "raw-produce", "mirrorlake": "mirrorlake"})
+            )
+        )
+        print("\n".join(machine_bound_lines(rows, ours="native", limit="raw-produce")))
     for processes in args.processes:
         if processes > 1:
             kind = f"ml-p{processes}"
