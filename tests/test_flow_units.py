@@ -366,7 +366,7 @@ def test_the_copier_maps_every_delivery_back_to_its_source_record_exactly():
     batch += [FakeMessage("orders", 1, u, ts=7000 + u) for u in (0, 1)]
     batch += [FakeMessage("orders", 0, u, ts=5000 + u) for u in (3, 4, 5, 7)]
     copier.copy_batch(batch)  # type: ignore[arg-type]
-    assert copier.in_flight == 9 and stats.records == 9
+    assert copier.in_flight == 9 and stats.records == 9 and stats.batches == 1
     truth = {(m.partition(), m.offset()): d for m, (_t, _p, d, _ts, _h) in zip(batch, producer.produced, strict=True)}
     producer.deliver_all(copier)
     assert copier.in_flight == 0

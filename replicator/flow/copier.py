@@ -172,6 +172,7 @@ class Copier:
         stats = self._stats
         stats.records += copied
         stats.bytes += nbytes
+        stats.batches += 1
         stats.skipped_cycle += skipped
         ts_type, ts = messages[-1].timestamp()
         if ts_type != 0:

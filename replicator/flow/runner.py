@@ -238,6 +238,14 @@ class FlowRunner:
                 tasks.stop(final_round=True)  # checkpoints and audits of everything copied
                 self._emit_lifecycle("stopped")
             self.stats.state = "stopped"
+            stats = self.stats
+            _log.info(
+                "flow %s: copied %d records in %d batches (%.0f per batch)",
+                self.flow.name,
+                stats.records,
+                stats.batches,
+                stats.records / max(1, stats.batches),
+            )
         except BaseException as exc:
             self.stats.state, self.stats.error = "failed", f"{type(exc).__name__}: {exc}"
             tasks.stop()

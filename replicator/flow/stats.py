@@ -30,6 +30,7 @@ class FlowStats:
 
     records: int = 0
     bytes: int = 0
+    batches: int = 0  # consumed batches copied: records / batches is what each turn of the loop amortizes
     syncs: int = 0
     skipped_cycle: int = 0
     revoked: int = 0  # partitions given up in rebalances (cooperative: only those that move)
