@@ -19,7 +19,7 @@ import click
 from mirrorlake.cli_mm2 import takeover_mm2
 from mirrorlake.progress import Steps
 from replicator.config import load_config
-from replicator.errors import ConfigError, ExitCode, MirrorlakeError
+from replicator.errors import ConfigError, ExitCode, MirrorlakeError, PortInUseError
 
 __all__ = ["main", "cli"]
 
@@ -348,12 +348,18 @@ def sql(query: str, config_path: Path, lakehouse_path: Path | None, fmt: str, as
 
 @cli.command()
 @_config_option
-@click.option("--port", default=8501, show_default=True, help="port on 127.0.0.1")
+@click.option("--port", type=click.IntRange(1, 65535), default=8501, show_default=True, help="port on 127.0.0.1")
 def dashboard(config_path: Path, port: int) -> None:
     """Serve the Streamlit dashboard on 127.0.0.1."""
     from dashboards.serve import serve
+    from mirrorlake.localkafka.ports import port_free
 
     config = load_config(config_path)
+    if not port_free(port):
+        raise PortInUseError(
+            f"dashboard: port {port} on 127.0.0.1 is already in use by another process "
+            "(a dashboard already running?); stop it or pick another with --port"
+        )
     serve(config_path, config, port=port)
 
 

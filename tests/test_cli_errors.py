@@ -118,6 +118,19 @@ def test_clusters_up_on_a_port_in_use(tmp_path: Path):
     assert_user_error(result, PortInUseError.exit_code, "cluster X", f"port {port}")
 
 
+def test_dashboard_on_a_port_in_use(tmp_path: Path):
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen()
+        port = sock.getsockname()[1]
+        path = write(
+            tmp_path, f"clusters:\n  A: {{bootstrap_servers: '127.0.0.1:1'}}\nlakehouse: {{path: '{tmp_path}/l'}}\n"
+        )
+        result = run_cli("dashboard", "-c", str(path), "--port", str(port))
+    assert_user_error(result, PortInUseError.exit_code, "dashboard", f"port {port}", "--port")
+    assert run_cli("dashboard", "-c", str(path), "--port", "70000").returncode == 2  # click: not a port
+
+
 def test_help_lists_every_subcommand():
     result = run_cli("--help")
     assert result.returncode == 0

@@ -19,13 +19,11 @@ from __future__ import annotations
 
 import base64
 import contextlib
-import errno
 import logging
 import os
 import re
 import select
 import signal
-import socket
 import subprocess
 import uuid
 from dataclasses import dataclass, field
@@ -36,6 +34,7 @@ from tenacity import Retrying, retry_if_exception_type, stop_after_delay, wait_n
 
 from mirrorlake.localkafka.jars import require_java
 from mirrorlake.localkafka.jvm_options import ONE_SHOT, performance_options
+from mirrorlake.localkafka.ports import port_free
 from mirrorlake.localkafka.security import ADMIN, SaslSsl
 from replicator.errors import ClusterStartError, ConfigError, MirrorlakeError, PortInUseError
 from replicator.kafka.connectivity import MetadataProbe
@@ -184,7 +183,7 @@ class LocalBroker:
     def check_ports(self) -> None:
         """Raise ``PortInUseError`` naming the alias and port if port or port+1 is taken."""
         for port, role in ((self.port, "client listener"), (self.controller_port, "controller listener")):
-            if not _port_free(port):
+            if not port_free(port):
                 raise PortInUseError(
                     f"cluster {self.alias}: port {port} on 127.0.0.1 ({role}) is already in use by "
                     f"another process; free it or give {self.alias} another port in bootstrap_servers "
@@ -390,19 +389,6 @@ class LocalBroker:
             return
         with contextlib.suppress(ChildProcessError):  # not our child: its parent (or init) reaps it
             os.waitpid(pid, os.WNOHANG)
-
-
-def _port_free(port: int) -> bool:
-    """True if nothing listens on (or holds) 127.0.0.1:port; TIME_WAIT leftovers do not count."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            sock.bind(("127.0.0.1", port))
-        except OSError as exc:
-            if exc.errno == errno.EADDRINUSE:
-                return False
-            raise
-    return True
 
 
 def _new_cluster_id() -> str:

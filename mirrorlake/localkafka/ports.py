@@ -2,23 +2,34 @@
 
 from __future__ import annotations
 
+import errno
 import random
 import socket
 
-__all__ = ["find_free_port_pair", "PORT_RANGE"]
+__all__ = ["find_free_port_pair", "port_free", "PORT_RANGE"]
 
 PORT_RANGE = (20000, 32000)  # below Linux's ephemeral range, so client sockets do not grab them
 
 
-def _port_pair_free(port: int) -> bool:
-    for candidate in (port, port + 1):
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            try:
-                sock.bind(("127.0.0.1", candidate))
-            except OSError:
+def port_free(port: int) -> bool:
+    """True if nothing listens on (or holds) 127.0.0.1:port; TIME_WAIT leftovers do not count.
+    Raises ``OSError`` for any other reason a bind fails (a privileged port, say)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError as exc:
+            if exc.errno == errno.EADDRINUSE:
                 return False
+            raise
     return True
+
+
+def _port_pair_free(port: int) -> bool:
+    try:
+        return port_free(port) and port_free(port + 1)
+    except OSError:
+        return False
 
 
 def find_free_port_pair(exclude: set[int] | None = None) -> int:
