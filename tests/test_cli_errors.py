@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -105,11 +107,17 @@ def test_clusters_up_without_java(tmp_path: Path):
     assert_user_error(run_cli("clusters", "up", "-c", str(path), env=env), ToolMissingError.exit_code, "java")
 
 
-def test_clusters_up_on_a_port_in_use(tmp_path: Path):
+@contextlib.contextmanager
+def busy_port() -> Iterator[int]:
+    """A port on 127.0.0.1 that another socket listens on while the block runs."""
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         sock.listen()
-        port = sock.getsockname()[1]
+        yield sock.getsockname()[1]
+
+
+def test_clusters_up_on_a_port_in_use(tmp_path: Path):
+    with busy_port() as port:
         path = write(
             tmp_path,
             f"clusters:\n  X: {{bootstrap_servers: '127.0.0.1:{port}'}}\nlocal_kafka: {{work_dir: '{tmp_path}/c'}}\n",
@@ -119,10 +127,7 @@ def test_clusters_up_on_a_port_in_use(tmp_path: Path):
 
 
 def test_dashboard_on_a_port_in_use(tmp_path: Path):
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        sock.listen()
-        port = sock.getsockname()[1]
+    with busy_port() as port:
         path = write(
             tmp_path, f"clusters:\n  A: {{bootstrap_servers: '127.0.0.1:1'}}\nlakehouse: {{path: '{tmp_path}/l'}}\n"
         )
