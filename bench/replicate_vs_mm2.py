@@ -49,7 +49,16 @@ from bench.ml_processes import MirrorlakeProcesses
 from bench.mm2 import MirrorMaker2, Mm2Settings
 from bench.native_floor import NativeCopy, build_native_copy
 from bench.report import NOISY_PCT, Row, format_table, machine_bound_lines, ratio_lines
-from bench.workload import RecordSpec, create_topic, drop_topics, fast_dir, prefill, raw_consume, raw_produce
+from bench.workload import (
+    RecordSpec,
+    create_topic,
+    drop_topics,
+    fast_dir,
+    prefill,
+    raw_consume,
+    raw_produce,
+    wait_deleted,
+)
 from mirrorlake.localkafka import LocalBroker, down, require_java, resolve_kafka_jars, up
 from mirrorlake.localkafka.ports import find_free_port_pair
 from replicator.client.policy import policy_from_config
@@ -59,6 +68,8 @@ from replicator.config.cache import cache_root
 _log = logging.getLogger("bench.replicate_vs_mm2")
 
 _SIZES = (100, 1024)
+_STEADY = 0.15  # a warm-up round's broker CPU within this of the round before: the broker is warm
+_MIN_ROUNDS = 4  # ... but not before this round: a fresh broker's curve can flatten for a round early on
 
 
 @dataclass(frozen=True)
@@ -79,6 +90,12 @@ class Bench:
         """CPU of every process but this one, our brokers and ``extra_pids`` (e.g. the MM2 JVM)."""
 
         return foreign_cpu(lambda: self.broker_pids() + list(extra_pids))
+
+    def settle(self) -> None:
+        """Before a measurement: let the brokers finish deleting earlier runs' topics."""
+        waited = wait_deleted([b.data_dir for b in self.brokers])
+        if waited > 0.5:
+            _log.info("waited %.1f s for the brokers to delete earlier runs' files", waited)
 
     def broker_pids(self) -> list[int]:
         return [pid for pid in (b.pid() for b in self.brokers) if pid is not None]
@@ -116,6 +133,7 @@ class Bench:
 def run_raw(bench: Bench, spec: RecordSpec, source_topic: str) -> list[Row]:
     """Consume-only from ``source_topic`` on S; produce-only (without and with callbacks) to T."""
     size = spec.value_size
+    bench.settle()
     rows = [
         Row(
             "raw consume-only (S)",
@@ -125,8 +143,10 @@ def run_raw(bench: Bench, spec: RecordSpec, source_topic: str) -> list[Row]:
             raw_consume(bench.source, source_topic, spec, self_cpu, bench.foreign(), bench.broker_cpu()),
         )
     ]
+    bench.settle()
     span = raw_produce(bench.target, bench.topic("raw", size), spec, self_cpu, bench.foreign(), bench.broker_cpu())
     rows.append(Row("raw produce-only (T)", "raw-produce", spec.label, spec.record_bytes, span))
+    bench.settle()
     span = raw_produce(
         bench.target,
         bench.topic("rawcb", size),
@@ -152,6 +172,7 @@ def run_mirrorlake(bench: Bench, spec: RecordSpec, topic: str, processes: int) -
         ("mirrorlake", "mirrorlake") if processes == 1 else (f"mirrorlake x{processes}", f"mirrorlake-p{processes}")
     )
     run_dir = bench.work_dir / f"{kind}-{spec.value_size}"
+    bench.settle()
     replicators = MirrorlakeProcesses(config, run_dir, processes, until_caught_up=True).start()
     span = Span.begin(replicators.cpu, bench.foreign(*replicators.pids()), bench.broker_cpu())
     watcher = ArrivalWatcher(bench.target, remote, spec.partitions, spec.count, span).start()
@@ -196,6 +217,7 @@ def run_mm2(bench: Bench, spec: RecordSpec, topic: str, settings: Mm2Settings) -
     remote = mm2.remote_topic(topic)
     watcher: ArrivalWatcher | None = None
     try:
+        bench.settle()
         mm2.start()
         span = Span.begin(mm2.cpu_clock(), bench.foreign(mm2.pid), bench.broker_cpu())
         watcher = ArrivalWatcher(bench.target, remote, spec.partitions, spec.count, span).start()
@@ -225,6 +247,7 @@ def run_native(bench: Bench, spec: RecordSpec, topic: str) -> Row:
     assert bench.native_exe is not None
     remote = f"S.{topic}"
     create_topic(bench.target, remote, spec.partitions)
+    bench.settle()
     copy = NativeCopy(
         bench.native_exe,
         bench.source,
@@ -258,35 +281,55 @@ def _check_count(bench: Bench, remote: str, spec: RecordSpec) -> None:
 
 
 def warm_up(bench: Bench) -> None:
-    """Run every broker path the contenders use before anything is measured, and measure nothing.
+    """Run every broker path the contenders use before anything is measured, until the brokers are
+    steady, and measure nothing.
 
     Brokers are fresh JVMs: their request paths start interpreted and their heaps small. Without
     this, whatever ran first paid for it (2026-11-25, the same code: raw produce-only 1 KiB made
     176k records/s as the first run and 350k as a later one; mirrorlake 100 B 262k and p99 101 ms
-    first, 387k and 6 ms second). Per size and cluster: a produce-only and a consume-only run of
-    ``--warm-up-records`` records, and a probe of small unbatched requests (produce, then fetch on
-    the same broker).
+    first, 387k and 6 ms second). One round of produce-only and consume-only runs was not enough:
+    on 2026-11-26 a fresh broker's CPU for the same 1,000,000 produced records of 1 KiB fell from
+    8.5 s to 1.2 s over six runs (``bench/results/broker_warm_up-2026-11-26.txt``). So per cluster,
+    rounds of a produce-only and a consume-only run of ``--warm-up-records`` records per size
+    repeat until a round's broker CPU is within ``_STEADY`` of the round before, from round
+    ``_MIN_ROUNDS`` on (at most ``--warm-up-rounds``); then a probe of small unbatched requests
+    (produce, then fetch on the same broker) per size.
     """
     args = bench.args
-    for value_size in args.sizes:
-        spec = RecordSpec(args.warm_up_records, value_size, args.partitions)
-        for alias, bootstrap in (("S", bench.source), ("T", bench.target)):
-            topic, probe = bench.topic("warm", alias, value_size), bench.topic("warm-lat", alias, value_size)
-            produced = raw_produce(bootstrap, topic, spec, self_cpu, bench.foreign())
-            consumed = raw_consume(bootstrap, topic, spec, self_cpu, bench.foreign())
+    brokers = {b.alias: b for b in bench.brokers}
+    for alias, bootstrap in (("S", bench.source), ("T", bench.target)):
+        broker_cpu = processes_cpu(lambda b=brokers[alias]: [pid] if (pid := b.pid()) is not None else [])
+        previous: float | None = None
+        for round_ in range(1, args.warm_up_rounds + 1):
+            before, rates = broker_cpu(), []
+            for value_size in args.sizes:
+                spec = RecordSpec(args.warm_up_records, value_size, args.partitions)
+                topic = bench.topic("warm", alias, round_, value_size)
+                produced = raw_produce(bootstrap, topic, spec, self_cpu, bench.foreign())
+                consumed = raw_consume(bootstrap, topic, spec, self_cpu, bench.foreign())
+                drop_topics(bootstrap, [topic, f"{topic}-warmup"])
+                bench.settle()
+                rates.append(
+                    f"{spec.label} produce {produced.copy_records / produced.copy_seconds:.0f}, "
+                    f"consume {consumed.copy_records / consumed.copy_seconds:.0f} records/s"
+                )
+            used = broker_cpu() - before
+            _log.info(
+                "warm-up %s round %d (not measured): broker CPU %.1f s; %s", alias, round_, used, "; ".join(rates)
+            )
+            if round_ >= _MIN_ROUNDS and previous is not None and abs(used - previous) <= _STEADY * previous:
+                break
+            previous = used
+        else:
+            _log.warning("warm-up %s: the broker's CPU per round still moved after %d rounds", alias, round_)
+        for value_size in args.sizes:
+            probe = bench.topic("warm-lat", alias, value_size)
             create_topic(bootstrap, probe, args.partitions)
             measure_latency(
                 bootstrap, bootstrap, probe, probe, partitions=args.partitions, value_size=value_size,
                 count=args.latency_records, rate=args.latency_rate * 4,
             )  # fmt: skip
-            drop_topics(bootstrap, [topic, f"{topic}-warmup", probe])
-            _log.info(
-                "warm-up %s %s (not measured): produce %.0f, consume %.0f records/s",
-                alias,
-                spec.label,
-                produced.copy_records / produced.copy_seconds,
-                consumed.copy_records / consumed.copy_seconds,
-            )
+            drop_topics(bootstrap, [probe])
 
 
 def run_size(bench: Bench, value_size: int) -> list[Row]:
@@ -411,6 +454,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         default=1_000_000,
         help="records per size and cluster sent through the brokers before measuring (0: no warm-up)",
     )
+    parser.add_argument(
+        "--warm-up-rounds",
+        type=int,
+        default=8,
+        help="most warm-up rounds per cluster; they stop once a round's broker CPU is steady",
+    )
     parser.add_argument("--timeout", type=float, default=900.0, help="give up on an MM2 run after this many s")
     parser.add_argument("--work-dir", type=Path, help="cluster data and logs (default: a new temp dir)")
     parser.add_argument("--keep-work-dir", action="store_true", help="keep data and logs (deleted by default)")
@@ -422,6 +471,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         args.mm2_tasks = sorted({1, args.partitions})
     if args.warm_up_records < 0:
         parser.error("--warm-up-records must be 0 or more")
+    if args.warm_up_rounds < 1:
+        parser.error("--warm-up-rounds must be 1 or more")
     if args.records < 1 or args.partitions < 1:
         parser.error("--records and --partitions must be positive")
     return args

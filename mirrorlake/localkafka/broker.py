@@ -66,6 +66,10 @@ group.initial.rebalance.delay.ms=0
 log.retention.check.interval.ms=1000
 # The log cleaner looks for compactable logs every 15 s by default; every second here (compaction tests)
 log.cleaner.backoff.ms=1000
+# A deleted topic's (or segment's) files go 60 s later by default, whatever the topic's own
+# file.delete.delay.ms; a second here, so that the benchmarks' gigabytes are not freed by the
+# kernel in the middle of a later measurement (bench/results/broker_warm_up-2026-11-26.txt)
+log.segment.delete.delay.ms=1000
 num.network.threads=2
 num.io.threads=4
 # The replicator creates its topics explicitly; a typo must not create one.
@@ -164,7 +168,8 @@ class LocalBroker:
         return self.cluster_dir / "stdout.log"
 
     @property
-    def _data_dir(self) -> Path:
+    def data_dir(self) -> Path:
+        """The broker's ``log.dirs``: a partition's files live in ``<topic>-<partition>`` here."""
         return self.cluster_dir / "data"
 
     # -- state -------------------------------------------------------------------------------
@@ -309,7 +314,7 @@ class LocalBroker:
             listeners = security.server_properties(self.port, self.controller_port)
         self._server_properties.write_text(
             _SERVER_PROPERTIES.format(
-                alias=self.alias, port=self.port, controller_port=self.controller_port, data_dir=self._data_dir,
+                alias=self.alias, port=self.port, controller_port=self.controller_port, data_dir=self.data_dir,
                 listeners=listeners,
             ),
             encoding="utf-8",
@@ -320,7 +325,7 @@ class LocalBroker:
         )
 
     def _format_storage_once(self, java: str) -> None:
-        if (self._data_dir / "meta.properties").exists():
+        if (self.data_dir / "meta.properties").exists():
             return
         id_file = self.cluster_dir / "cluster.id"
         if not id_file.exists():
@@ -338,7 +343,7 @@ class LocalBroker:
         if proc.returncode != 0:
             output = "\n".join(proc.stdout.splitlines()[-_LOG_TAIL_LINES:])
             raise ClusterStartError(
-                f"cluster {self.alias}: formatting storage in {self._data_dir} failed "
+                f"cluster {self.alias}: formatting storage in {self.data_dir} failed "
                 f"(exit code {proc.returncode}):\n{output}{self._log_tail()}"
             )
         _log.info("cluster %s: formatted storage with cluster id %s", self.alias, cluster_id)
