@@ -12,7 +12,6 @@ the pytest run's tmp dir, named in the output), e.g. ``MIRRORLAKE_SCREENSHOTS=do
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import tempfile
 import uuid
@@ -22,7 +21,6 @@ from pathlib import Path
 import pytest
 import yaml
 
-from bench.polling import get_whole
 from dashboards import fmt
 from dashboards.serve import command
 from dashboards.timetravel import builds, moment
@@ -31,6 +29,7 @@ from lakehouse.api import Lakehouse
 from lakehouse.sql import LakehouseSQL
 from replicator.client.mapping import build_segments, points_from_sync, translate
 from tests import lakehouse_support as ev
+from tests.dashboard_support import free_port, healthy
 from tests.lakehouse_support import Built
 from tests.waiting import wait_for
 
@@ -58,17 +57,6 @@ SECURED_CLIENT = {
 }
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def _healthy(url: str) -> bool:
-    reply = get_whole(f"{url}/_stcore/health")
-    return reply is not None and reply[0] == 200
-
-
 @pytest.fixture(scope="module")
 def dashboard(built: Built, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """The dashboard's base URL, served by ``streamlit run`` exactly as ``mirrorlake dashboard`` runs it."""
@@ -87,13 +75,13 @@ def dashboard(built: Built, tmp_path_factory: pytest.TempPathFactory) -> Iterato
             }
         )
     )
-    port = _free_port()
+    port = free_port()
     url = f"http://127.0.0.1:{port}"
     with (work / "streamlit.log").open("wb") as log:
         proc = subprocess.Popen(command(config_file, port=port), stdout=log, stderr=subprocess.STDOUT, cwd=work)
     try:
         wait_for(
-            lambda: proc.poll() is not None or _healthy(url), "the dashboard to answer /_stcore/health", timeout_s=180
+            lambda: proc.poll() is not None or healthy(url), "the dashboard to answer /_stcore/health", timeout_s=180
         )
         assert proc.poll() is None, (work / "streamlit.log").read_text()
         yield url

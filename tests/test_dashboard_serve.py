@@ -12,26 +12,12 @@ import signal
 import socket
 import subprocess
 import sys
-import urllib.request
 from pathlib import Path
 
 import yaml
 
+from tests.dashboard_support import free_port, healthy
 from tests.waiting import wait_for
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _healthy(port: int) -> bool:
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=2) as reply:
-            return reply.status == 200
-    except OSError:
-        return False
 
 
 def _listening(port: int) -> bool:
@@ -46,7 +32,7 @@ def test_sigterm_to_the_dashboard_pid_stops_the_server(tmp_path: Path) -> None:
             {"clusters": {"A": {"bootstrap_servers": "127.0.0.1:1"}}, "lakehouse": {"path": str(tmp_path / "lake")}}
         )
     )
-    port = _free_port()
+    port = free_port()
     log = (tmp_path / "dashboard.log").open("wb")
     proc = subprocess.Popen(
         [sys.executable, "-m", "mirrorlake.cli", "dashboard", "-c", str(config), "--port", str(port)],
@@ -54,7 +40,11 @@ def test_sigterm_to_the_dashboard_pid_stops_the_server(tmp_path: Path) -> None:
         stderr=subprocess.STDOUT,
     )
     try:
-        wait_for(lambda: _healthy(port) or proc.poll() is not None, "the dashboard to answer", timeout_s=60)
+        wait_for(
+            lambda: healthy(f"http://127.0.0.1:{port}") or proc.poll() is not None,
+            "the dashboard to answer",
+            timeout_s=60,
+        )
         assert proc.poll() is None, (tmp_path / "dashboard.log").read_text()
         proc.send_signal(signal.SIGTERM)
         code = proc.wait(timeout=30)
