@@ -20,9 +20,8 @@ import signal
 import subprocess
 from pathlib import Path
 
-import confluent_kafka
-
 from bench.measure import process_cpu
+from replicator.flow.copycore import CopyCoreUnavailable, bundled_librdkafka
 
 __all__ = ["NativeCopy", "NativeBuildError", "build_native_copy", "SOURCE"]
 
@@ -34,22 +33,16 @@ class NativeBuildError(RuntimeError):
     """``native_copy`` cannot be built here: what is missing and how to get it."""
 
 
-def bundled_librdkafka() -> Path:
-    """The librdkafka shared library inside the installed confluent-kafka wheel."""
-    libs = Path(confluent_kafka.__file__).resolve().parent.parent / "confluent_kafka.libs"
-    found = sorted(libs.glob("librdkafka*.so*"))
-    if not found:
-        raise NativeBuildError(f"no librdkafka in {libs}: confluent-kafka is not a manylinux wheel here")
-    return found[0]
-
-
 def build_native_copy(cache_dir: Path) -> Path:
     """The ``native_copy`` executable, compiled into ``cache_dir`` unless already there."""
     if shutil.which("gcc") is None:
         raise NativeBuildError("gcc is missing: apt-get install gcc")
     if not HEADER.exists():
         raise NativeBuildError(f"{HEADER} is missing: apt-get install librdkafka-dev")
-    lib = bundled_librdkafka()
+    try:
+        lib = bundled_librdkafka()
+    except CopyCoreUnavailable as exc:
+        raise NativeBuildError(str(exc)) from exc
     digest = hashlib.sha256(SOURCE.read_bytes() + str(lib).encode()).hexdigest()[:12]
     exe = cache_dir / f"native_copy-{digest}"
     if not exe.exists():

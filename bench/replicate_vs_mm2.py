@@ -108,11 +108,11 @@ class Bench:
     def topic(self, *parts: object) -> str:
         return "-".join(["bench", self.run_id, *map(str, parts)])
 
-    def flow_config(self, topics: list[str]) -> MirrorlakeConfig:
+    def flow_config(self, topics: list[str], copy_engine: str = "auto") -> MirrorlakeConfig:
         data = self.clusters.model_dump(mode="json", by_alias=True, exclude_defaults=True)
         # audits re-read both sides (MM2 has nothing like them): off, so both copy the same work;
         # checkpoints, heartbeats, watermarks and snapshots stay on, as MM2's connectors do
-        data["flows"] = [{"source": "S", "target": "T", "topics": topics, "audit": False}]
+        data["flows"] = [{"source": "S", "target": "T", "topics": topics, "audit": False, "copy_engine": copy_engine}]
         return parse_config(data, source="bench/replicate_vs_mm2.py")
 
     def latency(self, source_topic: str, target_topic: str, value_size: int) -> Latency:
@@ -164,14 +164,17 @@ def run_raw(bench: Bench, spec: RecordSpec, source_topic: str) -> list[Row]:
     return rows
 
 
-def run_mirrorlake(bench: Bench, spec: RecordSpec, topic: str, processes: int) -> Row:
+def run_mirrorlake(bench: Bench, spec: RecordSpec, topic: str, processes: int, copy_engine: str = "auto") -> Row:
     """``processes`` ``mirrorlake replicate --until-caught-up`` processes of a flow selecting exactly
-    ``topic``; then latency on its own topic, through one process running until SIGTERM."""
-    config = bench.flow_config([topic])
+    ``topic``; then latency on its own topic, through one process running until SIGTERM.
+    ``copy_engine`` python: the same code with its pure-Python produce path (row kind mirrorlake-py)."""
+    config = bench.flow_config([topic], copy_engine)
     remote = policy_from_config(config.replication_policy).format_remote_topic("S", topic)
     name, kind = (
         ("mirrorlake", "mirrorlake") if processes == 1 else (f"mirrorlake x{processes}", f"mirrorlake-p{processes}")
     )
+    if copy_engine == "python":
+        name, kind = f"{name} (Python path)", f"{kind}-py"
     run_dir = bench.work_dir / f"{kind}-{spec.value_size}"
     bench.settle()
     replicators = MirrorlakeProcesses(config, run_dir, processes, until_caught_up=True).start()
@@ -191,9 +194,9 @@ def run_mirrorlake(bench: Bench, spec: RecordSpec, topic: str, processes: int) -
 
     latency = None
     if processes == 1:
-        lat_topic = bench.topic("lat", "ml", spec.value_size)
+        lat_topic = bench.topic("lat", kind, spec.value_size)  # its own per contender: a fresh group position
         create_topic(bench.source, lat_topic, spec.partitions)
-        lat_config = bench.flow_config([lat_topic])
+        lat_config = bench.flow_config([lat_topic], copy_engine)
         serving = MirrorlakeProcesses(lat_config, run_dir / "latency", 1, until_caught_up=False).start()
         try:
             latency = bench.latency(lat_topic, f"S.{lat_topic}", spec.value_size)
@@ -377,6 +380,12 @@ def run_size(bench: Bench, value_size: int) -> list[Row]:
         rows.append(run_mirrorlake(bench, spec, topic, processes))
         if topic != ml_topic:
             drop_topics(bench.source, [topic])
+    if args.python_path:
+        topic = bench.topic("mlpy", value_size)
+        prefill(bench.source, topic, spec)
+        gc.collect()
+        rows.append(run_mirrorlake(bench, spec, topic, 1, copy_engine="python"))
+        drop_topics(bench.source, [topic])
     if args.native:
         topic = bench.topic("native", value_size)
         prefill(bench.source, topic, spec)
@@ -475,6 +484,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         action="store_true",
         help="also run bench/native_copy.c, the same copy in C with no Python (needs gcc and librdkafka-dev)",
     )
+    parser.add_argument(
+        "--python-path",
+        action="store_true",
+        help="also run mirrorlake with copy_engine: python (its pure-Python produce path), side by side",
+    )
     parser.add_argument("--latency-records", type=int, default=2000, help="records per latency probe")
     parser.add_argument("--latency-rate", type=float, default=500.0, help="records/s of the latency probe")
     parser.add_argument(
@@ -554,6 +568,14 @@ def print_report(clusters: MirrorlakeConfig, args: argparse.Namespace, rows: lis
     against.update({f"mm2-t{t}": f"MM2(tasks.max={t})" for t in args.mm2_tasks})
     print("\n".join(ratio_lines(rows, ours="mirrorlake", against=against)))
     print("\n".join(machine_bound_lines(rows, ours="mirrorlake", limit="raw-produce")))
+    if args.python_path:
+        print(
+            "\n".join(
+                ratio_lines(
+                    rows, ours="mirrorlake-py", against={"raw-produce": "raw-produce", "mirrorlake": "mirrorlake"}
+                )
+            )
+        )
     if args.native:
         print(
             "\n".join(

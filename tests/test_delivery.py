@@ -146,11 +146,16 @@ def assert_every_copy_reverse_translates(kafka_clusters, topic: str, source, tar
             assert got is not None and (got.upstream, got.method) == (u, TranslationMethod.EXACT), (p, d, u, got)
 
 
-def test_kill_9_with_at_least_once_loses_nothing_and_the_mapping_stays_exact(kafka_clusters, unique_topic, tmp_path):
+@pytest.mark.parametrize("engine", ["native", "python"])
+def test_kill_9_with_at_least_once_loses_nothing_and_the_mapping_stays_exact(
+    kafka_clusters, unique_topic, tmp_path, engine: str
+):
+    """On both produce paths: the compiled one (every other real-cluster flow test runs on it, as
+    ``auto`` does) and the pure-Python one."""
     topic = unique_topic("kill-alo")
     a, b = kafka_clusters.bootstrap("A"), kafka_clusters.bootstrap("B")
     ensure_topic(a, topic, PARTITIONS)
-    config = write_config(kafka_clusters, tmp_path, topic)
+    config = write_config(kafka_clusters, tmp_path, topic, copy_engine=engine)
     kill_mid_stream(kafka_clusters, config, topic)
     orphans = orphan_copies(kafka_clusters, topic)
 

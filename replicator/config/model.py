@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import (
     BaseModel,
@@ -123,6 +123,11 @@ class FlowConfig(_Model):
     transaction_interval_seconds: float = Field(
         default=1.0, gt=0, description="exactly-once: how long a transaction collects records before it commits"
     )
+    copy_engine: Literal["auto", "native", "python"] = Field(
+        default="auto",
+        description="how records are produced: native (the compiled path), python, or auto (native where it is "
+        "built, python for exactly-once flows)",
+    )
 
     groups: tuple[str, ...] = Field(default=(".*",), description="consumer groups to checkpoint (MM2's groups)")
     groups_exclude: tuple[str, ...] = DEFAULT_GROUPS_EXCLUDE
@@ -166,6 +171,12 @@ class FlowConfig(_Model):
             except re.error as exc:
                 raise ValueError(f"invalid regular expression {pattern!r}: {exc}") from exc
         return patterns
+
+    @model_validator(mode="after")
+    def _engine_fits(self) -> FlowConfig:
+        if self.exactly_once and self.copy_engine == "native":
+            raise ValueError("copy_engine native does not do exactly-once: use auto or python")
+        return self
 
     @property
     def name(self) -> str:

@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sized
 
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, TopicPartition
 
 from replicator.flow.outage import Outages
 
@@ -35,7 +35,7 @@ class Backpressure:
         self,
         flow: str,
         consumer: Consumer,
-        producer: Producer,
+        producer: Sized,
         outages: Outages,
         acknowledged: Callable[[], int],
         in_flight: Callable[[], int],

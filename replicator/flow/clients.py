@@ -8,11 +8,12 @@ never constructs a client itself.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from confluent_kafka import Consumer, Producer
 
 from replicator.config import FlowConfig, MirrorlakeConfig
+from replicator.flow.copycore import copies_natively
 from replicator.flow.outage import Outages
 from replicator.flow.positions import PositionStore
 from replicator.kafka.admin import admin_client
@@ -32,6 +33,8 @@ class FlowClients:
     ``producer`` copies records (its default delivery callback is the flow's) and, at-least-once,
     also writes the flow's syncs and lifecycle events; exactly-once flows write lifecycle events
     through ``lifecycle_producer``, outside the data transactions, and keep positions in ``positions``.
+    ``copy_settings``: set when the flow copies on the compiled path (``NativeCopier``), whose own
+    producer these settings make; ``producer`` then writes only syncs and lifecycle events.
     """
 
     consumer: Consumer
@@ -42,6 +45,7 @@ class FlowClients:
     acl_sync: TopicAclSync
     outages: Outages
     positions: PositionStore | None = None
+    copy_settings: dict[str, Any] | None = None
 
 
 class ClientFactory(Protocol):
@@ -82,6 +86,8 @@ def kafka_clients(config: MirrorlakeConfig, flow: FlowConfig, *, replicator_id: 
         acl_sync=TopicAclSync(source_admin, target_admin),
         outages=outages,
     )
+    if copies_natively(flow):
+        clients.copy_settings = producer_config(flow, target_conf, f"{name}-copy", instance)
     if flow.exactly_once:
         # lifecycle events must not wait for (or vanish with) a data transaction
         clients.lifecycle_producer = Producer(idempotent_producer_config(target_conf, f"{name}-lifecycle"))

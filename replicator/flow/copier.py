@@ -203,6 +203,12 @@ class Copier:
             if lane.upstream
         }
 
+    def forget(self, partitions: set[tuple[str, int]]) -> None:
+        """Partitions given up: nothing to do, a partition's next copy starts a run (and is tracked)."""
+
+    def close(self) -> None:
+        """Nothing to close: the flow's clients own the producer."""
+
     def on_delivery(self, err: KafkaError | None, out: Message) -> None:
         """Delivery report of a tracked copy: it acknowledges the untracked copies before it too."""
         target: str = out.topic()  # type: ignore[assignment]

@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable
 from typing import Protocol
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 from replicator.client.policy import ReplicationPolicy, policy_from_config
 from replicator.client.provenance import Provenance
@@ -39,6 +39,7 @@ from replicator.flow.commits import AbortTransaction, AtLeastOnceCommits, Commit
 from replicator.flow.connect_metrics import mm2_connectors
 from replicator.flow.copier import Copier
 from replicator.flow.metadata_sync import TopicMetadataSync
+from replicator.flow.native_copier import NativeCopier
 from replicator.flow.offset_sync import SyncOrigin
 from replicator.flow.outage import ADMIN_ERRORS, TRANSPORT_CODES, Side
 from replicator.flow.read_positions import ReadPositions
@@ -135,13 +136,25 @@ class FlowRunner:
     # -- wiring ------------------------------------------------------------------------------
     def _wire(self) -> None:
         """Make the clients (through the factory) and the pieces that use them."""
-        self._copier = Copier(self.flow.name, self.stats, self._provenance, track_every=self.flow.offset_lag_max)
         clients = self._client_factory(self.config, self.flow, replicator_id=self.replicator_id)
         self._clients = clients
         self._consumer, self._producer = clients.consumer, clients.producer
         self._outages = clients.outages
+        # the data producer: the compiled copier's own, or the Python producer that also writes the syncs
+        self._copier: Copier | NativeCopier
+        self._data: Producer | NativeCopier
+        if clients.copy_settings is not None:
+            _log.info("flow %s: records are produced on the compiled path (copy_engine %s)", self.flow.name,
+                      self.flow.copy_engine)  # fmt: skip
+            self._copier = self._data = NativeCopier(
+                self.flow.name, self.stats, self._provenance, clients.copy_settings,
+                self._outages.client_error_callback("target"), track_every=self.flow.offset_lag_max,
+            )  # fmt: skip
+        else:
+            self._copier = Copier(self.flow.name, self.stats, self._provenance, track_every=self.flow.offset_lag_max)
+            self._data = self._producer
         self._backpressure = Backpressure(
-            self.flow.name, self._consumer, self._producer, self._outages,
+            self.flow.name, self._consumer, self._data, self._outages,
             lambda: self.stats.records - self._copier.in_flight, lambda: self._copier.in_flight,
             high=QUEUE_MAX_MESSAGES // 2, low=QUEUE_MAX_MESSAGES // 4,
         )  # fmt: skip
@@ -170,7 +183,7 @@ class FlowRunner:
             self._selector,
             clients.topics,
             self._subscribe,
-            lambda topic: self._producer.list_topics(topic, timeout=10),  # the producer sees new partitions
+            lambda topic: self._data.list_topics(topic, timeout=10),  # the producer sees new partitions
         )
         self._copier.connect(
             self._producer,
@@ -254,6 +267,7 @@ class FlowRunner:
         finally:
             watcher.close()
             self._consumer.close()
+            self._copier.close()
         return self.stats
 
     def _loop(self, stop: _StopFlag, until_caught_up: bool) -> None:
@@ -261,7 +275,9 @@ class FlowRunner:
         next_flush = time.monotonic() + self.flow.sync_interval_seconds
         at_least_once = not self.flow.exactly_once
         next_batch = Batcher(self._consumer.consume).next
-        copy_batch, poll = self._copier.copy_batch, self._producer.poll
+        copy_batch, poll = self._copier.copy_batch, self._data.poll
+        # the syncs' producer, when it is not the data producer (compiled copier)
+        poll_state = None if self._data is self._producer else self._producer.poll
         ledger, commits, copier = self.ledger, self.commits, self._copier
         while not stop.is_set():
             now = time.monotonic()
@@ -281,6 +297,8 @@ class FlowRunner:
             if messages:
                 copy_batch(messages)
             poll(0)
+            if poll_state is not None:
+                poll_state(0)
             try:
                 self._check_failures()
             except AbortTransaction as exc:
@@ -341,20 +359,26 @@ class FlowRunner:
         Once the flow is asked to stop, it waits ``stop_timeout_seconds`` at most (``StopTimedOut``).
         """
         while True:
-            self._producer.flush(_DRAIN_SLICE_S)
+            self._data.flush(_DRAIN_SLICE_S)
+            if self._data is not self._producer:
+                self._producer.flush(_DRAIN_SLICE_S if len(self._data) == 0 else 0)
             self._check_failures()
-            if len(self._producer):
+            if self._queued():
                 self._watch_outages()  # the target is down or slow: say so (health, metrics) and keep waiting
                 self._stop_budget.check(f"acknowledgement by {self.flow.target} of what is in flight")
                 continue
             self.ledger.flush()
-            if not self.ledger.has_pending and len(self._producer) == 0:
+            if not self.ledger.has_pending and self._queued() == 0:
                 return
             self._publish_syncs()
 
+    def _queued(self) -> int:
+        """Messages not yet acknowledged: copies, syncs and lifecycle events."""
+        return len(self._data) + (len(self._producer) if self._data is not self._producer else 0)
+
     def _give_up(self, exc: StopTimedOut, tasks: StateTasks) -> None:
         """Stop without what the target has not acknowledged: commit only what is durable, drop the rest."""
-        records, queued = self._copier.in_flight, len(self._producer)
+        records, queued = self._copier.in_flight, self._queued()
         if isinstance(self.commits, TransactionalCommits):  # everything since the last commit is dropped
             span, unknown = self.commits.open_transaction_span()
             _log.warning(
@@ -373,7 +397,9 @@ class FlowRunner:
                 self.flow.name, records, queued, self.flow.target, exc,
             )  # fmt: skip
         self.commits.give_up()
-        self._producer.purge()  # nothing waits on them now: the producer closes at once
+        self._data.purge()  # nothing waits on them now: the producer closes at once
+        if self._data is not self._producer:
+            self._producer.purge()
         tasks.stop(flush_s=0, join_s=_TASKS_JOIN_S)
 
     def _check_failures(self) -> None:
@@ -430,6 +456,7 @@ class FlowRunner:
 
     def _forget(self, partitions: list[TopicPartition]) -> None:
         gone = {(tp.topic, tp.partition) for tp in partitions}
+        self._copier.forget(gone)  # before the ledger: what was delivered is handed over first
         self.ledger.forget(gone)
         self._assigned -= gone
         self.stats.assigned = sorted(self._assigned)

@@ -1,0 +1,162 @@
+"""The compiled produce path (``replicator/flow/_copycore.c`` behind ``NativeCopier``) on a real target.
+
+Its delivery reports are served in C and handed to the ledger as segments; these tests read the
+target partitions back and hold every offset sync, and every translation, to where each copy
+really landed, with someone else writing to the same partitions between the copies.
+"""
+
+from __future__ import annotations
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+
+from mirrorlake.traffic import ensure_topic
+from replicator.client.mapping import TranslationMethod, translate
+from replicator.client.provenance import PROVENANCE_HEADER, Provenance
+from replicator.config import FlowConfig, parse_config
+from replicator.errors import ConfigError
+from replicator.events import OffsetSync, SyncReason
+from replicator.flow import copycore
+from replicator.flow.copycore import CopyCoreUnavailable, copies_natively, load_copycore
+from replicator.flow.native_copier import NativeCopier
+from replicator.flow.stats import FlowStats
+from replicator.kafka.settings import producer_config
+from replicator.metadata.topics import RemoteTopic
+from tests.test_flow_units import FakeMessage, FakeState, _mapping_of, ledger
+
+PARTITIONS = 2
+
+
+class Record(FakeMessage):
+    """A consumed record whose value names its source offset (so the target can be read back)."""
+
+    def value(self) -> bytes:
+        return f"{self._p}:{self._o}".encode()
+
+
+def test_the_compiled_path_is_built_and_loads_here():
+    """CI builds it (scripts/bootstrap.sh installs gcc's inputs): a missing build must fail here, not
+    silently leave every flow on the Python path."""
+    assert hasattr(load_copycore(), "CopyCore")
+
+
+def test_copy_engine_native_says_why_it_cannot_run(monkeypatch: pytest.MonkeyPatch):
+    def missing() -> None:
+        raise CopyCoreUnavailable("not built here")
+
+    monkeypatch.setattr(copycore, "load_copycore", missing)
+    assert not copies_natively(FlowConfig(source="A", target="B"))  # auto: the Python path, with a warning
+    with pytest.raises(ConfigError, match="copy_engine native: not built here"):
+        copies_natively(FlowConfig(source="A", target="B", copy_engine="native"))
+    assert not copies_natively(FlowConfig(source="A", target="B", exactly_once=True))
+
+
+def test_copy_engine_native_with_exactly_once_is_a_config_error():
+    clusters = {"A": {"bootstrap_servers": "x:1"}, "B": {"bootstrap_servers": "y:1"}}
+    with pytest.raises(ConfigError, match="copy_engine native does not do exactly-once"):
+        parse_config(
+            {
+                "clusters": clusters,
+                "flows": [{"source": "A", "target": "B", "exactly_once": True, "copy_engine": "native"}],
+            }
+        )
+
+
+def _read_back(bootstrap: str, topic: str) -> tuple[dict[tuple[int, int], int], list]:
+    """Where each copy landed ((partition, upstream) -> offset) and every record, from the target."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "native-copier-test", "enable.auto.commit": False})
+    try:
+        ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in range(PARTITIONS)}
+        consumer.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
+        landed: dict[tuple[int, int], int] = {}
+        records = []
+        while len(records) < sum(ends.values()):
+            for m in consumer.consume(1000, 5):
+                assert m.error() is None
+                records.append(m)
+                if m.value() != b"foreign":
+                    p, u = (int(x) for x in m.value().decode().split(":"))
+                    landed[(p, u)] = m.offset()
+        return landed, records
+    finally:
+        consumer.close()
+
+
+@pytest.mark.kafka
+def test_every_sync_and_translation_is_exact_among_foreign_writes(kafka_clusters, unique_topic):
+    target = unique_topic("native-copy")
+    bootstrap = kafka_clusters.bootstrap("B")
+    flow = FlowConfig(source="A", target="B")
+    state = FakeState()
+    led = ledger(lag_max=100, state=state)
+    stats = FlowStats()
+    settings = producer_config(flow, {"bootstrap.servers": bootstrap}, "native-copier-test", "main")
+    errors: list = []
+    copier = NativeCopier("A->B", stats, Provenance("A", "B", enabled=False), settings, errors.append, track_every=100)
+    remote = RemoteTopic("orders", target, PARTITIONS)
+    consumer_errors: list = []
+    copier.connect(None, led, lambda _t, _p: remote, consumer_errors.append)
+    foreign = Producer({"bootstrap.servers": bootstrap})
+    offsets = [u for u in range(1200) if u != 500]  # a transaction marker at 500 on the source
+    try:
+        ensure_topic(bootstrap, target, PARTITIONS)
+        copier.list_topics(target)
+        for i in range(0, len(offsets), 400):
+            batch = [Record("orders", p, u, ts=1_700_000_000_000 + u) for u in offsets[i : i + 400] for p in (0, 1)]
+            copier.copy_batch(batch)  # type: ignore[arg-type]
+            assert copier.flush(30) == 0
+            for p in range(PARTITIONS):  # someone else writes to the same partitions between the copies
+                foreign.produce(target, b"foreign", partition=p)
+            assert foreign.flush(30) == 0
+        # headers, a timestamp-less record and one that would close a cycle (it came from B)
+        copier.copy_batch(
+            [
+                Record("orders", 0, 1200, ts=1_700_000_001_200, headers=[("app", b"1"), ("null", None)]),
+                Record("orders", 0, 1201),
+                Record("orders", 0, 1202, headers=[(PROVENANCE_HEADER, b"B")]),
+            ]  # type: ignore[list-item]
+        )
+        assert copier.flush(30) == 0
+    finally:
+        foreign.flush(10)
+        copier.close()
+    assert copier.in_flight == 0 and copier.delivery_error is None and not consumer_errors
+    # a record that came from B is never copied back there, provenance stamping on or off
+    assert stats.records == 2 * len(offsets) + 2 and stats.skipped_cycle == 1 and stats.batches == 4
+    led.flush()
+    led.publish()
+    landed, records = _read_back(bootstrap, target)
+    assert len(landed) == stats.records
+    syncs = [s for s in state.emitted if isinstance(s, OffsetSync)]
+    for s in syncs:  # every sync and its predecessor name a real copy
+        assert landed[(s.partition, s.upstream_offset)] == s.downstream_offset
+        if s.previous_upstream_offset is not None:
+            assert landed[(s.partition, s.previous_upstream_offset)] == s.previous_downstream_offset
+    assert sum(1 for s in syncs if s.reason == SyncReason.DELTA_CHANGE) >= 2 * 3  # the foreign writes
+    for p in range(PARTITIONS):  # every delivery is known: the mapping is exact, foreign writes or not
+        segments = _mapping_of([s for s in syncs if s.partition == p])
+        for u in [*offsets, 1200, 1201] if p == 0 else offsets:
+            got = translate(segments, u)
+            assert got is not None and got.method == TranslationMethod.EXACT and got.downstream == landed[(p, u)], u
+    by_upstream = {(r.partition(), r.value()): r for r in records}
+    with_headers = by_upstream[(0, b"0:1200")]
+    assert with_headers.headers() == [("app", b"1"), ("null", None)]
+    assert with_headers.timestamp() == (1, 1_700_000_001_200)
+    assert by_upstream[(0, b"0:1201")].timestamp()[1] > 1_700_000_001_200  # none at the source: the target's
+    assert (0, b"0:1202") not in by_upstream
+    assert stats.mm2.partition(target, 0).record_count == len(offsets) + 2  # MM2's per-partition metrics
+
+
+def test_provenance_on_skips_what_came_from_the_target_before_producing():
+    """Stamping runs in Python (``Provenance.stamp``) for each record; a skipped one is never produced,
+    so nothing is in flight and no broker is needed to see it."""
+    flow = FlowConfig(source="A", target="B")
+    settings = producer_config(flow, {"bootstrap.servers": "127.0.0.1:1"}, "native-copier-skip", "main")
+    stats = FlowStats()
+    copier = NativeCopier("A->B", stats, Provenance("A", "B", enabled=True), settings, lambda _e: None)
+    copier.connect(None, ledger(), lambda _t, _p: RemoteTopic("orders", "A.orders", 1), pytest.fail)
+    try:
+        copier.copy_batch([Record("orders", 0, 0, headers=[(PROVENANCE_HEADER, b"B")])])  # type: ignore[list-item]
+        assert stats.skipped_cycle == 1 and stats.records == 0 and copier.in_flight == 0
+    finally:
+        copier.close()
