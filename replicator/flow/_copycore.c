@@ -29,6 +29,7 @@
 #include <dlfcn.h>
 #include <librdkafka/rdkafka.h>
 #include <pthread.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -171,6 +172,9 @@ typedef struct {
 typedef struct {
     PyObject_HEAD rd_kafka_t *rk;
     PyObject *lanes;      /* dict (target_topic, partition) -> capsule(Lane) */
+    PyTypeObject *fast_type; /* the message type whose fields are read directly (verified), or NULL */
+    int fast_checked;        /* a type was checked: fast_type says whether it passed */
+    long long fast_reads;    /* records whose fields were read directly (tests look) */
     Lane **all;           /* every lane, for iteration */
     size_t nlanes, cap_lanes;
     Segment *segs;
@@ -490,6 +494,104 @@ static PyObject *S_error, *S_topic, *S_partition, *S_offset, *S_headers, *S_time
 
 static PyObject *call0(PyObject *o, PyObject *name) { return PyObject_CallMethodNoArgs(o, name); }
 
+/* The fields of a consumed record, as new references (value, key, headers: Py_None when absent). */
+typedef struct {
+    PyObject *topic, *value, *key, *headers;
+    long partition;
+    int64_t offset, ts; /* ts -1: none */
+} Fields;
+
+static void fields_clear(Fields *f) {
+    Py_CLEAR(f->topic);
+    Py_CLEAR(f->value);
+    Py_CLEAR(f->key);
+    Py_CLEAR(f->headers);
+}
+
+/*
+ * confluent_kafka.Message's C layout (confluent_kafka.h). Reading it saves eight method calls per
+ * record; it is used only for a message type whose first message read the same both ways
+ * (verify_layout), so a confluent-kafka whose layout differs falls back to the methods.
+ */
+typedef struct {
+    PyObject_HEAD PyObject *topic, *value, *key, *headers;
+    void *c_headers;
+    PyObject *error;
+    int32_t partition;
+    int64_t offset;
+    int32_t leader_epoch;
+    int64_t timestamp;
+    int tstype;
+    int64_t latency;
+} CflMessage;
+
+static PyObject *or_none(PyObject *o) { return o ? o : Py_None; }
+
+/* Through the methods: any object with confluent's Message methods. */
+static int fields_by_methods(PyObject *msg, Fields *f) {
+    PyObject *pobj = call0(msg, S_partition), *oobj = pobj ? call0(msg, S_offset) : NULL;
+    PyObject *tsobj = oobj ? call0(msg, S_timestamp) : NULL;
+    f->topic = tsobj ? call0(msg, S_topic) : NULL;
+    f->headers = f->topic ? call0(msg, S_headers) : NULL;
+    f->value = f->headers ? call0(msg, S_value) : NULL;
+    f->key = f->value ? call0(msg, S_key) : NULL;
+    int ok = f->key != NULL;
+    if (ok) {
+        f->partition = PyLong_AsLong(pobj);
+        f->offset = PyLong_AsLongLong(oobj);
+        f->ts = PyLong_AsLong(PyTuple_GET_ITEM(tsobj, 0)) == 0 ? -1 : PyLong_AsLongLong(PyTuple_GET_ITEM(tsobj, 1));
+        ok = !PyErr_Occurred();
+    }
+    Py_XDECREF(pobj);
+    Py_XDECREF(oobj);
+    Py_XDECREF(tsobj);
+    if (!ok)
+        fields_clear(f);
+    return ok ? 0 : -1;
+}
+
+/* Directly from the struct (a verified type); headers not yet converted go through the method. */
+static int fields_by_layout(PyObject *msg, Fields *f) {
+    CflMessage *m = (CflMessage *)msg;
+    if (m->topic == NULL || !PyUnicode_Check(m->topic) || (m->value && !PyBytes_Check(m->value)) ||
+        (m->key && !PyBytes_Check(m->key)))
+        return fields_by_methods(msg, f);
+    f->topic = Py_NewRef(m->topic);
+    f->value = Py_NewRef(or_none(m->value));
+    f->key = Py_NewRef(or_none(m->key));
+    f->headers = m->headers ? Py_NewRef(m->headers) : m->c_headers ? call0(msg, S_headers) : Py_NewRef(Py_None);
+    if (f->headers == NULL) {
+        fields_clear(f);
+        return -1;
+    }
+    f->partition = m->partition;
+    f->offset = m->offset;
+    f->ts = m->tstype == 0 ? -1 : m->timestamp;
+    return 0;
+}
+
+/* Whether ``msg`` (a confluent_kafka.Message without error) reads the same through the layout. */
+static int verify_layout(PyObject *msg) {
+    if (Py_TYPE(msg)->tp_basicsize < (Py_ssize_t)offsetof(CflMessage, latency))
+        return 0;
+    Fields a = {0}, b = {0};
+    if (fields_by_methods(msg, &a) < 0) {
+        PyErr_Clear();
+        return 0;
+    }
+    CflMessage *m = (CflMessage *)msg;
+    int same = m->topic == a.topic && or_none(m->value) == a.value && or_none(m->key) == a.key &&
+               m->partition == a.partition && m->offset == a.offset &&
+               (m->tstype == 0 ? -1 : m->timestamp) == a.ts && (m->headers == NULL || m->headers == a.headers);
+    if (same && fields_by_layout(msg, &b) == 0) {
+        same = b.topic == a.topic && b.value == a.value && b.key == a.key && b.headers == a.headers;
+        fields_clear(&b);
+    }
+    PyErr_Clear();
+    fields_clear(&a);
+    return same;
+}
+
 /* Produce one record, serving deliveries while the local queue is full; 0 or a librdkafka error. */
 static int produce(CopyCore *c, Lane *lane, const char *v, size_t vlen, const char *k, size_t klen, int64_t ts,
                    rd_kafka_headers_t *h) {
@@ -535,29 +637,38 @@ static PyObject *CopyCore_copy(CopyCore *c, PyObject *args) {
     Lane *lane = NULL;
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *msg = PyList_GET_ITEM(messages, i);
-        PyObject *err = call0(msg, S_error);
-        if (err == NULL)
-            goto fail;
-        if (err != Py_None) {
-            PyObject *r = PyObject_CallOneArg(consumer_error, err);
-            Py_DECREF(err);
-            if (r == NULL)
+        int fast = Py_TYPE(msg) == c->fast_type;
+        if (!fast || (((CflMessage *)msg)->error != NULL && ((CflMessage *)msg)->error != Py_None)) {
+            PyObject *err = call0(msg, S_error);
+            if (err == NULL)
                 goto fail;
-            Py_DECREF(r);
-            continue;
+            if (err != Py_None) {
+                PyObject *r = PyObject_CallOneArg(consumer_error, err);
+                Py_DECREF(err);
+                if (r == NULL)
+                    goto fail;
+                Py_DECREF(r);
+                continue;
+            }
+            Py_DECREF(err);
         }
-        Py_DECREF(err);
-        PyObject *topic = call0(msg, S_topic), *pobj = call0(msg, S_partition), *oobj = call0(msg, S_offset);
-        if (topic == NULL || pobj == NULL || oobj == NULL) {
-            Py_XDECREF(topic);
-            Py_XDECREF(pobj);
-            Py_XDECREF(oobj);
+        if (!c->fast_checked) {
+            c->fast_checked = 1;
+            c->fast_type = verify_layout(msg) ? Py_TYPE(msg) : NULL;
+            fast = Py_TYPE(msg) == c->fast_type;
+        }
+        Fields f = {0};
+        if (fast) {
+            c->fast_reads++;
+            if (fields_by_layout(msg, &f) < 0)
+                goto fail;
+        } else if (fields_by_methods(msg, &f) < 0) {
             goto fail;
         }
-        long partition = PyLong_AsLong(pobj);
-        int64_t upstream = PyLong_AsLongLong(oobj);
-        Py_DECREF(pobj);
-        Py_DECREF(oobj);
+        PyObject *topic = f.topic, *headers = f.headers, *value = f.value, *key = f.key;
+        long partition = f.partition;
+        int64_t upstream = f.offset, ts = f.ts;
+        f.topic = NULL; /* ours now, kept as last_topic or dropped below */
         if (partition != last_partition || last_topic == NULL ||
             (topic != last_topic && PyUnicode_Compare(topic, last_topic) != 0)) {
             PyObject *remote = PyObject_CallFunction(remote_for, "Ol", topic, partition);
@@ -567,6 +678,7 @@ static PyObject *CopyCore_copy(CopyCore *c, PyObject *args) {
             Py_XDECREF(target);
             if (lane == NULL) {
                 Py_DECREF(topic);
+                fields_clear(&f);
                 goto fail;
             }
             Py_XSETREF(last_topic, topic);
@@ -574,42 +686,28 @@ static PyObject *CopyCore_copy(CopyCore *c, PyObject *args) {
         } else {
             Py_DECREF(topic);
         }
-        PyObject *headers = call0(msg, S_headers);
-        if (headers == NULL)
-            goto fail;
         if (headers != Py_None || stamp_all) {
             PyObject *res = PyObject_CallOneArg(stamp, headers);
-            Py_DECREF(headers);
-            if (res == NULL)
+            if (res == NULL) {
+                fields_clear(&f);
                 goto fail;
+            }
             int copy = PyObject_IsTrue(PyTuple_GET_ITEM(res, 0));
-            headers = PyTuple_GET_ITEM(res, 1);
-            Py_INCREF(headers);
+            Py_SETREF(f.headers, Py_NewRef(PyTuple_GET_ITEM(res, 1)));
+            headers = f.headers;
             Py_DECREF(res);
             if (!copy) {
-                Py_DECREF(headers);
+                fields_clear(&f);
                 skipped++; /* it came from the target: copying it back would close a cycle */
                 continue;
             }
         }
-        PyObject *tsobj = call0(msg, S_timestamp);
-        if (tsobj == NULL) {
-            Py_DECREF(headers);
-            goto fail;
-        }
-        int64_t ts = PyLong_AsLongLong(PyTuple_GET_ITEM(tsobj, 1));
-        if (PyLong_AsLong(PyTuple_GET_ITEM(tsobj, 0)) == 0)
-            ts = -1; /* no timestamp: the target stamps its own; the sync says -1 */
-        Py_DECREF(tsobj);
-        PyObject *value = call0(msg, S_value), *key = call0(msg, S_key);
+        /* ts -1: no timestamp: the target stamps its own; the sync says -1 */
         rd_kafka_headers_t *h = NULL;
-        if (value == NULL || key == NULL || to_headers(headers, &h) < 0) {
-            Py_XDECREF(value);
-            Py_XDECREF(key);
-            Py_DECREF(headers);
+        if (to_headers(headers, &h) < 0) {
+            fields_clear(&f);
             goto fail;
         }
-        Py_DECREF(headers);
         const char *v = value == Py_None ? NULL : PyBytes_AS_STRING(value);
         size_t vlen = value == Py_None ? 0 : (size_t)PyBytes_GET_SIZE(value);
         const char *k = key == Py_None ? NULL : PyBytes_AS_STRING(key);
@@ -620,8 +718,7 @@ static PyObject *CopyCore_copy(CopyCore *c, PyObject *args) {
             Py_XDECREF(r);
             perr = produce(c, lane, v, vlen, k, klen, ts, h);
         }
-        Py_DECREF(value);
-        Py_DECREF(key);
+        fields_clear(&f); /* value and key were copied by librdkafka (RD_KAFKA_MSG_F_COPY) */
         if (perr) {
             if (h)
                 p_rd_kafka_headers_destroy(h); /* not taken by a failed produce */
@@ -836,6 +933,8 @@ static PyObject *CopyCore_forget(CopyCore *c, PyObject *args) {
 
 static PyObject *CopyCore_in_flight(CopyCore *c, void *closure) { return PyLong_FromLongLong(c->in_flight); }
 
+static PyObject *CopyCore_fast_reads(CopyCore *c, void *closure) { return PyLong_FromLongLong(c->fast_reads); }
+
 static Py_ssize_t CopyCore_len(CopyCore *c) { return c->rk ? p_rd_kafka_outq_len(c->rk) : 0; }
 
 static PyMethodDef CopyCore_methods[] = {
@@ -857,6 +956,7 @@ static PyMethodDef CopyCore_methods[] = {
 
 static PyGetSetDef CopyCore_getset[] = {
     {"in_flight", (getter)CopyCore_in_flight, NULL, "records produced and not yet reported", NULL},
+    {"fast_reads", (getter)CopyCore_fast_reads, NULL, "records whose fields were read from the struct", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 

@@ -84,6 +84,12 @@ class NativeCopier:
     def in_flight(self) -> int:
         return int(self._core.in_flight)
 
+    @property
+    def direct_reads(self) -> int:
+        """Records whose fields the C side read from confluent's message struct (its layout verified on
+        the first record) rather than through eight method calls each."""
+        return int(self._core.fast_reads)
+
     def copy_batch(self, messages: list[Message]) -> None:
         """Produce every record of ``messages`` (skipping those that would close a cycle)."""
         try:
