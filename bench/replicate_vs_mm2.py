@@ -585,7 +585,7 @@ def print_report(clusters: MirrorlakeConfig, args: argparse.Namespace, rows: lis
         print("\n".join(machine_bound_lines(rows, ours="native", limit="raw-produce")))
     for processes in args.processes:
         if processes > 1:
-            kind = f"ml-p{processes}"
+            kind = f"mirrorlake-p{processes}"
             print("\n".join(ratio_lines(rows, ours=kind, against={"mirrorlake": "mirrorlake", **against})))
     mine = next((r for r in rows if r.kind == "mirrorlake" and r.size_label == "1 KiB"), None)
     theirs = next((r for r in rows if r.kind == "mm2-t1" and r.size_label == "1 KiB"), None)
