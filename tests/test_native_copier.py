@@ -19,6 +19,7 @@ from replicator.events import OffsetSync, SyncReason
 from replicator.flow import copycore
 from replicator.flow.copycore import CopyCoreUnavailable, copies_natively, load_copycore
 from replicator.flow.native_copier import NativeCopier
+from replicator.flow.runtime import Replicator
 from replicator.flow.stats import FlowStats
 from replicator.kafka.settings import producer_config
 from replicator.metadata.topics import RemoteTopic
@@ -49,6 +50,10 @@ def test_copy_engine_native_says_why_it_cannot_run(monkeypatch: pytest.MonkeyPat
     with pytest.raises(ConfigError, match="copy_engine native: not built here"):
         copies_natively(FlowConfig(source="A", target="B", copy_engine="native"))
     assert not copies_natively(FlowConfig(source="A", target="B", exactly_once=True))
+    clusters = {"A": {"bootstrap_servers": "127.0.0.1:1"}, "B": {"bootstrap_servers": "127.0.0.1:2"}}
+    config = parse_config({"clusters": clusters, "flows": [{"source": "A", "target": "B", "copy_engine": "native"}]})
+    with pytest.raises(ConfigError, match="flow A->B: copy_engine native"):
+        Replicator(config, status_port=None)  # before any flow starts or any cluster is asked
 
 
 def test_copy_engine_native_with_exactly_once_is_a_config_error():

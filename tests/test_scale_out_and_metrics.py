@@ -128,6 +128,7 @@ def test_metrics_and_health_endpoints(kafka_clusters, unique_topic):
         assert code == 200 and health["status"] == "ok"
         assert health["flows"]["A->B"]["state"] == "running"
         assert health["flows"]["A->B"]["state_tasks"] == "leading"
+        assert health["flows"]["A->B"]["copy_path"] == "compiled"  # copy_engine auto, built here
         assert sorted(health["flows"]["A->B"]["assigned"]) == [f"{topic}[0]", f"{topic}[1]"]
         assert get(f"http://127.0.0.1:{port}/nope")[0] == 404
     finally:

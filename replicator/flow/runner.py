@@ -146,11 +146,13 @@ class FlowRunner:
         if clients.copy_settings is not None:
             _log.info("flow %s: records are produced on the compiled path (copy_engine %s)", self.flow.name,
                       self.flow.copy_engine)  # fmt: skip
+            self.stats.copy_path = "compiled"
             self._copier = self._data = NativeCopier(
                 self.flow.name, self.stats, self._provenance, clients.copy_settings,
                 self._outages.client_error_callback("target"), track_every=self.flow.offset_lag_max,
             )  # fmt: skip
         else:
+            self.stats.copy_path = "python"
             self._copier = Copier(self.flow.name, self.stats, self._provenance, track_every=self.flow.offset_lag_max)
             self._data = self._producer
         self._backpressure = Backpressure(

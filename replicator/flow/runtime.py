@@ -20,6 +20,7 @@ from replicator.client.policy import policy_from_config
 from replicator.config import FlowConfig, MirrorlakeConfig
 from replicator.config.topology import check_loop_free
 from replicator.errors import ConfigError, MirrorlakeError, PortInUseError, ReplicationError
+from replicator.flow.copycore import copies_natively
 from replicator.flow.observability import FlowCollector, StatusServer, waiting_for
 from replicator.flow.runner import FlowRunner, FlowStats
 from replicator.kafka.permissions import authorization_failure
@@ -69,6 +70,9 @@ class Replicator:
         self.flows = selected
         self.policy = policy_from_config(config.replication_policy)
         check_loop_free(config, self.policy)
+        for flow in selected:  # copy_engine native where it cannot run: refused before any flow starts
+            if flow.copy_engine == "native":
+                copies_natively(flow)
         self._stop = threading.Event()
         self._running: list[_Running] = []
         self._status_port = config.status_port if status_port == "config" else status_port
@@ -140,6 +144,7 @@ class Replicator:
                 "state_task_errors": dict(r.runner.stats.task_errors),
                 "waiting_for": waiting_for(r.runner.stats),
                 "reading_paused": r.runner.stats.paused,
+                "copy_path": r.runner.stats.copy_path,
             }
             for r in self._running
         }

@@ -35,6 +35,7 @@ class FlowStats:
     skipped_cycle: int = 0
     revoked: int = 0  # partitions given up in rebalances (cooperative: only those that move)
     state: str = "starting"  # starting | running | stopped | failed
+    copy_path: str = ""  # compiled | python: how records are produced (the flow's copy_engine, resolved)
     error: str | None = None
     assigned: list[tuple[str, int]] = field(default_factory=list)
     lag: dict[tuple[str, int], int] = field(default_factory=dict)
