@@ -7,6 +7,8 @@ really landed, with someone else writing to the same partitions between the copi
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
@@ -26,6 +28,12 @@ from replicator.metadata.topics import RemoteTopic
 from tests.test_flow_units import FakeMessage, FakeState, _mapping_of, ledger
 
 PARTITIONS = 2
+
+
+def recent_ms() -> int:
+    """A base timestamp a minute old. Records stamped years ago would be deleted by the target's time
+    retention (7 days; the local brokers check every second) in the middle of the test."""
+    return int(time.time() * 1000) - 60_000
 
 
 class Record(FakeMessage):
@@ -75,7 +83,9 @@ def _read_back(bootstrap: str, topic: str) -> tuple[dict[tuple[int, int], int], 
         consumer.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
         landed: dict[tuple[int, int], int] = {}
         records = []
+        deadline = time.monotonic() + 60
         while len(records) < sum(ends.values()):
+            assert time.monotonic() < deadline, f"read {len(records)} of {sum(ends.values())} records back"
             for m in consumer.consume(1000, 5):
                 assert m.error() is None
                 records.append(m)
@@ -103,11 +113,12 @@ def test_every_sync_and_translation_is_exact_among_foreign_writes(kafka_clusters
     copier.connect(None, led, lambda _t, _p: remote, consumer_errors.append)
     foreign = Producer({"bootstrap.servers": bootstrap})
     offsets = [u for u in range(1200) if u != 500]  # a transaction marker at 500 on the source
+    base = recent_ms()
     try:
         ensure_topic(bootstrap, target, PARTITIONS)
         copier.list_topics(target)
         for i in range(0, len(offsets), 400):
-            batch = [Record("orders", p, u, ts=1_700_000_000_000 + u) for u in offsets[i : i + 400] for p in (0, 1)]
+            batch = [Record("orders", p, u, ts=base + u) for u in offsets[i : i + 400] for p in (0, 1)]
             copier.copy_batch(batch)  # type: ignore[arg-type]
             assert copier.flush(30) == 0
             for p in range(PARTITIONS):  # someone else writes to the same partitions between the copies
@@ -116,7 +127,7 @@ def test_every_sync_and_translation_is_exact_among_foreign_writes(kafka_clusters
         # headers, a timestamp-less record and one that would close a cycle (it came from B)
         copier.copy_batch(
             [
-                Record("orders", 0, 1200, ts=1_700_000_001_200, headers=[("app", b"1"), ("null", None)]),
+                Record("orders", 0, 1200, ts=base + 1200, headers=[("app", b"1"), ("null", None)]),
                 Record("orders", 0, 1201),
                 Record("orders", 0, 1202, headers=[(PROVENANCE_HEADER, b"B")]),
             ]  # type: ignore[list-item]
@@ -146,8 +157,8 @@ def test_every_sync_and_translation_is_exact_among_foreign_writes(kafka_clusters
     by_upstream = {(r.partition(), r.value()): r for r in records}
     with_headers = by_upstream[(0, b"0:1200")]
     assert with_headers.headers() == [("app", b"1"), ("null", None)]
-    assert with_headers.timestamp() == (1, 1_700_000_001_200)
-    assert by_upstream[(0, b"0:1201")].timestamp()[1] > 1_700_000_001_200  # none at the source: the target's
+    assert with_headers.timestamp() == (1, base + 1200)
+    assert by_upstream[(0, b"0:1201")].timestamp()[1] > base + 1200  # none at the source: the target's
     assert (0, b"0:1202") not in by_upstream
     assert stats.mm2.partition(target, 0).record_count == len(offsets) + 2  # MM2's per-partition metrics
 
@@ -176,10 +187,11 @@ def test_records_consumed_from_a_real_source_are_read_directly_and_copied_whole(
     ensure_topic(a, source, 1)
     ensure_topic(b, target, 1)
     producer = Producer({"bootstrap.servers": a})
+    base = recent_ms()
     for i in range(300):
         headers = [("i", str(i).encode()), ("none", None)] if i % 3 == 0 else None
         producer.produce(source, value=None if i == 7 else f"v{i}".encode(), key=None if i % 2 else f"k{i}".encode(),
-                         headers=headers, timestamp=1_700_000_000_000 + i)  # fmt: skip
+                         headers=headers, timestamp=base + i)  # fmt: skip
     assert producer.flush(30) == 0
     consumed = _read_all(a, source, 300)
     stats = FlowStats()
@@ -203,7 +215,9 @@ def _read_all(bootstrap: str, topic: str, count: int) -> list:
     try:
         consumer.assign([TopicPartition(topic, 0, 0)])
         out: list = []
+        deadline = time.monotonic() + 60
         while len(out) < count:
+            assert time.monotonic() < deadline, f"read {len(out)} of {count} records of {topic}"
             out.extend(consumer.consume(count - len(out), 5))
         assert all(m.error() is None for m in out)
         return out
