@@ -10,7 +10,8 @@ Delivery: ``AtLeastOnceCommits`` by default, ``TransactionalCommits`` with ``exa
 (``replicator.flow.commits`` states both contracts).
 
 The runner wires pieces that each have one job: its clients come from a factory it is given
-(``replicator.flow.clients``), the copy hot path is ``Copier``, topic following is
+(``replicator.flow.clients``), the copy hot path is ``NativeCopier`` (the compiled produce path,
+``copy_engine`` auto or native) or ``Copier`` (pure Python; exactly-once), topic following is
 ``TopicFollower``, the stop condition of a batch run is ``CaughtUpCheck``, and the offset syncs
 and commit gating are ``SyncLedger`` and ``Commits``.
 """
