@@ -194,7 +194,8 @@ def run_mirrorlake(bench: Bench, spec: RecordSpec, topic: str, processes: int, c
 
     latency = None
     if processes == 1:
-        lat_topic = bench.topic("lat", kind, spec.value_size)  # its own per contender: a fresh group position
+        # its own per contender and run (sizes may repeat): a fresh topic, a fresh group position
+        lat_topic = bench.topic("lat", kind, spec.value_size, uuid.uuid4().hex[:6])
         create_topic(bench.source, lat_topic, spec.partitions)
         lat_config = bench.flow_config([lat_topic], copy_engine)
         serving = MirrorlakeProcesses(lat_config, run_dir / "latency", 1, until_caught_up=False).start()
