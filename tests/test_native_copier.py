@@ -10,8 +10,9 @@ from __future__ import annotations
 import time
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 
+from mirrorlake.groundtruth import Rec, read_partition
 from mirrorlake.traffic import ensure_topic
 from replicator.client.mapping import TranslationMethod, translate
 from replicator.client.provenance import PROVENANCE_HEADER, Provenance
@@ -75,26 +76,15 @@ def test_copy_engine_native_with_exactly_once_is_a_config_error():
         )
 
 
-def _read_back(bootstrap: str, topic: str) -> tuple[dict[tuple[int, int], int], list]:
+def _read_back(bootstrap: str, topic: str) -> tuple[dict[tuple[int, int], int], list[Rec]]:
     """Where each copy landed ((partition, upstream) -> offset) and every record, from the target."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "native-copier-test", "enable.auto.commit": False})
-    try:
-        ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in range(PARTITIONS)}
-        consumer.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
-        landed: dict[tuple[int, int], int] = {}
-        records = []
-        deadline = time.monotonic() + 60
-        while len(records) < sum(ends.values()):
-            assert time.monotonic() < deadline, f"read {len(records)} of {sum(ends.values())} records back"
-            for m in consumer.consume(1000, 5):
-                assert m.error() is None
-                records.append(m)
-                if m.value() != b"foreign":
-                    p, u = (int(x) for x in m.value().decode().split(":"))
-                    landed[(p, u)] = m.offset()
-        return landed, records
-    finally:
-        consumer.close()
+    records = [r for p in range(PARTITIONS) for r in read_partition(bootstrap, topic, p)]
+    landed = {}
+    for r in records:
+        if r.value != b"foreign":
+            p, u = (int(x) for x in r.value.decode().split(":"))
+            landed[(p, u)] = r.offset
+    return landed, records
 
 
 @pytest.mark.kafka
@@ -154,11 +144,11 @@ def test_every_sync_and_translation_is_exact_among_foreign_writes(kafka_clusters
         for u in [*offsets, 1200, 1201] if p == 0 else offsets:
             got = translate(segments, u)
             assert got is not None and got.method == TranslationMethod.EXACT and got.downstream == landed[(p, u)], u
-    by_upstream = {(r.partition(), r.value()): r for r in records}
+    by_upstream = {(r.partition, r.value): r for r in records}
     with_headers = by_upstream[(0, b"0:1200")]
-    assert with_headers.headers() == [("app", b"1"), ("null", None)]
-    assert with_headers.timestamp() == (1, base + 1200)
-    assert by_upstream[(0, b"0:1201")].timestamp()[1] > base + 1200  # none at the source: the target's
+    assert with_headers.headers == (("app", b"1"), ("null", None))
+    assert with_headers.timestamp == base + 1200
+    assert by_upstream[(0, b"0:1201")].timestamp > base + 1200  # none at the source: the target's
     assert (0, b"0:1202") not in by_upstream
     assert stats.mm2.partition(target, 0).record_count == len(offsets) + 2  # MM2's per-partition metrics
 
@@ -193,7 +183,8 @@ def test_records_consumed_from_a_real_source_are_read_directly_and_copied_whole(
         producer.produce(source, value=None if i == 7 else f"v{i}".encode(), key=None if i % 2 else f"k{i}".encode(),
                          headers=headers, timestamp=base + i)  # fmt: skip
     assert producer.flush(30) == 0
-    consumed = _read_all(a, source, 300)
+    consumed = _consume_all(a, source)
+    assert len(consumed) == 300
     stats = FlowStats()
     settings = producer_config(FlowConfig(source="A", target="B"), {"bootstrap.servers": b}, "native-direct", "main")
     copier = NativeCopier("A->B", stats, Provenance("A", "B", enabled=False), settings, pytest.fail)
@@ -205,21 +196,24 @@ def test_records_consumed_from_a_real_source_are_read_directly_and_copied_whole(
     finally:
         copier.close()
     assert copier.direct_reads == 300 and stats.records == 300
-    landed = _read_all(b, target, 300)
-    fields = [(m.key(), m.value(), m.headers(), m.timestamp()) for m in consumed]
-    assert [(m.key(), m.value(), m.headers(), m.timestamp()) for m in landed] == fields
+    fields = [(m.key(), m.value(), tuple(m.headers() or ()), m.timestamp()[1]) for m in consumed]
+    assert [(r.key, r.value, r.headers, r.timestamp) for r in read_partition(b, target, 0)] == fields
 
 
-def _read_all(bootstrap: str, topic: str, count: int) -> list:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "native-read", "enable.auto.commit": False})
+def _consume_all(bootstrap: str, topic: str) -> list:
+    """Every record of partition 0 as confluent_kafka's own ``Message`` objects (what a flow consumes)."""
+    consumer = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": "native-read", "enable.auto.commit": False,
+         "enable.partition.eof": True}
+    )  # fmt: skip
     try:
         consumer.assign([TopicPartition(topic, 0, 0)])
         out: list = []
-        deadline = time.monotonic() + 60
-        while len(out) < count:
-            assert time.monotonic() < deadline, f"read {len(out)} of {count} records of {topic}"
-            out.extend(consumer.consume(count - len(out), 5))
-        assert all(m.error() is None for m in out)
-        return out
+        while True:
+            for m in consumer.consume(1000, 1.0):
+                if m.error() is not None:
+                    assert m.error().code() == KafkaError._PARTITION_EOF, m.error()
+                    return out
+                out.append(m)
     finally:
         consumer.close()
