@@ -609,7 +609,8 @@ static int produce(CopyCore *c, Lane *lane, const char *v, size_t vlen, const ch
     }
 }
 
-static PyObject *refresh_topic(CopyCore *c, rd_kafka_topic_t *rkt, int timeout_ms) {
+/* A metadata request for one topic (a partition added since): 0 or librdkafka's error. */
+static rd_kafka_resp_err_t refresh_topic(CopyCore *c, rd_kafka_topic_t *rkt, int timeout_ms) {
     const struct rd_kafka_metadata *md = NULL;
     rd_kafka_resp_err_t err;
     rd_kafka_t *rk = c->rk;
@@ -618,7 +619,7 @@ static PyObject *refresh_topic(CopyCore *c, rd_kafka_topic_t *rkt, int timeout_m
     Py_END_ALLOW_THREADS;
     if (md != NULL)
         p_rd_kafka_metadata_destroy(md);
-    return PyLong_FromLong(err);
+    return err;
 }
 
 static PyObject *CopyCore_copy(CopyCore *c, PyObject *args) {
@@ -714,8 +715,7 @@ static PyObject *CopyCore_copy(CopyCore *c, PyObject *args) {
         size_t klen = key == Py_None ? 0 : (size_t)PyBytes_GET_SIZE(key);
         int perr = produce(c, lane, v, vlen, k, klen, ts, h);
         if (perr == RD_KAFKA_RESP_ERR__UNKNOWN_PARTITION) { /* a partition created since our metadata */
-            PyObject *r = refresh_topic(c, lane->rkt, 10000);
-            Py_XDECREF(r);
+            refresh_topic(c, lane->rkt, 10000);
             perr = produce(c, lane, v, vlen, k, klen, ts, h);
         }
         fields_clear(&f); /* value and key were copied by librdkafka (RD_KAFKA_MSG_F_COPY) */
@@ -795,9 +795,9 @@ static PyObject *CopyCore_refresh(CopyCore *c, PyObject *args) {
     if (c->rk == NULL)
         return PyLong_FromLong(RD_KAFKA_RESP_ERR__DESTROY);
     rd_kafka_topic_t *rkt = p_rd_kafka_topic_new(c->rk, topic, NULL);
-    PyObject *r = refresh_topic(c, rkt, (int)(timeout * 1000));
+    rd_kafka_resp_err_t err = refresh_topic(c, rkt, (int)(timeout * 1000));
     p_rd_kafka_topic_destroy(rkt);
-    return r;
+    return PyLong_FromLong(err);
 }
 
 /* Hand over every delivered segment (closing the open ones): see the contract at the top. */
