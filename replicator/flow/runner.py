@@ -156,6 +156,9 @@ class FlowRunner:
             self.stats.copy_path = "python"
             self._copier = Copier(self.flow.name, self.stats, self._provenance, track_every=self.flow.offset_lag_max)
             self._data = self._producer
+        # the syncs' and lifecycle events' producer where it is not the data producer: polled, flushed
+        # and purged beside it
+        self._beside: tuple[Producer, ...] = () if self._data is self._producer else (self._producer,)
         self._backpressure = Backpressure(
             self.flow.name, self._consumer, self._data, self._outages,
             lambda: self.stats.records - self._copier.in_flight, lambda: self._copier.in_flight,
@@ -278,9 +281,7 @@ class FlowRunner:
         next_flush = time.monotonic() + self.flow.sync_interval_seconds
         at_least_once = not self.flow.exactly_once
         next_batch = Batcher(self._consumer.consume).next
-        copy_batch, poll = self._copier.copy_batch, self._data.poll
-        # the syncs' producer, when it is not the data producer (compiled copier)
-        poll_state = None if self._data is self._producer else self._producer.poll
+        copy_batch, poll, beside = self._copier.copy_batch, self._data.poll, self._beside
         ledger, commits, copier = self.ledger, self.commits, self._copier
         while not stop.is_set():
             now = time.monotonic()
@@ -300,8 +301,8 @@ class FlowRunner:
             if messages:
                 copy_batch(messages)
             poll(0)
-            if poll_state is not None:
-                poll_state(0)
+            for producer in beside:
+                producer.poll(0)
             try:
                 self._check_failures()
             except AbortTransaction as exc:
@@ -363,8 +364,8 @@ class FlowRunner:
         """
         while True:
             self._data.flush(_DRAIN_SLICE_S)
-            if self._data is not self._producer:
-                self._producer.flush(_DRAIN_SLICE_S if len(self._data) == 0 else 0)
+            for producer in self._beside:
+                producer.flush(_DRAIN_SLICE_S if len(self._data) == 0 else 0)
             self._check_failures()
             if self._queued():
                 self._watch_outages()  # the target is down or slow: say so (health, metrics) and keep waiting
@@ -377,7 +378,7 @@ class FlowRunner:
 
     def _queued(self) -> int:
         """Messages not yet acknowledged: copies, syncs and lifecycle events."""
-        return len(self._data) + (len(self._producer) if self._data is not self._producer else 0)
+        return len(self._data) + sum(len(producer) for producer in self._beside)
 
     def _give_up(self, exc: StopTimedOut, tasks: StateTasks) -> None:
         """Stop without what the target has not acknowledged: commit only what is durable, drop the rest."""
@@ -400,9 +401,8 @@ class FlowRunner:
                 self.flow.name, records, queued, self.flow.target, exc,
             )  # fmt: skip
         self.commits.give_up()
-        self._data.purge()  # nothing waits on them now: the producer closes at once
-        if self._data is not self._producer:
-            self._producer.purge()
+        for producer in (self._data, *self._beside):
+            producer.purge()  # nothing waits on them now: the producer closes at once
         tasks.stop(flush_s=0, join_s=_TASKS_JOIN_S)
 
     def _check_failures(self) -> None:
