@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import re
 import uuid
+import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +23,7 @@ from mirrorlake.localkafka import down, up
 from mirrorlake.localkafka.jvm_options import PERFORMANCE_OPTS_ENV
 from mirrorlake.localkafka.ports import find_free_port_pair
 from replicator.config import FlowConfig, MirrorlakeConfig, parse_config
+from replicator.errors import ClusterStartError
 from replicator.kafka.connectivity import wait_for_cluster
 
 # The session fixture ``built`` (a lakehouse built once from real clusters, shared by its readers).
@@ -115,6 +117,42 @@ def free_port_pair() -> Callable[[], int]:
     return make
 
 
+_BIND_ATTEMPTS = 3
+
+
+def start_on_free_ports(aliases: list[str], work_dir: Path) -> tuple[dict[str, str], MirrorlakeConfig]:
+    """Start a local cluster per alias on free port pairs; (bootstraps, the fleet's config).
+
+    A port found free can still be taken before the broker's JVM binds it, seconds later (another
+    xdist worker picks its ports at random in the same range). A broker that could not bind is
+    started again on new ports, with a warning naming the port; any other start failure is raised.
+    """
+    for attempt in range(1, _BIND_ATTEMPTS + 1):
+        ports: set[int] = set()
+        local: dict[str, str] = {}
+        for alias in aliases:
+            port = find_free_port_pair(ports)
+            ports.update({port, port + 1})
+            local[alias] = f"127.0.0.1:{port}"
+        fleet_config = parse_config(
+            {
+                "clusters": {alias: {"bootstrap_servers": b} for alias, b in local.items()},
+                "local_kafka": {"work_dir": str(work_dir / f"attempt-{attempt}")},
+            },
+            source="kafka_clusters fixture",
+        )
+        try:
+            up(fleet_config)
+            return local, fleet_config
+        except ClusterStartError as exc:
+            if "Address already in use" not in str(exc) or attempt == _BIND_ATTEMPTS:
+                raise
+            warnings.warn(
+                "local clusters started again on new ports: " + " | ".join(str(exc).splitlines()[:4]), stacklevel=1
+            )
+    raise AssertionError("unreachable")
+
+
 @pytest.fixture(scope="session")
 def kafka_clusters(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaClusters]:
     work_dir = tmp_path_factory.mktemp("kafka-clusters")
@@ -123,29 +161,16 @@ def kafka_clusters(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaCl
         for a in ALIASES
         if f"MIRRORLAKE_TEST_BOOTSTRAP_{a}" in os.environ
     }
-    ports: set[int] = set()
-    local: dict[str, str] = {}
-    for alias in ALIASES:
-        if alias not in existing:
-            port = find_free_port_pair(ports)
-            ports.update({port, port + 1})
-            local[alias] = f"127.0.0.1:{port}"
-    fleet_config = parse_config(
-        {
-            "clusters": {alias: {"bootstrap_servers": b} for alias, b in local.items()},
-            "local_kafka": {"work_dir": str(work_dir)},
-        },
-        source="kafka_clusters fixture",
-    )
+    wanted = [alias for alias in ALIASES if alias not in existing]
+    local, fleet_config = start_on_free_ports(wanted, work_dir) if wanted else ({}, None)
     try:
-        if local:
-            up(fleet_config)
         for alias, bootstrap in existing.items():
             wait_for_cluster(alias, {"bootstrap.servers": bootstrap}, timeout_s=30)
         bootstraps = {alias: local.get(alias) or existing[alias] for alias in ALIASES}
-        yield KafkaClusters(bootstraps, frozenset(local), work_dir)
+        brokers_dir = Path(fleet_config.local_kafka.work_dir) if fleet_config is not None else work_dir
+        yield KafkaClusters(bootstraps, frozenset(local), brokers_dir)
     finally:
-        if local:
+        if fleet_config is not None:
             down(fleet_config)
 
 

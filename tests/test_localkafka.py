@@ -24,6 +24,7 @@ from mirrorlake.localkafka import (
     status,
     up,
 )
+from mirrorlake.localkafka.broker import first_errors
 from mirrorlake.localkafka.jvm_options import PERFORMANCE_OPTS_ENV, performance_options
 from replicator.config import LocalKafkaConfig, MirrorlakeConfig, parse_config
 from replicator.config.cache import cache_root
@@ -289,3 +290,41 @@ def test_up_stops_the_brokers_it_started_when_another_fails(
     assert (good.cluster_dir / "cluster.id").exists()  # it really was started ...
     assert not good.is_running()  # ... and stopped again
     assert not good.pid_file.exists()
+
+
+def test_first_errors_picks_the_cause_not_the_shutdown() -> None:
+    log = [
+        "[2026-11-27 04:19:40,001] INFO starting (kafka.server.KafkaRaftServer)",
+        "[2026-11-27 04:19:45,100] ERROR Unable to start acceptor for PLAINTEXT (kafka.network.DataPlaneAcceptor)",
+        "org.apache.kafka.common.KafkaException: Socket server failed to bind to 127.0.0.1:24530",
+        "\tat kafka.network.Acceptor.openServerSocket(SocketServer.scala:740)",
+        "[2026-11-27 04:19:45,200] INFO [BrokerServer id=1] shutting down (kafka.server.BrokerServer)",
+        "[2026-11-27 04:19:46,000] WARN something else (kafka.server.X)",
+    ]
+    assert first_errors(log) == log[1:4]
+    assert first_errors(log, limit=2) == log[1:3]
+    assert first_errors(log[:1] + log[4:]) == []
+
+
+@pytest.mark.kafka
+def test_a_broker_that_exits_at_start_is_reported_with_its_first_error(
+    tmp_path: Path, free_port_pair: Callable[[], int]
+) -> None:
+    """The port is taken after the broker's own check, before its JVM binds: Kafka gives up and exits.
+    The error names the exit and quotes the cause from the log, above the shutdown lines."""
+    port = free_port_pair()
+    broker = next(b for b in local_brokers(make_config(tmp_path, {"LATE": f"127.0.0.1:{port}"})))
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as squatter:
+        broker.start()
+        squatter.bind(("127.0.0.1", port))
+        squatter.listen()
+        try:
+            with pytest.raises(ClusterStartError) as raised:
+                broker.wait_ready(120)
+        finally:
+            broker.stop()
+    message = str(raised.value)
+    assert "cluster LATE: broker exited with code" in message
+    cause = message.split("First errors in ", 1)[1].split("Last lines of ", 1)[0]
+    assert " ERROR " in cause and f"{port}" in cause, message
+    assert not broker.is_running()

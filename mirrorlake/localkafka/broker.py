@@ -40,7 +40,7 @@ from replicator.errors import ClusterStartError, ConfigError, MirrorlakeError, P
 from replicator.kafka.connectivity import MetadataProbe
 from replicator.kafka.errors import kafka_error_reason
 
-__all__ = ["LocalBroker"]
+__all__ = ["LocalBroker", "first_errors"]
 
 _log = logging.getLogger(__name__)
 
@@ -364,6 +364,9 @@ class LocalBroker:
             lines = _tail(path, _LOG_TAIL_LINES)
             if lines:
                 parts.append(f"\nLast lines of {path}:\n" + "\n".join(lines))
+        errors = _read_errors(self.server_log)
+        if errors:  # a fatal start ends with a screenful of shutdown INFO: the cause is further up
+            parts.insert(0, f"\nFirst errors in {self.server_log}:\n" + "\n".join(errors))
         return "".join(parts)
 
     def _read_pid_file(self) -> int | None:
@@ -420,6 +423,30 @@ def _wait_exit(pid: int, timeout_s: float) -> bool:
         return bool(readable)
     finally:
         os.close(fd)
+
+
+def first_errors(lines: list[str], limit: int = 15) -> list[str]:
+    """The first ERROR/FATAL entries of a Kafka log with the stack lines that follow each, at most
+    ``limit`` lines: why a broker that exited did, where its last lines only show it shutting down."""
+    picked: list[str] = []
+    inside = False
+    for line in lines:
+        starts_entry = line.startswith("[")
+        if starts_entry:
+            inside = " ERROR " in line or " FATAL " in line
+        if inside and (starts_entry or picked):
+            picked.append(line)
+            if len(picked) >= limit:
+                break
+    return picked
+
+
+def _read_errors(path: Path) -> list[str]:
+    try:
+        with path.open("rb") as handle:
+            return first_errors(handle.read(4 * 1024 * 1024).decode("utf-8", errors="replace").splitlines())
+    except FileNotFoundError:
+        return []
 
 
 def _tail(path: Path, lines: int) -> list[str]:
