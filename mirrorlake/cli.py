@@ -6,6 +6,7 @@ else is a bug and keeps its traceback.
 
 from __future__ import annotations
 
+import faulthandler
 import logging
 import os
 import signal
@@ -406,5 +407,31 @@ def main() -> None:
         sys.exit(ExitCode.INTERRUPTED)
 
 
+def entry() -> None:
+    """The process entry point (``mirrorlake``, ``python -m mirrorlake.cli``): ``main`` with a native
+    crash reported and a failure's exit code kept.
+
+    A flow that failed may leave librdkafka handles in a fatal state (a transactional producer the
+    broker refused, say). Destroying them is left to interpreter teardown, where a crash (SIGSEGV)
+    would replace the documented exit code a supervisor acts on. By then the error has been reported
+    and everything the flows must keep is durable (they commit only what a durable sync covers), so
+    a failing process ends with ``os._exit`` after flushing its output, without tearing down the
+    clients. A success exits normally. ``faulthandler`` prints every thread's stack on a native crash.
+    """
+    faulthandler.enable()
+    try:
+        main()
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else ExitCode.FAILED)
+        if code == 0:
+            raise
+        if not isinstance(exc.code, int):
+            click.echo(str(exc.code), err=True)
+        logging.shutdown()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(int(code))
+
+
 if __name__ == "__main__":
-    main()
+    entry()
