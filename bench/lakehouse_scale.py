@@ -226,19 +226,22 @@ def main() -> None:
     parser.add_argument("--partitions", type=int, default=100)
     parser.add_argument("--touched-partitions", type=int, default=10, help="partitions the incremental events fall on")
     parser.add_argument("--master", default="local[*]")
-    parser.add_argument("--driver-memory", default="3g", help="Spark driver heap (local mode: all of Spark's)")
+    parser.add_argument(
+        "--driver-memory", default=None, help="Spark driver heap (local mode: all of Spark's); default: mirrorlake's"
+    )
     parser.add_argument("--work-dir", type=Path, default=None)
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
 
     from ingest.paths import LakehousePaths
-    from ingest.spark import spark_session
+    from ingest.spark import LOCAL_TUNING, spark_session
     from lakehouse.build import refresh
     from lakehouse.incremental import update_gold
     from lakehouse.silver import update_silver
     from replicator.config import SparkConfig, parse_config
 
     sizes = [int(float(s)) for s in args.sizes.split(",")]
+    args.driver_memory = args.driver_memory or LOCAL_TUNING["spark.driver.memory"]
     conf = {"spark.driver.memory": args.driver_memory}
     spark = spark_session(SparkConfig(master=args.master, conf=conf), app_name="bench-lakehouse")
     work = args.work_dir or Path(tempfile.mkdtemp(prefix="lakehouse-scale-"))
