@@ -1,0 +1,104 @@
+"""Back-to-back copies: the replicator's CPU per GB beside the size of the batches it produced.
+
+Not a test: prints what each copy measured, in one run on one pair of local clusters.
+
+    .venv/bin/python -m bench.produce_batches --copies 8 --size 100 --records 2000000
+
+Each copy prefills a fresh topic (6 partitions), runs ``mirrorlake replicate --until-caught-up``
+(audits off, as ``replicate_vs_mm2`` runs it), and reads the target's log segment files to count
+its record batches: with a 1 ms linger a busy flow's batches are sized by how fast the target
+acknowledges, and every produce request costs the client CPU. Copy 0 meets cold brokers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import struct
+import tempfile
+import time
+from pathlib import Path
+
+from bench.measure import processes_cpu
+from bench.ml_processes import MirrorlakeProcesses
+from bench.replicate_vs_mm2 import cluster_config
+from bench.workload import RecordSpec, drop_topics, fast_dir, prefill
+from mirrorlake.localkafka import down, local_brokers, up
+from replicator.config import parse_config
+
+_BATCH_HEADER = 61  # bytes of a v2 record batch before its records
+_LAST_OFFSET_DELTA_AT = 23  # baseOffset 8, batchLength 4, leaderEpoch 4, magic 1, crc 4, attributes 2
+
+
+def count_batches(partition_dir: Path) -> tuple[int, int]:
+    """(record batches, records) in the ``.log`` segments of one partition's directory."""
+    batches = records = 0
+    for segment in sorted(partition_dir.glob("*.log")):
+        data = segment.read_bytes()
+        pos = 0
+        while pos + _BATCH_HEADER <= len(data):
+            _base, length = struct.unpack_from(">qi", data, pos)
+            if length <= 0:
+                break
+            (last_delta,) = struct.unpack_from(">i", data, pos + _LAST_OFFSET_DELTA_AT)
+            batches += 1
+            records += last_delta + 1
+            pos += 12 + length
+    return batches, records
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--copies", type=int, default=8)
+    parser.add_argument("--size", type=int, default=100, help="value bytes")
+    parser.add_argument("--records", type=int, default=2_000_000)
+    parser.add_argument("--partitions", type=int, default=6)
+    args = parser.parse_args()
+
+    work = Path(tempfile.mkdtemp(prefix="produce-batches-", dir=fast_dir()))
+    clusters = cluster_config(work)
+    brokers = local_brokers(clusters)
+    target = next(b for b in brokers if b.alias == "T")
+    up(clusters)
+    print(
+        f"# produce_batches: {args.copies} copies of {args.records} records of {args.size} B, "
+        f"{args.partitions} partitions, load {os.getloadavg()[0]:.1f}",
+        flush=True,
+    )
+    try:
+        source, target_bootstrap = (clusters.cluster(a).bootstrap_servers for a in ("S", "T"))
+        broker_cpu = processes_cpu(lambda: [p for p in (b.pid() for b in brokers) if p is not None])
+        for copy in range(args.copies):
+            topic = f"batches-{copy}-{os.getpid()}"
+            spec = RecordSpec(args.records, args.size, args.partitions)
+            prefill(source, topic, spec)
+            data = clusters.model_dump(mode="json", by_alias=True, exclude_defaults=True)
+            data["flows"] = [{"source": "S", "target": "T", "topics": [topic], "audit": False}]
+            replicator = MirrorlakeProcesses(
+                parse_config(data, source="bench/produce_batches.py"), work / f"copy-{copy}", 1, until_caught_up=True
+            )
+            brokers_before, began = broker_cpu(), time.monotonic()
+            replicator.start()
+            while replicator.alive():
+                replicator.cpu()  # read while it runs: an exited process keeps its last reading
+                time.sleep(0.2)
+            replicator.wait(900)
+            took, cpu, brokers_used = time.monotonic() - began, replicator.cpu(), broker_cpu() - brokers_before
+            batches = records = 0
+            for partition_dir in target.data_dir.glob(f"S.{topic}-*"):
+                b, r = count_batches(partition_dir)
+                batches, records = batches + b, records + r
+            print(
+                f"copy {copy}: {args.records / took:>9,.0f} records/s  replicator CPU {cpu:5.1f} s "
+                f"({cpu / (spec.total_bytes / 1e9):5.1f} s/GB)  brokers CPU {brokers_used:5.1f} s  "
+                f"target {batches} batches of {records} records: {records / max(1, batches):,.0f} per batch",
+                flush=True,
+            )
+            drop_topics(source, [topic])
+            drop_topics(target_bootstrap, [f"S.{topic}"])
+    finally:
+        down(clusters)
+
+
+if __name__ == "__main__":
+    main()
