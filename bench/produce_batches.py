@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import struct
 import tempfile
 import time
@@ -98,6 +99,7 @@ def main() -> None:
             drop_topics(target_bootstrap, [f"S.{topic}"])
     finally:
         down(clusters)
+        shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":
