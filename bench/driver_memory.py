@@ -15,7 +15,6 @@ The last line is ``build_seconds_ratio=<last variant / first>`` (medians over th
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
 import statistics
 import subprocess
@@ -24,11 +23,9 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench.measure import load_average
+
 _RESULT = "RESULT "
-
-
-def _load() -> str:
-    return " ".join(f"{x:.1f}" for x in os.getloadavg())
 
 
 def _write_bronze(base: Path, events: int, partitions: int) -> float:
@@ -46,19 +43,17 @@ def _write_bronze(base: Path, events: int, partitions: int) -> float:
 
 def _build_once(memory: str, master: str, base: Path, root: Path) -> None:
     """One build in this process: silver and gold from a hard-linked copy of ``base``'s bronze."""
-    from bench.lakehouse_scale import StageClock
+    from bench.lakehouse_scale import StageClock, lakehouse_config
     from ingest.paths import LakehousePaths
     from ingest.spark import spark_session
     from lakehouse.build import refresh
-    from replicator.config import SparkConfig, parse_config
+    from replicator.config import SparkConfig
 
     spark = spark_session(SparkConfig(master=master, conf={"spark.driver.memory": memory}), app_name="bench-dm")
     paths = LakehousePaths(root.resolve())
     Path(paths.bronze).parent.mkdir(parents=True, exist_ok=True)
     subprocess.run(["cp", "-al", str(LakehousePaths(base.resolve()).bronze), str(paths.bronze)], check=True)
-    config = parse_config(
-        {"clusters": {"B": {"bootstrap_servers": "127.0.0.1:1"}}, "lakehouse": {"path": str(root)}}, source="bench"
-    )
+    config = lakehouse_config(root)
     stages = StageClock()
     began = time.monotonic()
     refresh(spark, config, paths, on_stage=stages.stage)
@@ -86,7 +81,7 @@ def main() -> None:
     work = args.work_dir or Path(tempfile.mkdtemp(prefix="driver-memory-"))
     print(
         f"# driver_memory: {args.events} events, {args.partitions} partitions, heaps {variants}, "
-        f"{args.rounds} rounds, master {args.master}, load {_load()}",
+        f"{args.rounds} rounds, master {args.master}, load {load_average()}",
         flush=True,
     )
     base = work / "base"
@@ -105,7 +100,7 @@ def main() -> None:
             seconds[memory].append(float(took))
             print(
                 f"round {round_no} heap {memory:>4}: silver+gold {float(took):7.1f} s "
-                f"({args.events / float(took):,.0f} events/s); {stages}; load {_load()}",
+                f"({args.events / float(took):,.0f} events/s); {stages}; load {load_average()}",
                 flush=True,
             )
             shutil.rmtree(root)

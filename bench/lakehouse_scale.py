@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
 import statistics
 import tempfile
 import time
@@ -30,6 +29,8 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+
+from bench.measure import load_average
 
 _log = logging.getLogger("bench.lakehouse_scale")
 T0 = 1_700_000_000_000
@@ -147,14 +148,18 @@ def append_bronze(spark, paths, start: int, count: int, partitions: int, touched
     return time.monotonic() - began
 
 
-def _load() -> str:
-    """The 1, 5 and 15 minute load averages (the machine is shared: read times beside them)."""
-    return " ".join(f"{x:.1f}" for x in os.getloadavg())
-
-
 def _tables(updates: list[Any]) -> str:
     """Each gold table's own wall time and what the build did to it (they overlap in time)."""
     return ", ".join(f"{u.table} {u.seconds:.1f} s {u.mode}" for u in updates)
+
+
+def lakehouse_config(root: Path):  # noqa: ANN201 (replicator.config is imported late: Spark first)
+    """A config whose lakehouse is at ``root`` (its one cluster is never contacted: bronze is written here)."""
+    from replicator.config import parse_config
+
+    return parse_config(
+        {"clusters": {"B": {"bootstrap_servers": "127.0.0.1:1"}}, "lakehouse": {"path": str(root)}}, source="bench"
+    )
 
 
 def critical_path(seconds: Mapping[str, float], depends_on: Mapping[str, Sequence[str]]) -> tuple[list[str], float]:
@@ -238,7 +243,7 @@ def main() -> None:
     from lakehouse.build import refresh
     from lakehouse.incremental import update_gold
     from lakehouse.silver import update_silver
-    from replicator.config import SparkConfig, parse_config
+    from replicator.config import SparkConfig
 
     sizes = [int(float(s)) for s in args.sizes.split(",")]
     args.driver_memory = args.driver_memory or LOCAL_TUNING["spark.driver.memory"]
@@ -247,16 +252,13 @@ def main() -> None:
     work = args.work_dir or Path(tempfile.mkdtemp(prefix="lakehouse-scale-"))
     print(
         f"# lakehouse_scale: sizes {sizes}, {args.partitions} partitions, master {args.master}, "
-        f"driver memory {args.driver_memory}, work dir {work}, load average {_load()}"
+        f"driver memory {args.driver_memory}, work dir {work}, load average {load_average()}"
     )
     per_second: dict[int, float] = {}
     last = None
     for n in sizes:
         root = work / f"lake-{n}"
-        config = parse_config(
-            {"clusters": {"B": {"bootstrap_servers": "127.0.0.1:1"}}, "lakehouse": {"path": str(root)}},
-            source="bench",
-        )
+        config = lakehouse_config(root)
         paths = LakehousePaths(root.resolve())
         gen = append_bronze(spark, paths, 0, n, args.partitions, args.partitions)
         stages = StageClock()
@@ -297,7 +299,7 @@ def main() -> None:
     print(f"duckdb translate_group over {args.partitions} partitions: {latency * 1000:.1f} ms (median of 7)")
     for size, rate in per_second.items():
         print(f"events_per_second_{size:.0e}={rate:.0f}".replace("e+0", "e"))
-    print(f"# load average at the end {_load()}")
+    print(f"# load average at the end {load_average()}")
     value = f"{per_second[10_000_000]:.0f}" if 10_000_000 in per_second else "not_run"
     print(f"events_per_second_1e7={value}")
     spark.stop()

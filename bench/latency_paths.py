@@ -21,10 +21,10 @@ from pathlib import Path
 
 from bench.measure import Latency, measure_latency
 from bench.ml_processes import MirrorlakeProcesses
-from bench.replicate_vs_mm2 import cluster_config
+from bench.replicate_vs_mm2 import cluster_config, flow_config
 from bench.workload import create_topic, fast_dir
 from mirrorlake.localkafka import down, resolve_kafka_jars, up
-from replicator.config import MirrorlakeConfig, parse_config
+from replicator.config import MirrorlakeConfig
 from replicator.config.cache import cache_root
 
 _log = logging.getLogger(__name__)
@@ -44,16 +44,10 @@ def stalls(samples_ms: list[float], over_ms: float) -> list[tuple[int, int, floa
     return out
 
 
-def flow_config(clusters: MirrorlakeConfig, topic: str, engine: str) -> MirrorlakeConfig:
-    data = clusters.model_dump(mode="json", by_alias=True, exclude_defaults=True)
-    data["flows"] = [{"source": "S", "target": "T", "topics": [topic], "audit": False, "copy_engine": engine}]
-    return parse_config(data, source="bench/latency_paths.py")
-
-
 def probe(clusters: MirrorlakeConfig, work: Path, args: argparse.Namespace, name: str, engine: str) -> Latency:
     source, target = clusters.cluster("S").bootstrap_servers, clusters.cluster("T").bootstrap_servers
     create_topic(source, name, args.partitions)
-    replicator = MirrorlakeProcesses(flow_config(clusters, name, engine), work / name, 1, until_caught_up=False)
+    replicator = MirrorlakeProcesses(flow_config(clusters, [name], engine), work / name, 1, until_caught_up=False)
     replicator.start()
     try:
         return measure_latency(

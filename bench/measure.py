@@ -43,6 +43,11 @@ _POLL_S = 0.05
 _CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
+def load_average(digits: int = 1) -> str:
+    """The 1, 5 and 15 minute load averages (the machine is shared: read times beside them)."""
+    return " ".join(f"{x:.{digits}f}" for x in os.getloadavg())
+
+
 def self_cpu() -> float:
     """User + system CPU seconds of this process, all threads (librdkafka's included)."""
     usage = resource.getrusage(resource.RUSAGE_SELF)

@@ -22,10 +22,9 @@ from pathlib import Path
 
 from bench.measure import processes_cpu
 from bench.ml_processes import MirrorlakeProcesses
-from bench.replicate_vs_mm2 import cluster_config
+from bench.replicate_vs_mm2 import cluster_config, flow_config
 from bench.workload import RecordSpec, drop_topics, fast_dir, prefill
 from mirrorlake.localkafka import down, local_brokers, up
-from replicator.config import parse_config
 
 _BATCH_HEADER = 61  # bytes of a v2 record batch before its records
 _LAST_OFFSET_DELTA_AT = 23  # baseOffset 8, batchLength 4, leaderEpoch 4, magic 1, crc 4, attributes 2
@@ -73,10 +72,8 @@ def main() -> None:
             topic = f"batches-{copy}-{os.getpid()}"
             spec = RecordSpec(args.records, args.size, args.partitions)
             prefill(source, topic, spec)
-            data = clusters.model_dump(mode="json", by_alias=True, exclude_defaults=True)
-            data["flows"] = [{"source": "S", "target": "T", "topics": [topic], "audit": False}]
             replicator = MirrorlakeProcesses(
-                parse_config(data, source="bench/produce_batches.py"), work / f"copy-{copy}", 1, until_caught_up=True
+                flow_config(clusters, [topic]), work / f"copy-{copy}", 1, until_caught_up=True
             )
             brokers_before, began = broker_cpu(), time.monotonic()
             replicator.start()

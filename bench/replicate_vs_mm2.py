@@ -42,6 +42,7 @@ from bench.measure import (
     Span,
     end_offset_total,
     foreign_cpu,
+    load_average,
     measure_latency,
     processes_cpu,
     self_cpu,
@@ -109,11 +110,7 @@ class Bench:
         return "-".join(["bench", self.run_id, *map(str, parts)])
 
     def flow_config(self, topics: list[str], copy_engine: str = "auto") -> MirrorlakeConfig:
-        data = self.clusters.model_dump(mode="json", by_alias=True, exclude_defaults=True)
-        # audits re-read both sides (MM2 has nothing like them): off, so both copy the same work;
-        # checkpoints, heartbeats, watermarks and snapshots stay on, as MM2's connectors do
-        data["flows"] = [{"source": "S", "target": "T", "topics": topics, "audit": False, "copy_engine": copy_engine}]
-        return parse_config(data, source="bench/replicate_vs_mm2.py")
+        return flow_config(self.clusters, topics, copy_engine)
 
     def latency(self, source_topic: str, target_topic: str, value_size: int) -> Latency:
         return measure_latency(
@@ -421,6 +418,15 @@ def start_bench(args: argparse.Namespace, work_dir: Path, clusters: MirrorlakeCo
     )
 
 
+def flow_config(clusters: MirrorlakeConfig, topics: list[str], copy_engine: str = "auto") -> MirrorlakeConfig:
+    """The benches' flow S->T of ``topics`` on ``clusters`` (``cluster_config``)."""
+    data = clusters.model_dump(mode="json", by_alias=True, exclude_defaults=True)
+    # audits re-read both sides (MM2 has nothing like them): off, so both copy the same work;
+    # checkpoints, heartbeats, watermarks and snapshots stay on, as MM2's connectors do
+    data["flows"] = [{"source": "S", "target": "T", "topics": topics, "audit": False, "copy_engine": copy_engine}]
+    return parse_config(data, source="bench")
+
+
 def cluster_config(work_dir: Path) -> MirrorlakeConfig:
     source_port = find_free_port_pair(set())
     target_port = find_free_port_pair({source_port, source_port + 1})
@@ -449,10 +455,6 @@ def environment(config: MirrorlakeConfig) -> list[str]:
         f"confluent-kafka {confluent_kafka.version()}, librdkafka {confluent_kafka.libversion()[0]}; "
         f"python {platform.python_version()}; {_cpu_count()} CPUs",
     ]
-
-
-def _load() -> str:
-    return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
 def _cpu_count() -> int:
@@ -534,7 +536,7 @@ def main(argv: list[str] | None = None) -> int:
     clusters = cluster_config(work_dir)
     lib_dir = resolve_kafka_jars(clusters.local_kafka.version, cache_root())
     rows: list[Row] = []
-    load_before = _load()
+    load_before = load_average(2)
     try:
         bench = start_bench(args, work_dir, clusters, lib_dir)
         if args.warm_up_records:
@@ -547,7 +549,9 @@ def main(argv: list[str] | None = None) -> int:
             _log.info("data and logs kept in %s", work_dir)
         else:
             shutil.rmtree(work_dir, ignore_errors=True)
-    print_report(clusters, args, rows, load=f"load average (1/5/15 min) at start {load_before}, at end {_load()}")
+    print_report(
+        clusters, args, rows, load=f"load average (1/5/15 min) at start {load_before}, at end {load_average(2)}"
+    )
     return 0
 
 
