@@ -85,6 +85,40 @@ def test_unreachable_bootstrap_gives_up_after_a_bounded_retry(tmp_path: Path):
     )
 
 
+def test_a_client_setting_librdkafka_refuses_is_named_and_its_value_scrubbed(tmp_path: Path):
+    # librdkafka quotes a value it refuses, and a client value may be a password
+    path = write(
+        tmp_path,
+        "clusters:\n  A: {bootstrap_servers: '127.0.0.1:1', client: {security.protocol: hunter2-secret}}\n"
+        "  B: {bootstrap_servers: '127.0.0.1:3'}\nflows:\n  - {source: A, target: B}\n",
+    )
+    result = run_cli("replicate", str(path))
+    assert_user_error(
+        result, ConfigError.exit_code, "invalid Kafka client configuration", "127.0.0.1:1", "security.protocol"
+    )
+    assert "hunter2-secret" not in result.stderr + result.stdout
+
+
+def test_a_producer_setting_that_contradicts_idempotence_is_named(kafka_clusters, tmp_path: Path):
+    """The admin client takes ``max.in.flight.requests.per.connection: 6``; the flow's idempotent
+    producer, made after both clusters answer, does not: a named error, not a traceback. A YAML
+    number is librdkafka text, so ``6`` (unquoted) is the value librdkafka judges."""
+    path = write(
+        tmp_path,
+        f"clusters:\n  A: {{bootstrap_servers: '{kafka_clusters.bootstrap('A')}'}}\n"
+        f"  B: {{bootstrap_servers: '{kafka_clusters.bootstrap('B')}', "
+        "client: {max.in.flight.requests.per.connection: 6}}\n"
+        "flows:\n  - {source: A, target: B, topics: [no-such-topic-x]}\n",
+    )
+    assert_user_error(
+        run_cli("replicate", str(path), "--until-caught-up"),
+        ConfigError.exit_code,
+        f"the cluster at {kafka_clusters.bootstrap('B')}: its producer refuses it",
+        "`max.in.flight` must be set <= 5 when `enable.idempotence` is true",
+        "mirrorlake's producers are idempotent",
+    )
+
+
 def test_sql_on_a_path_that_is_not_a_lakehouse(tmp_path: Path):
     assert_user_error(
         run_cli("sql", "SELECT 1", "--lakehouse", str(tmp_path)), 12, "is not a mirrorlake lakehouse", str(tmp_path)

@@ -35,6 +35,26 @@ def test_a_missing_reference_is_a_config_error_naming_it(value, named):
     assert named in str(info.value)
 
 
+def test_yaml_numbers_and_booleans_are_librdkafka_text():
+    conf = config({"linger.ms": 5, "enable.ssl.certificate.verification": False, "a.ratio": 0.5}).cluster("B")
+    assert conf.client_config() == {
+        "linger.ms": "5",
+        "enable.ssl.certificate.verification": "false",
+        "a.ratio": "0.5",
+        "bootstrap.servers": "127.0.0.1:1",
+    }
+
+
+def test_a_refused_value_is_scrubbed_from_the_error():
+    from replicator.kafka.clients import new_producer
+
+    with pytest.raises(ConfigError) as info:
+        new_producer(
+            {"bootstrap.servers": "127.0.0.1:1", "sasl.password": "s3cret-pw", "security.protocol": "s3cret-pw"}
+        )
+    assert "s3cret-pw" not in str(info.value) and "127.0.0.1:1" in str(info.value), info.value
+
+
 def test_bronze_options_escape_the_jaas_password_and_translate_ssl_names():
     options = kafka_options(
         config(

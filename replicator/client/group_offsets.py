@@ -18,6 +18,7 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from tenacity import Retrying, retry_if_exception, stop_after_delay, wait_exponential, wait_fixed
 
+from replicator.kafka.clients import new_consumer
 from replicator.kafka.errors import kafka_error
 
 __all__ = ["GroupOffset", "committed_offsets", "commit_offsets", "COORDINATOR_MOVING"]
@@ -64,7 +65,7 @@ def committed_offsets(conf: Mapping[str, Any], group: str, topics: Iterable[str]
 
     Raises ``KafkaException`` when the cluster or the group's coordinator does not answer in time.
     """
-    consumer = Consumer(
+    consumer = new_consumer(
         {**conf, "group.id": group, "enable.auto.commit": False, "reconnect.backoff.max.ms": 1000, "log_level": 2}
     )
     try:

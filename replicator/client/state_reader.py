@@ -17,11 +17,12 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, KafkaException, TopicPartition
 
 from replicator.errors import EventDecodeError, ReplicationError
 from replicator.events import EVENT_TYPES, Event, registry
 from replicator.events.codec import decode_record, header_fingerprint
+from replicator.kafka.clients import new_consumer
 from replicator.kafka.log_bounds import partition_bounds
 from replicator.kafka.settings import BOUNDED_READ_WAIT_S, reader_config
 
@@ -72,7 +73,7 @@ class StateLogFollower:
         self._wanted_fps = {v.fingerprint for t in wanted for v in reg.versions(t)}
         self._known_fps = {v.fingerprint for t in reg.event_types() for v in reg.versions(t)}
         self._conf, self._name = client_conf, name
-        self._consumer = Consumer(reader_config(client_conf, name))
+        self._consumer = new_consumer(reader_config(client_conf, name))
         self._assigned: set[int] = set()
         self._positions: dict[int, int] = {}
 
@@ -97,7 +98,7 @@ class StateLogFollower:
         """A new consumer after a failed read: one whose connections went bad in an outage (a frozen
         broker) can keep failing every request after the cluster is back. Positions are kept."""
         self._consumer.close()
-        self._consumer = Consumer(reader_config(self._conf, self._name))
+        self._consumer = new_consumer(reader_config(self._conf, self._name))
         self._assigned.clear()
 
     def poll(self, timeout_s: float = 30.0) -> StateRead:

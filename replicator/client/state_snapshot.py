@@ -37,6 +37,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaExcepti
 from replicator.client.mapping import Segment
 from replicator.errors import EventDecodeError, ReplicationError
 from replicator.events import AuditWindow, Checkpoint, Event, Failback, Failover, Lifecycle, Watermark, decode, encode
+from replicator.kafka.clients import new_consumer
 from replicator.kafka.errors import kafka_error_reason
 from replicator.kafka.settings import BOUNDED_READ_WAIT_S, reader_config
 
@@ -173,7 +174,7 @@ def load_snapshot(
     beginning, without one) supplies the truth.
     """
     topic = snapshot_topic(state_topic)
-    consumer = Consumer(reader_config(dict(client_conf), f"snapshot-{flow}"))
+    consumer = new_consumer(reader_config(dict(client_conf), f"snapshot-{flow}"))
     try:
         meta = consumer.list_topics(topic, timeout=timeout_s).topics.get(topic)
         if meta is None or meta.error is not None or 0 not in meta.partitions:

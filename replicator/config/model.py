@@ -69,6 +69,16 @@ DEFAULT_GROUPS_EXCLUDE: tuple[str, ...] = (r"console-consumer-.*", r"connect-.*"
 _ALIAS = re.compile(r"^[A-Za-z0-9_\-]+$")
 
 
+def _librdkafka_text(value: Any) -> Any:
+    """A YAML scalar as librdkafka spells it; anything else (a list, a map) is left for the type
+    check to name."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return str(value)
+    return value
+
+
 class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
@@ -80,6 +90,15 @@ class ClusterConfig(_Model):
     client: dict[str, SecretStr] = Field(
         default_factory=dict, description="librdkafka properties (security.protocol, sasl.*, ssl.*)"
     )
+
+    @field_validator("client", mode="before")
+    @classmethod
+    def _scalars_as_text(cls, value: Any) -> Any:
+        """YAML's ``linger.ms: 5`` or ``enable.idempotence: true`` as librdkafka's text (``"5"``,
+        ``"true"``): the properties are text to librdkafka, and quoting every number is a trap."""
+        if not isinstance(value, dict):
+            return value
+        return {k: _librdkafka_text(v) for k, v in value.items()}
 
     def client_config(self) -> dict[str, Any]:
         """The librdkafka settings for this cluster, secrets revealed (never log the result).

@@ -49,6 +49,7 @@ from replicator.failover.api import STALE_AFTER_S, running_replicators, user_nam
 from replicator.failover.state import FlowState, read_flow_state
 from replicator.flow.offset_sync import SyncOrigin
 from replicator.flow.tail_recovery import TailRecovery
+from replicator.kafka.clients import new_producer
 from replicator.kafka.connectivity import wait_for_cluster
 from replicator.kafka.errors import kafka_error_reason
 from replicator.kafka.log_bounds import log_bounds, throwaway_reader
@@ -284,7 +285,7 @@ def recover_never_replicated(
     provenance = Provenance(flow.source, flow.target, enabled=provenance_enabled(config, policy))
     target_conf = config.cluster(flow.target).client_config()
     wait_for_cluster(flow.target, target_conf, timeout_s=config.connect_timeout_seconds)
-    producer = Producer(
+    producer = new_producer(
         {
             **idempotent_producer_config(target_conf, f"mirrorlake-failback-{socket.gethostname()}"),
             "transactional.id": f"mirrorlake.failback.{flow.name}",  # one recovery of a flow at a time

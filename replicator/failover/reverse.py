@@ -33,7 +33,7 @@ import re
 import socket
 from dataclasses import dataclass
 
-from confluent_kafka import Consumer, KafkaException, TopicPartition
+from confluent_kafka import KafkaException, TopicPartition
 
 from replicator.client.group_offsets import GroupOffset, committed_offsets
 from replicator.client.policy import policy_from_config
@@ -44,6 +44,7 @@ from replicator.failover.api import group_outcome, user_name
 from replicator.failover.state import FlowState, read_flow_state
 from replicator.failover.target import group_activity
 from replicator.kafka.admin import admin_client
+from replicator.kafka.clients import new_consumer
 from replicator.kafka.connectivity import wait_for_cluster
 from replicator.kafka.errors import kafka_error_reason
 from replicator.kafka.settings import consumer_group_id
@@ -126,7 +127,7 @@ def seed_reverse_flow(config: MirrorlakeConfig, flow_name: str) -> list[ReverseS
         TopicPartition(s.topic, s.partition, s.offset) for s in starts if s.outcome == "seeded" and s.offset is not None
     ]
     if todo:
-        consumer = Consumer({**conf, "group.id": group, "enable.auto.commit": False})
+        consumer = new_consumer({**conf, "group.id": group, "enable.auto.commit": False})
         try:
             consumer.commit(offsets=todo, asynchronous=False)
         except KafkaException as exc:

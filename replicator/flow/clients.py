@@ -17,6 +17,7 @@ from replicator.flow.copycore import copies_natively
 from replicator.flow.outage import Outages
 from replicator.flow.positions import PositionStore
 from replicator.kafka.admin import admin_client
+from replicator.kafka.clients import new_consumer, new_producer
 from replicator.kafka.connectivity import wait_for_cluster
 from replicator.kafka.settings import consumer_config, idempotent_producer_config, producer_config
 from replicator.metadata.acls import TopicAclSync
@@ -63,10 +64,10 @@ def kafka_clients(config: MirrorlakeConfig, flow: FlowConfig, *, replicator_id: 
     outages = Outages(
         flow.name, {"source": flow.source, "target": flow.target}, {"source": source_conf, "target": target_conf}
     )
-    consumer = Consumer(
+    consumer = new_consumer(
         {**consumer_config(flow, source_conf, f"{name}-consumer"), "error_cb": outages.client_error_callback("source")}
     )
-    producer = Producer(
+    producer = new_producer(
         {
             **producer_config(flow, target_conf, f"{name}-producer", instance),
             # no default delivery callback: the copier asks for reports per copy (run-length tracking)
@@ -90,7 +91,7 @@ def kafka_clients(config: MirrorlakeConfig, flow: FlowConfig, *, replicator_id: 
         clients.copy_settings = producer_config(flow, target_conf, f"{name}-copy", instance)
     if flow.exactly_once:
         # lifecycle events must not wait for (or vanish with) a data transaction
-        clients.lifecycle_producer = Producer(idempotent_producer_config(target_conf, f"{name}-lifecycle"))
+        clients.lifecycle_producer = new_producer(idempotent_producer_config(target_conf, f"{name}-lifecycle"))
         topics.ensure_state_topic(config.positions_topic, compacted=True)
         clients.positions = PositionStore(config.positions_topic, flow.name, target_conf, topic_exists=True)
     return clients

@@ -16,6 +16,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 from tenacity import Retrying, retry_if_result, stop_after_delay, wait_fixed
 
 from replicator.errors import ReplicationError
+from replicator.kafka.clients import new_consumer
 from replicator.kafka.errors import AUTHORIZATION_CODES, kafka_error_reason
 from replicator.kafka.log_bounds import topic_bounds
 from replicator.kafka.settings import BOUNDED_READ_WAIT_S, RDKAFKA_LOG
@@ -68,7 +69,7 @@ class PositionStore:
         if not wanted:
             return {}
         keys = {self._key(t, p): (t, p) for t, p in wanted}
-        consumer = Consumer(
+        consumer = new_consumer(
             {**self._conf, "group.id": f"mirrorlake.positions-reader.{self._flow}", "enable.auto.commit": False,
              "isolation.level": "read_committed", "enable.partition.eof": True, "logger": RDKAFKA_LOG}
         )  # fmt: skip

@@ -21,7 +21,8 @@ from confluent_kafka.admin import AdminClient
 from tenacity import Retrying, retry_if_exception_type, stop_after_delay, wait_exponential
 
 from replicator.errors import ClusterUnreachableError, ConfigError
-from replicator.kafka.errors import kafka_error_reason
+from replicator.kafka.clients import refused_config
+from replicator.kafka.errors import kafka_error_reason, scrub_values
 
 __all__ = ["MetadataProbe", "answers_metadata", "kafka_error_reason", "wait_for_cluster"]
 
@@ -53,7 +54,7 @@ class MetadataProbe:
         try:
             self._admin = AdminClient(conf)
         except KafkaException as exc:
-            raise ConfigError(f"invalid Kafka client configuration: {self.redact(kafka_error_reason(exc))}") from None
+            raise refused_config(conf, "admin client", kafka_error_reason(exc)) from None
 
     @property
     def bootstrap(self) -> str:
@@ -68,10 +69,7 @@ class MetadataProbe:
 
     def redact(self, text: str) -> str:
         """``text`` with every configuration value other than the bootstrap list replaced by ***."""
-        for key, value in self._config.items():
-            if key != "bootstrap.servers" and len(value) >= 3:
-                text = text.replace(value, "***")
-        return text
+        return scrub_values(text, self._config)
 
 
 def answers_metadata(client_config: Mapping[str, str], *, timeout_s: float = 2.0) -> bool:

@@ -6,9 +6,12 @@ confluent-kafka raises ``KafkaException(KafkaError)``; callers decide on the ``K
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from confluent_kafka import KafkaError, KafkaException
 
-__all__ = ["kafka_error", "kafka_error_reason", "AUTHORIZATION_CODES"]
+__all__ = ["kafka_error", "kafka_error_reason", "scrub_values", "AUTHORIZATION_CODES"]
 
 # A broker's refusal: asking again changes nothing until an ACL is granted.
 AUTHORIZATION_CODES = frozenset(
@@ -32,3 +35,14 @@ def kafka_error_reason(exc: BaseException) -> str:
     """librdkafka's human-readable reason (``Local: Broker transport failure``), not the repr."""
     err = kafka_error(exc)
     return str(err.str()) if err is not None else str(exc)
+
+
+def scrub_values(text: str, conf: Mapping[str, Any]) -> str:
+    """``text`` with every string value of ``conf`` but ``bootstrap.servers`` replaced by ``***``.
+
+    Client configurations hold secrets (SASL passwords, SSL keys), and librdkafka quotes a value it
+    refuses; values shorter than 3 characters are left (they would scrub ordinary words)."""
+    for key, value in conf.items():
+        if key != "bootstrap.servers" and isinstance(value, str) and len(value) >= 3:
+            text = text.replace(value, "***")
+    return text

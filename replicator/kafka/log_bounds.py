@@ -19,6 +19,7 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from tenacity import Retrying, retry_if_exception, stop_after_delay, wait_exponential
 
+from replicator.kafka.clients import new_consumer
 from replicator.kafka.errors import AUTHORIZATION_CODES, kafka_error
 from replicator.kafka.settings import reader_config
 
@@ -62,7 +63,7 @@ def partition_bounds(consumer: Consumer, topic: str, partition: int, *, timeout_
 @contextmanager
 def throwaway_reader(conf: dict[str, Any], client_id: str) -> Iterator[Consumer]:
     """A read_committed consumer that only assigns, never commits, and is closed on exit."""
-    consumer = Consumer(reader_config(conf, client_id))
+    consumer = new_consumer(reader_config(conf, client_id))
     try:
         yield consumer
     finally:

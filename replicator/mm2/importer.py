@@ -30,11 +30,9 @@ from typing import Any
 
 from confluent_kafka import (
     TIMESTAMP_LOG_APPEND_TIME,
-    Consumer,
     IsolationLevel,
     KafkaException,
     Message,
-    Producer,
     TopicPartition,
 )
 from confluent_kafka.admin import OffsetSpec
@@ -45,6 +43,7 @@ from replicator.config import FlowConfig, MirrorlakeConfig
 from replicator.errors import ConfigError, EventDecodeError, ReplicationError
 from replicator.events import Checkpoint, Heartbeat, OffsetSync
 from replicator.kafka.admin import admin_client
+from replicator.kafka.clients import new_consumer, new_producer
 from replicator.kafka.connectivity import wait_for_cluster
 from replicator.kafka.errors import kafka_error_reason
 from replicator.kafka.settings import RDKAFKA_LOG, idempotent_producer_config, import_group_id
@@ -107,7 +106,7 @@ class _ClusterFeed:
         self._mapper = mapper
         admin_conf: dict[str, Any] = {**conf, "logger": RDKAFKA_LOG}
         self._admin = admin_client(admin_conf)
-        self._consumer = Consumer(
+        self._consumer = new_consumer(
             {
                 **conf,
                 "group.id": group,
@@ -230,7 +229,7 @@ class Mm2Importer:
         admin_conf: dict[str, Any] = {**confs[flow.target], "logger": RDKAFKA_LOG}
         target_admin = admin_client(admin_conf)
         TopicManager(target_admin, target_admin).ensure_state_topic(config.state_topic)
-        producer = Producer(idempotent_producer_config(confs[flow.target], f"{self._group}-state"))
+        producer = new_producer(idempotent_producer_config(confs[flow.target], f"{self._group}-state"))
         state = StateLog(producer, config.state_topic)
         feeds = [_ClusterFeed(alias, conf, self._mapper, self._group) for alias, conf in confs.items()]
         counts = _Counts()

@@ -21,12 +21,13 @@ import logging
 import time
 from typing import Any
 
-from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import ConsumerGroupTopicPartitions, KafkaError, KafkaException, TopicPartition
 
 from replicator.client.group_offsets import committed_offsets
 from replicator.config import FlowConfig, MirrorlakeConfig
 from replicator.errors import ConfigError, ReplicationError
 from replicator.kafka.admin import admin_client
+from replicator.kafka.clients import new_consumer
 from replicator.kafka.errors import kafka_error_reason
 from replicator.kafka.log_bounds import topic_bounds
 from replicator.kafka.settings import BOUNDED_READ_WAIT_S, RDKAFKA_LOG, consumer_group_id
@@ -59,7 +60,7 @@ def mm2_source_positions(
     target_conf: dict[str, Any], offsets_topic: str, source_alias: str
 ) -> dict[tuple[str, int], int]:
     """The last upstream offset MM2 copied of each source partition of ``source_alias`` (read to the end)."""
-    consumer = Consumer(
+    consumer = new_consumer(
         {
             **target_conf,
             "group.id": "mirrorlake.takeover-mm2",

@@ -27,13 +27,14 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from confluent_kafka import Consumer, Message, TopicPartition
+from confluent_kafka import Message, TopicPartition
 
 from replicator.client.failover_cost import interval_union
 from replicator.client.mapping import Segment
 from replicator.client.provenance import PROVENANCE_HEADER
 from replicator.events import AuditWindow, Event
 from replicator.kafka.admin import admin_client, partition_counts
+from replicator.kafka.clients import new_consumer
 from replicator.kafka.settings import BOUNDED_READ_WAIT_S, reader_config
 from replicator.metadata.topic_configs import compacted_topics
 from replicator.tasks.base import TaskContext
@@ -91,7 +92,7 @@ class RangeReader:
     """Reads ``[start, end)`` of one partition (read_committed), whatever markers or gaps lie inside."""
 
     def __init__(self, conf: dict[str, Any], client_id: str) -> None:
-        self._consumer = Consumer(reader_config(conf, client_id))
+        self._consumer = new_consumer(reader_config(conf, client_id))
 
     def read(self, topic: str, partition: int, start: int, end: int, timeout_s: float = 30.0) -> list[Message]:
         if end <= start:

@@ -26,6 +26,7 @@ from replicator.client.state_snapshot import SNAPSHOT_TYPES, FlowSnapshot, load_
 from replicator.config import FlowConfig, MirrorlakeConfig
 from replicator.events import Event
 from replicator.flow.mm2_metrics import Mm2Metrics
+from replicator.kafka.clients import new_producer
 from replicator.kafka.permissions import authorization_failure
 from replicator.kafka.settings import idempotent_producer_config
 from replicator.kafka.state_log import StateLog
@@ -250,4 +251,4 @@ class StateTasks:
 
 
 def task_producer(target_conf: dict[str, Any], client_id: str) -> Producer:
-    return Producer(idempotent_producer_config(target_conf, client_id))
+    return new_producer(idempotent_producer_config(target_conf, client_id))

@@ -25,13 +25,12 @@ import time
 import uuid
 from typing import Any
 
-from confluent_kafka import Consumer, Producer
-
 from replicator.client.policy import ReplicationPolicy
 from replicator.client.provenance import Provenance
 from replicator.events import Heartbeat
 from replicator.events.model import now_ms
 from replicator.kafka.admin import admin_client
+from replicator.kafka.clients import new_consumer, new_producer
 from replicator.kafka.settings import RDKAFKA_LOG, heartbeat_group_prefix
 from replicator.mm2.records import Mm2Heartbeat, Mm2RecordError, decode_heartbeat, encode_heartbeat
 from replicator.mm2.writer import Mm2TopicWriter
@@ -67,7 +66,7 @@ class HeartbeatEmitter:
         flow = ctx.flow
         self.interval_s = flow.emit_heartbeats_interval_seconds
         topic = ctx.config.heartbeats_topic
-        self._producer = Producer(
+        self._producer = new_producer(
             {**source_conf, "client.id": f"{ctx.replicator_id}-{flow.name}-heartbeats", "logger": RDKAFKA_LOG}
         )
         self._writers = [
@@ -100,7 +99,7 @@ class HeartbeatObserver:
         self._policy = policy
         self.interval_s = 0.1  # read promptly: the time read is the arrival time of the latency
         self._admin = admin_client(target_conf)
-        self._consumer = Consumer(
+        self._consumer = new_consumer(
             {
                 **target_conf,
                 "group.id": f"{heartbeat_group_prefix(ctx.flow)}{uuid.uuid4()}",

@@ -17,11 +17,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from confluent_kafka import Producer
-
 from replicator.client.policy import ReplicationPolicy
 from replicator.events import Event, OffsetSync
 from replicator.kafka.admin import admin_client
+from replicator.kafka.clients import new_producer
 from replicator.kafka.settings import RDKAFKA_LOG
 from replicator.mm2.records import Mm2OffsetSync, encode_offset_sync
 from replicator.mm2.writer import Mm2TopicWriter
@@ -37,7 +36,7 @@ class Mm2OffsetSyncTask:
     def __init__(self, ctx: TaskContext, source_conf: dict[str, Any], policy: ReplicationPolicy) -> None:
         self._ctx = ctx
         self.interval_s = ctx.flow.sync_interval_seconds
-        self._producer = Producer(
+        self._producer = new_producer(
             {
                 **source_conf,
                 "enable.idempotence": True,

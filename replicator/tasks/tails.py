@@ -15,6 +15,7 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
+from replicator.kafka.clients import new_consumer
 from replicator.kafka.settings import BOUNDED_READ_WAIT_S, reader_config
 
 __all__ = ["Tail", "TailReader"]
@@ -47,7 +48,7 @@ class TailReader:
         if sum(end - start for start, end in todo.values()) > budget_records:
             return out  # too far behind to read now: the offsets still bound it
         if self._consumer is None:
-            self._consumer = Consumer(self._conf)
+            self._consumer = new_consumer(self._conf)
         consumer = self._consumer
         counts: dict[TP, list[int]] = {tp: [0, 0] for tp in todo}
         oldest: dict[TP, int] = {}
