@@ -180,7 +180,11 @@ def test_mm2_client_answers_for_a_chain_replicated_by_mirrorlake(kafka_clusters,
             P: ({"upstreamClusters": set(), "heartbeatTopics": {"heartbeats"}, "checkpointTopics": set()}, {Q: -1}),
         }
         for alias, (names, hops) in expected.items():
-            wait_for(lambda a=alias, n=names, h=hops: answers(a, *h) == (n, h), f"MirrorClient on {alias}", 60, 1)
+            try:
+                wait_for(lambda a=alias, n=names, h=hops: answers(a, *h) == (n, h), f"MirrorClient on {alias}", 60, 1)
+            except AssertionError:
+                assert answers(alias, *hops) == (names, hops), f"MirrorClient on {alias}"  # shows what differs
+                raise
     finally:
         replicator.stop()
         replicator.wait()
