@@ -27,6 +27,7 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -418,9 +419,17 @@ def start_bench(args: argparse.Namespace, work_dir: Path, clusters: MirrorlakeCo
     )
 
 
-def flow_config(clusters: MirrorlakeConfig, topics: list[str], copy_engine: str = "auto") -> MirrorlakeConfig:
-    """The benches' flow S->T of ``topics`` on ``clusters`` (``cluster_config``)."""
+def flow_config(
+    clusters: MirrorlakeConfig,
+    topics: list[str],
+    copy_engine: str = "auto",
+    target_client: Mapping[str, str] | None = None,
+) -> MirrorlakeConfig:
+    """The benches' flow S->T of ``topics`` on ``clusters`` (``cluster_config``, which has no client
+    settings: a dump would mask them); ``target_client``: librdkafka settings of cluster T."""
     data = clusters.model_dump(mode="json", by_alias=True, exclude_defaults=True)
+    if target_client:
+        data["clusters"]["T"]["client"] = dict(target_client)
     # audits re-read both sides (MM2 has nothing like them): off, so both copy the same work;
     # checkpoints, heartbeats, watermarks and snapshots stay on, as MM2's connectors do
     data["flows"] = [{"source": "S", "target": "T", "topics": topics, "audit": False, "copy_engine": copy_engine}]
