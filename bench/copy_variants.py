@@ -44,8 +44,9 @@ import yaml
 if __package__ in (None, ""):  # run as a file: make ``bench`` importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.measure import ArrivalWatcher, Span, self_cpu
-from bench.replicate_vs_mm2 import Bench, _load, cluster_config, environment, start_bench
+from bench.measure import ArrivalWatcher, Span, load_average, self_cpu
+from bench.ml_processes import config_document
+from bench.replicate_vs_mm2 import Bench, cluster_config, environment, start_bench
 from bench.workload import RecordSpec, drop_topics, fast_dir, prefill, raw_produce
 from mirrorlake.localkafka import down, resolve_kafka_jars
 from replicator.config import MirrorlakeConfig
@@ -88,7 +89,7 @@ def run_variant(bench: Bench, spec: RecordSpec, topic: str, variant: str) -> Spa
         tree = dict(t.split("=", 1) for t in bench.args.tree).get(variant)
         if tree is not None:  # the tree's own `mirrorlake replicate`, as a user runs it
             path = bench.work_dir / f"{variant}-{topic}.yaml"
-            data = config.model_dump(mode="json", by_alias=True, exclude_defaults=True)
+            data = config_document(config)
             path.write_text(yaml.safe_dump(data), encoding="utf-8")
             subprocess.run(
                 [sys.executable, "-m", "mirrorlake.cli", "replicate", str(path), "--until-caught-up"],
@@ -129,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
     clusters = cluster_config(work_dir)
     lib_dir = resolve_kafka_jars(clusters.local_kafka.version, cache_root())
     results: dict[tuple[int, str], list[tuple[float, float, float, float]]] = {}
-    load_before = _load()
+    load_before = load_average()
     try:
         bench = start_bench(args, work_dir, clusters, lib_dir)
         for rnd in range(args.rounds):
@@ -170,7 +171,7 @@ def main(argv: list[str] | None = None) -> int:
         shutil.rmtree(work_dir, ignore_errors=True)
     print()
     print("\n".join(environment(clusters)))
-    print(f"load average at start {load_before}, at end {_load()}")
+    print(f"load average at start {load_before}, at end {load_average()}")
     print(f"records per run: {args.records:_}, partitions: {args.partitions}, rounds: {args.rounds}")
     print()
     for size in args.sizes:

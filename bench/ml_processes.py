@@ -15,15 +15,26 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import yaml
 
 from bench.measure import process_cpu
 from replicator.config import MirrorlakeConfig
 
-__all__ = ["MirrorlakeProcesses", "ROOT"]
+__all__ = ["MirrorlakeProcesses", "ROOT", "config_document"]
 
 ROOT = Path(__file__).resolve().parent.parent
+
+
+def config_document(config: MirrorlakeConfig) -> dict[str, Any]:
+    """``config`` as the YAML document that loads back to it, client settings included: pydantic
+    masks ``SecretStr`` values as ``**********`` in a dump, which librdkafka then refuses."""
+    data = config.model_dump(mode="json", by_alias=True, exclude_defaults=True)
+    for alias, cluster in config.clusters.items():
+        if cluster.client:
+            data["clusters"][alias]["client"] = {k: v.get_secret_value() for k, v in cluster.client.items()}
+    return data
 
 
 class MirrorlakeProcesses:
@@ -39,7 +50,7 @@ class MirrorlakeProcesses:
 
     def start(self) -> MirrorlakeProcesses:
         self._dir.mkdir(parents=True, exist_ok=True)
-        data = self._config.model_dump(mode="json", by_alias=True, exclude_defaults=True)
+        data = config_document(self._config)
         for i in range(self._n):
             path = self._dir / f"replicator-{i}.yaml"
             path.write_text(yaml.safe_dump({**data, "replicator_id": f"bench-{i}"}), encoding="utf-8")

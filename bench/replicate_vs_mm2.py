@@ -48,7 +48,7 @@ from bench.measure import (
     processes_cpu,
     self_cpu,
 )
-from bench.ml_processes import MirrorlakeProcesses
+from bench.ml_processes import MirrorlakeProcesses, config_document
 from bench.mm2 import MirrorMaker2, Mm2Settings
 from bench.native_floor import NativeCopy, build_native_copy
 from bench.report import NOISY_PCT, Row, format_table, machine_bound_lines, ratio_lines
@@ -427,7 +427,7 @@ def flow_config(
 ) -> MirrorlakeConfig:
     """The benches' flow S->T of ``topics`` on ``clusters`` (``cluster_config``, which has no client
     settings: a dump would mask them); ``target_client``: librdkafka settings of cluster T."""
-    data = clusters.model_dump(mode="json", by_alias=True, exclude_defaults=True)
+    data = config_document(clusters)
     if target_client:
         data["clusters"]["T"]["client"] = dict(target_client)
     # audits re-read both sides (MM2 has nothing like them): off, so both copy the same work;

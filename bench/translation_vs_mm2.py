@@ -40,6 +40,7 @@ if __package__ in (None, ""):  # run as a file: make ``bench`` importable
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from bench.failover import Comparison, FailoverCosts, GroupRow, copies_by_content, format_report, read_partition
+from bench.ml_processes import config_document
 from bench.mm2 import MirrorMaker2, Mm2Settings, checkpoint_properties
 from mirrorlake.localkafka import down, require_java, resolve_kafka_jars, up
 from mirrorlake.traffic import ensure_topic, produce_sample_traffic
@@ -147,7 +148,7 @@ def run_comparison(
     )
     mm2.start()
     try:
-        data = config.model_dump(mode="json", by_alias=True, exclude_defaults=True)
+        data = config_document(config)
         data["flows"] = [{"source": "A", "target": "B", "topics": [re.escape(topic)]}]
         flow_config = parse_config(data, source="bench/translation_vs_mm2.py")
         stats = Replicator(flow_config, flows=[_FLOW_ML], status_port=None).run_until_caught_up()

@@ -37,8 +37,8 @@ if __package__ in (None, ""):  # run as a file: make ``bench`` importable
 
 import yaml
 
-from bench.measure import measure_latency
-from bench.replicate_vs_mm2 import _load, cluster_config, environment
+from bench.measure import load_average, measure_latency
+from bench.replicate_vs_mm2 import cluster_config, environment
 from bench.workload import RecordSpec, create_topic, drop_topics, fast_dir, prefill
 from mirrorlake.localkafka import down, up
 
@@ -112,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
     run = measure_cpu if args.measure == "cpu" else measure_trickle
     work = Path(tempfile.mkdtemp(prefix="bench-tree-compare-", dir=fast_dir()))
     clusters = cluster_config(work)
-    load_before = _load()
+    load_before = load_average()
     lines = []
     try:
         up(clusters)
@@ -129,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
         shutil.rmtree(work, ignore_errors=True)
     print()
     print("\n".join(environment(clusters)))
-    print(f"load average at start {load_before}, at end {_load()}")
+    print(f"load average at start {load_before}, at end {load_average()}")
     print(f"{args.measure}: {args.size} B values, {PARTITIONS} partitions, rounds {args.rounds}")
     for name, _tree in trees:
         for result in (r for n, r in lines if n == name):
