@@ -190,18 +190,21 @@ def run_mirrorlake(bench: Bench, spec: RecordSpec, topic: str, processes: int, c
     _check_count(bench, remote, spec)
     drop_topics(bench.target, [remote])
 
-    latency = None
-    if processes == 1:
-        # its own per contender and run (sizes may repeat): a fresh topic, a fresh group position
-        lat_topic = bench.topic("lat", kind, spec.value_size, uuid.uuid4().hex[:6])
-        create_topic(bench.source, lat_topic, spec.partitions)
-        lat_config = bench.flow_config([lat_topic], copy_engine)
-        serving = MirrorlakeProcesses(lat_config, run_dir / "latency", 1, until_caught_up=False).start()
-        try:
-            latency = bench.latency(lat_topic, f"S.{lat_topic}", spec.value_size)
-        finally:
-            serving.stop()
+    latency = probe_mirrorlake(bench, kind, spec.value_size, copy_engine, run_dir) if processes == 1 else None
     return Row(name, kind, spec.label, spec.record_bytes, span, latency)
+
+
+def probe_mirrorlake(bench: Bench, kind: str, value_size: int, copy_engine: str, run_dir: Path) -> Latency:
+    """The latency probe through one ``mirrorlake replicate`` running until SIGTERM, on a topic of
+    its own (sizes and contenders may repeat: a fresh topic is a fresh group position)."""
+    lat_topic = bench.topic("lat", kind, value_size, uuid.uuid4().hex[:6])
+    create_topic(bench.source, lat_topic, bench.args.partitions)
+    lat_config = bench.flow_config([lat_topic], copy_engine)
+    serving = MirrorlakeProcesses(lat_config, run_dir / f"latency-{lat_topic}", 1, until_caught_up=False).start()
+    try:
+        return bench.latency(lat_topic, f"S.{lat_topic}", value_size)
+    finally:
+        serving.stop()
 
 
 def run_mm2(bench: Bench, spec: RecordSpec, topic: str, settings: Mm2Settings) -> Row:
@@ -343,6 +346,11 @@ def _warm_up_replicator(bench: Bench) -> None:
     the broker warm-up, the first made 154k records/s at 61.7 CPU s/GB with the brokers at 3.4 s,
     the second 235k at 45.3 with 1.6 s; with this copy first, 198k and 241k, the brokers at 1.6 and 0.9 s
     (2026-11-26, ``results/replicate_vs_mm2-2026-11-26-back-to-back.txt``).
+
+    Then a latency probe through a replicator, not counted: the first measured probe, always
+    mirrorlake's compiled path, had a 100 B p99 of 72.0 ms where the Python path's, probed next,
+    had 5.5 (``results/replicate_vs_mm2-2026-11-27-run6-8d7aaac.txt``), and on fresh brokers the
+    first probe of either warm-up was slowest (p50 34 and 7 ms, then 2-3 ms).
     """
     args = bench.args
     for value_size in args.sizes:
@@ -359,8 +367,14 @@ def _warm_up_replicator(bench: Bench) -> None:
         remote = policy_from_config(config.replication_policy).format_remote_topic("S", topic)
         drop_topics(bench.source, [topic])
         drop_topics(bench.target, [remote])
+        latency = probe_mirrorlake(bench, "warm-ml", value_size, "auto", bench.work_dir / f"warm-ml-{value_size}")
         bench.settle()
-        _log.info("warm-up mirrorlake %s (not measured): %.1f s", spec.label, time.monotonic() - started)
+        _log.info(
+            "warm-up mirrorlake %s (not measured): %.1f s; latency probe %s",
+            spec.label,
+            time.monotonic() - started,
+            latency.summary(),
+        )
 
 
 def run_size(bench: Bench, value_size: int) -> list[Row]:
