@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 import re
 import uuid
-import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,8 +22,8 @@ from mirrorlake.localkafka import down, up
 from mirrorlake.localkafka.jvm_options import PERFORMANCE_OPTS_ENV
 from mirrorlake.localkafka.ports import find_free_port_pair
 from replicator.config import FlowConfig, MirrorlakeConfig, parse_config
-from replicator.errors import ClusterStartError
 from replicator.kafka.connectivity import wait_for_cluster
+from tests.bind_race import on_new_ports_after_a_bind_race
 
 # The session fixture ``built`` (a lakehouse built once from real clusters, shared by its readers).
 pytest_plugins = ["tests.lakehouse_support"]
@@ -117,17 +116,10 @@ def free_port_pair() -> Callable[[], int]:
     return make
 
 
-_BIND_ATTEMPTS = 3
-
-
 def start_on_free_ports(aliases: list[str], work_dir: Path) -> tuple[dict[str, str], MirrorlakeConfig]:
-    """Start a local cluster per alias on free port pairs; (bootstraps, the fleet's config).
+    """Start a local cluster per alias on free port pairs; (bootstraps, the fleet's config)."""
 
-    A port found free can still be taken before the broker's JVM binds it, seconds later (another
-    xdist worker picks its ports at random in the same range). A broker that could not bind is
-    started again on new ports, with a warning naming the port; any other start failure is raised.
-    """
-    for attempt in range(1, _BIND_ATTEMPTS + 1):
+    def start(attempt: int) -> tuple[dict[str, str], MirrorlakeConfig]:
         ports: set[int] = set()
         local: dict[str, str] = {}
         for alias in aliases:
@@ -141,16 +133,10 @@ def start_on_free_ports(aliases: list[str], work_dir: Path) -> tuple[dict[str, s
             },
             source="kafka_clusters fixture",
         )
-        try:
-            up(fleet_config)
-            return local, fleet_config
-        except ClusterStartError as exc:
-            if "Address already in use" not in str(exc) or attempt == _BIND_ATTEMPTS:
-                raise
-            warnings.warn(
-                "local clusters started again on new ports: " + " | ".join(str(exc).splitlines()[:4]), stacklevel=1
-            )
-    raise AssertionError("unreachable")
+        up(fleet_config)  # stops the brokers it started when one fails
+        return local, fleet_config
+
+    return on_new_ports_after_a_bind_race(start, "local clusters")
 
 
 @pytest.fixture(scope="session")

@@ -328,3 +328,37 @@ def test_a_broker_that_exits_at_start_is_reported_with_its_first_error(
     cause = message.split("First errors in ", 1)[1].split("Last lines of ", 1)[0]
     assert " ERROR " in cause and f"{port}" in cause, message
     assert not broker.is_running()
+
+
+def test_a_start_that_lost_its_port_is_retried_on_new_ports_and_any_other_failure_is_raised():
+    from tests.bind_race import on_new_ports_after_a_bind_race
+
+    attempts: list[int] = []
+
+    def lost_once(attempt: int) -> str:
+        attempts.append(attempt)
+        if attempt == 1:
+            raise ClusterStartError("cluster X: Socket server failed to bind to 127.0.0.1:1: Address already in use")
+        return f"started on attempt {attempt}"
+
+    with pytest.warns(UserWarning, match="X started again on new ports: .*Address already in use"):
+        assert on_new_ports_after_a_bind_race(lost_once, "X") == "started on attempt 2"
+    assert attempts == [1, 2]
+
+    def broken(attempt: int) -> str:
+        attempts.append(attempt)
+        raise ClusterStartError("cluster X: broker exited with code 1: invalid log.dirs")
+
+    attempts.clear()
+    with pytest.raises(ClusterStartError, match="invalid log.dirs"):
+        on_new_ports_after_a_bind_race(broken, "X")
+    assert attempts == [1]
+
+    def always_lost(attempt: int) -> str:
+        attempts.append(attempt)
+        raise ClusterStartError("Address already in use")
+
+    attempts.clear()
+    with pytest.warns(UserWarning), pytest.raises(ClusterStartError):
+        on_new_ports_after_a_bind_race(always_lost, "X")
+    assert attempts == [1, 2, 3]

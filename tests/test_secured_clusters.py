@@ -46,6 +46,7 @@ from replicator.events import Checkpoint
 from replicator.flow.outage import TRANSPORT_CODES
 from replicator.flow.runtime import Replicator
 from replicator.kafka.permissions import Permission, required_permissions
+from tests.bind_race import on_new_ports_after_a_bind_race
 from tests.waiting import wait_for
 
 pytestmark = pytest.mark.kafka
@@ -60,17 +61,28 @@ ALLOW = AclPermissionType.ALLOW
 def secured_brokers(work: Path) -> Iterator[dict[str, LocalBroker]]:
     """Two SASL_SSL brokers, S and T, with alice's ACLs granted; stopped on exit."""
     lib_dir = resolve_kafka_jars(LocalKafkaConfig().version, cache_root())
-    taken: set[int] = set()
-    brokers = {}
-    for alias in ("S", "T"):
-        port = find_free_port_pair(taken)
-        taken |= {port, port + 1}
-        brokers[alias] = LocalBroker(alias, port, work / alias, lib_dir, sasl_users=USERS)
+
+    def start(attempt: int) -> dict[str, LocalBroker]:
+        taken: set[int] = set()
+        brokers = {}
+        for alias in ("S", "T"):
+            port = find_free_port_pair(taken)
+            taken |= {port, port + 1}
+            brokers[alias] = LocalBroker(alias, port, work / f"{alias}-{attempt}", lib_dir, sasl_users=USERS)
+        try:
+            for broker in brokers.values():
+                broker.start()
+            for broker in brokers.values():
+                broker.wait_ready(180)
+        except BaseException:
+            for broker in brokers.values():
+                broker.stop()
+            raise
+        return brokers
+
+    brokers = on_new_ports_after_a_bind_race(start, "secured clusters")
     try:
         for broker in brokers.values():
-            broker.start()
-        for broker in brokers.values():
-            broker.wait_ready(180)
             grant_alice(broker)
         yield brokers
     finally:
