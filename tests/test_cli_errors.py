@@ -119,6 +119,39 @@ def test_a_producer_setting_that_contradicts_idempotence_is_named(kafka_clusters
     )
 
 
+def test_a_flow_whose_producer_is_refused_closes_the_consumer_it_made(kafka_clusters, monkeypatch):
+    """For the replicator as a library: a failed wiring leaves no librdkafka consumer running."""
+    import replicator.flow.clients as flow_clients
+    from replicator.config import parse_config
+    from replicator.kafka.clients import new_consumer
+
+    made = []
+
+    def recording(conf):  # noqa: ANN001, ANN202 - the real constructor, remembered
+        made.append(new_consumer(conf))
+        return made[-1]
+
+    monkeypatch.setattr(flow_clients, "new_consumer", recording)
+    config = parse_config(
+        {
+            "clusters": {
+                "A": {"bootstrap_servers": kafka_clusters.bootstrap("A")},
+                "B": {
+                    "bootstrap_servers": kafka_clusters.bootstrap("B"),
+                    "client": {"max.in.flight.requests.per.connection": 6},
+                },
+            },
+            "flows": [{"source": "A", "target": "B", "topics": ["no-such-topic-x"]}],
+        },
+        source="test",
+    )
+    with pytest.raises(ConfigError, match="max.in.flight"):
+        flow_clients.kafka_clients(config, config.flows[0], replicator_id="closing-test")
+    assert len(made) == 1
+    with pytest.raises(RuntimeError, match="Consumer closed"):
+        made[0].assignment()
+
+
 def test_sql_on_a_path_that_is_not_a_lakehouse(tmp_path: Path):
     assert_user_error(
         run_cli("sql", "SELECT 1", "--lakehouse", str(tmp_path)), 12, "is not a mirrorlake lakehouse", str(tmp_path)

@@ -67,31 +67,35 @@ def kafka_clients(config: MirrorlakeConfig, flow: FlowConfig, *, replicator_id: 
     consumer = new_consumer(
         {**consumer_config(flow, source_conf, f"{name}-consumer"), "error_cb": outages.client_error_callback("source")}
     )
-    producer = new_producer(
-        {
-            **producer_config(flow, target_conf, f"{name}-producer", instance),
-            # no default delivery callback: the copier asks for reports per copy (run-length tracking)
-            "error_cb": outages.client_error_callback("target"),
-        }
-    )
-    source_admin, target_admin = admin_client(source_conf), admin_client(target_conf)
-    topics = TopicManager(source_admin, target_admin)
-    clients = FlowClients(
-        consumer=consumer,
-        producer=producer,
-        lifecycle_producer=producer,
-        topics=topics,
-        config_sync=TopicConfigSync(
-            source_admin, target_admin, DefaultConfigPropertyFilter(flow.config_properties_exclude)
-        ),
-        acl_sync=TopicAclSync(source_admin, target_admin),
-        outages=outages,
-    )
-    if copies_natively(flow):
-        clients.copy_settings = producer_config(flow, target_conf, f"{name}-copy", instance)
-    if flow.exactly_once:
-        # lifecycle events must not wait for (or vanish with) a data transaction
-        clients.lifecycle_producer = new_producer(idempotent_producer_config(target_conf, f"{name}-lifecycle"))
-        topics.ensure_state_topic(config.positions_topic, compacted=True)
-        clients.positions = PositionStore(config.positions_topic, flow.name, target_conf, topic_exists=True)
-    return clients
+    try:
+        producer = new_producer(
+            {
+                **producer_config(flow, target_conf, f"{name}-producer", instance),
+                # no default delivery callback: the copier asks for reports per copy (run-length tracking)
+                "error_cb": outages.client_error_callback("target"),
+            }
+        )
+        source_admin, target_admin = admin_client(source_conf), admin_client(target_conf)
+        topics = TopicManager(source_admin, target_admin)
+        clients = FlowClients(
+            consumer=consumer,
+            producer=producer,
+            lifecycle_producer=producer,
+            topics=topics,
+            config_sync=TopicConfigSync(
+                source_admin, target_admin, DefaultConfigPropertyFilter(flow.config_properties_exclude)
+            ),
+            acl_sync=TopicAclSync(source_admin, target_admin),
+            outages=outages,
+        )
+        if copies_natively(flow):
+            clients.copy_settings = producer_config(flow, target_conf, f"{name}-copy", instance)
+        if flow.exactly_once:
+            # lifecycle events must not wait for (or vanish with) a data transaction
+            clients.lifecycle_producer = new_producer(idempotent_producer_config(target_conf, f"{name}-lifecycle"))
+            topics.ensure_state_topic(config.positions_topic, compacted=True)
+            clients.positions = PositionStore(config.positions_topic, flow.name, target_conf, topic_exists=True)
+        return clients
+    except BaseException:
+        consumer.close()  # it never joined the group; the other clients have nothing to leave
+        raise

@@ -209,6 +209,13 @@ class FlowRunner:
     def run(self, stop: threading.Event, *, until_caught_up: bool = False) -> FlowStats:
         """Replicate until ``stop`` is set; with ``until_caught_up``, also stop once lag is zero."""
         self._wire()
+        try:
+            return self._run_wired(stop, until_caught_up)
+        finally:  # also when the flow fails before its loop (a refused state topic, say)
+            self._consumer.close()
+            self._copier.close()
+
+    def _run_wired(self, stop: threading.Event, until_caught_up: bool) -> FlowStats:
         assert self._clients is not None
         self._clients.topics.ensure_state_topic(self.config.state_topic)
         requested = threading.Event()  # `failover apply --stop-replication` stops this flow only
@@ -272,8 +279,6 @@ class FlowRunner:
             raise
         finally:
             watcher.close()
-            self._consumer.close()
-            self._copier.close()
         return self.stats
 
     def _loop(self, stop: _StopFlag, until_caught_up: bool) -> None:
