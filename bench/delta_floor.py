@@ -30,6 +30,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from bench.measure import interleaved
+
 ROWS, PARTITIONS, CHANGED = 20_000, 100, 100
 MATERIALIZE = "spark.databricks.delta.merge.materializeSource"
 
@@ -102,14 +104,8 @@ def main() -> None:
     for name, run in operations:
         median, times = _median(run, args.reps)
         print(f"{name:32} {median:6.2f} s   runs {' '.join(f'{t:.2f}' for t in times)}", flush=True)
-    merges: dict[str, list[float]] = {"auto": [], "none": []}
-    for i in range(args.reps):  # interleaved: both modes meet the same machine
-        for mode in merges:
-            began = time.monotonic()
-            merge_with(mode)(i)
-            merges[mode].append(time.monotonic() - began)
+    medians, merges = interleaved({mode: merge_with(mode) for mode in ("auto", "none")}, args.reps)
     spark.conf.unset(MATERIALIZE)
-    medians = {mode: statistics.median(times[1:]) for mode, times in merges.items()}
     for mode, times in merges.items():
         name = f"MERGE 100 rows, materialize {mode}"
         print(f"{name:32} {medians[mode]:6.2f} s   runs {' '.join(f'{t:.2f}' for t in times)}")

@@ -25,12 +25,12 @@ import argparse
 import importlib.util
 import logging
 import shutil
-import statistics
 import sys
 import tempfile
-import time
 from collections.abc import Callable
 from pathlib import Path
+
+from bench.measure import interleaved
 
 ROWS, PARTITIONS, CHANGED = 20_000, 100, 100
 SILVER_BASE, SILVER_NEW = 1_000_000, 100_000
@@ -115,13 +115,7 @@ def main() -> None:
     )
     ratios = []
     for name, on_spark, on_delta_rs in pairs:
-        times: dict[str, list[float]] = {"Spark": [], "delta-rs": []}
-        for i in range(args.reps):
-            for engine, run in (("Spark", on_spark), ("delta-rs", on_delta_rs)):
-                began = time.monotonic()
-                run(i)
-                times[engine].append(time.monotonic() - began)
-        medians = {engine: statistics.median(t[1:]) for engine, t in times.items()}
+        medians, times = interleaved({"Spark": on_spark, "delta-rs": on_delta_rs}, args.reps)
         for engine, t in times.items():
             print(
                 f"{name:47} {engine:9} {medians[engine] * 1000:8.1f} ms   runs {' '.join(f'{x * 1000:.0f}' for x in t)}"

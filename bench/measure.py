@@ -16,7 +16,7 @@ import resource
 import statistics
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
@@ -46,6 +46,20 @@ _CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 def load_average(digits: int = 1) -> str:
     """The 1, 5 and 15 minute load averages (the machine is shared: read times beside them)."""
     return " ".join(f"{x:.{digits}f}" for x in os.getloadavg())
+
+
+def interleaved(
+    runs: Mapping[str, Callable[[int], None]], reps: int
+) -> tuple[dict[str, float], dict[str, list[float]]]:
+    """Each of ``runs`` ``reps`` times, taking turns (``run(i)`` for i in 0..reps-1), so all meet the
+    same machine: (the median of each but its first, cold run; every run's seconds)."""
+    times: dict[str, list[float]] = {name: [] for name in runs}
+    for i in range(reps):
+        for name, run in runs.items():
+            began = time.monotonic()
+            run(i)
+            times[name].append(time.monotonic() - began)
+    return {name: statistics.median(t[1:]) for name, t in times.items()}, times
 
 
 def self_cpu() -> float:
