@@ -153,6 +153,15 @@ def test_every_sync_and_translation_is_exact_among_foreign_writes(kafka_clusters
     assert stats.mm2.partition(target, 0).record_count == len(offsets) + 2  # MM2's per-partition metrics
 
 
+def test_a_setting_the_compiled_producer_refuses_is_a_config_error_with_values_scrubbed():
+    flow = FlowConfig(source="A", target="B")
+    target = {"bootstrap.servers": "127.0.0.1:1", "sasl.password": "pw-secret-1", "security.protocol": "pw-secret-1"}
+    settings = producer_config(flow, target, "native-copier-refused", "main")
+    with pytest.raises(ConfigError, match="compiled copy producer refuses it") as info:
+        NativeCopier("A->B", FlowStats(), Provenance("A", "B", enabled=False), settings, pytest.fail)
+    assert "security.protocol" in str(info.value) and "pw-secret-1" not in str(info.value), info.value
+
+
 def test_provenance_on_skips_what_came_from_the_target_before_producing():
     """Stamping runs in Python (``Provenance.stamp``) for each record; a skipped one is never produced,
     so nothing is in flight and no broker is needed to see it."""

@@ -27,6 +27,7 @@ from replicator.flow.copycore import core_settings, load_copycore
 from replicator.flow.mm2_metrics import SourcePartitionMetrics
 from replicator.flow.stats import FlowStats
 from replicator.flow.sync_ledger import TP, SyncLedger
+from replicator.kafka.clients import refused_config
 from replicator.kafka.settings import RDKAFKA_LOG
 from replicator.metadata.topics import RemoteTopic
 
@@ -59,7 +60,10 @@ class NativeCopier:
         self._provenance = provenance
         self._on_error = on_error
         self._name = str(settings.get("client.id", flow))
-        self._core = load_copycore().CopyCore(core_settings(settings), max(1, track_every))
+        try:
+            self._core = load_copycore().CopyCore(core_settings(settings), max(1, track_every))
+        except ValueError as exc:  # librdkafka refused a setting (the Python producer made first took them)
+            raise refused_config(settings, "compiled copy producer", str(exc)) from None
         self._metrics: dict[tuple[str, int], SourcePartitionMetrics] = {}
         self.delivery_error: KafkaError | None = None
 
