@@ -319,16 +319,15 @@ def measure_latency(
     count: int,
     rate: float,
     timeout_s: float = 120.0,
-    warm_every_partition: bool = True,
 ) -> Latency:
     """Produce ``count`` records at ``rate``/s to ``source_topic``; time their arrival on ``target_topic``.
 
     The replicator under test must already be running with ``source_topic`` selected. Warm-up
     records are sent (and not counted) to every partition until one of each has arrived, so group
-    joins, topic creation and each partition's first copy are out of the numbers (with
-    ``warm_every_partition`` False, until any one arrives: the warm-up of runs before 2026-11-27,
-    whose records all went to the partition their one key hashed to). The source producer sends at
-    once (``linger.ms=0``).
+    joins, topic creation and each partition's first copy are out of the numbers (before 2026-11-27,
+    until any one arrived, all on the partition their one key hashed to: no difference measured,
+    ``bench/results/latency_warm_up-2026-11-27.txt``). The source producer sends at once
+    (``linger.ms=0``).
     """
     result = Latency()
     warmed_up = threading.Event()  # the warm-up is over
@@ -353,7 +352,7 @@ def measure_latency(
                 _log.debug("latency consumer: %s", msg.error())
                 continue
             warmed.add(msg.partition())
-            if not warm_every_partition or len(warmed) == partitions:
+            if len(warmed) == partitions:
                 warmed_up.set()
             if (msg.key() or b"").startswith(b"m"):
                 result.samples_ms.append(now_ms - msg.timestamp()[1])
@@ -369,9 +368,8 @@ def measure_latency(
         while not warmed_up.wait(0.5):
             if time.monotonic() > deadline:
                 raise RuntimeError(f"latency: no warm-up record reached {target_topic} within {timeout_s:g} s")
-            for p in range(partitions) if warm_every_partition else (None,):
-                where = {} if p is None else {"partition": p}
-                producer.produce(source_topic, key=b"warm", value=value, timestamp=int(time.time() * 1000), **where)
+            for p in range(partitions):
+                producer.produce(source_topic, key=b"warm", value=value, partition=p, timestamp=int(time.time() * 1000))
             producer.poll(0)
         time.sleep(1.0)  # let warm-up records drain
         started = time.monotonic()

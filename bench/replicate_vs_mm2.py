@@ -439,8 +439,8 @@ def flow_config(
     copy_engine: str = "auto",
     target_client: Mapping[str, str] | None = None,
 ) -> MirrorlakeConfig:
-    """The benches' flow S->T of ``topics`` on ``clusters`` (``cluster_config``, which has no client
-    settings: a dump would mask them); ``target_client``: librdkafka settings of cluster T."""
+    """The benches' flow S->T of ``topics`` on ``clusters`` (``cluster_config``);
+    ``target_client``: librdkafka settings of cluster T."""
     data = config_document(clusters)
     if target_client:
         data["clusters"]["T"]["client"] = dict(target_client)

@@ -9,7 +9,7 @@ from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
 from replicator.errors import ReplicationError
-from replicator.kafka.clients import refused_config
+from replicator.kafka.clients import new_admin
 from replicator.kafka.errors import kafka_error_reason
 
 __all__ = ["ADMIN_TIMEOUT_S", "admin_client", "partition_counts"]
@@ -33,8 +33,4 @@ def admin_client(conf: Mapping[str, Any]) -> AdminClient:
     not do; without a level, librdkafka prints every refused connection to stderr while a broker
     is down. Its failures reach the caller as exceptions with librdkafka's reason instead.
     """
-    full = {"reconnect.backoff.max.ms": 1000, "log_level": 2, **conf}
-    try:
-        return AdminClient(full)
-    except KafkaException as exc:
-        raise refused_config(full, "admin client", kafka_error_reason(exc)) from None
+    return new_admin({"reconnect.backoff.max.ms": 1000, "log_level": 2, **conf})

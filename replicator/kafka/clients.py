@@ -1,4 +1,4 @@
-"""Every librdkafka consumer and producer of the replicator is made here.
+"""Every librdkafka client of the replicator (consumer, producer, admin) is made here.
 
 librdkafka checks a configuration when a client is made, not when the config is loaded: a value it
 refuses (``max.in.flight.requests.per.connection: 6`` beside the idempotence every mirrorlake
@@ -14,11 +14,12 @@ from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 from confluent_kafka import Consumer, KafkaException, Producer
+from confluent_kafka.admin import AdminClient
 
 from replicator.errors import ConfigError
 from replicator.kafka.errors import kafka_error_reason, scrub_values
 
-__all__ = ["new_consumer", "new_producer", "refused_config"]
+__all__ = ["new_admin", "new_consumer", "new_producer", "refused_config"]
 
 _Client = TypeVar("_Client")
 
@@ -31,6 +32,11 @@ def new_consumer(conf: Mapping[str, Any]) -> Consumer:
 def new_producer(conf: Mapping[str, Any]) -> Producer:
     """``Producer(conf)``; ``ConfigError`` when librdkafka refuses ``conf``."""
     return _make(Producer, conf, "producer")
+
+
+def new_admin(conf: Mapping[str, Any]) -> AdminClient:
+    """``AdminClient(conf)``; ``ConfigError`` when librdkafka refuses ``conf``."""
+    return _make(AdminClient, conf, "admin client")
 
 
 def refused_config(conf: Mapping[str, Any], kind: str, reason: str) -> ConfigError:

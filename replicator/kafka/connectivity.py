@@ -17,11 +17,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from confluent_kafka import KafkaException
-from confluent_kafka.admin import AdminClient
 from tenacity import Retrying, retry_if_exception_type, stop_after_delay, wait_exponential
 
 from replicator.errors import ClusterUnreachableError, ConfigError
-from replicator.kafka.clients import refused_config
+from replicator.kafka.clients import new_admin
 from replicator.kafka.errors import kafka_error_reason, scrub_values
 
 __all__ = ["MetadataProbe", "answers_metadata", "kafka_error_reason", "wait_for_cluster"]
@@ -51,10 +50,7 @@ class MetadataProbe:
     def __init__(self, client_config: Mapping[str, str]) -> None:
         self._config = dict(client_config)
         conf: dict[str, Any] = {**_PROBE_DEFAULTS, **self._config, "logger": _DebugLogger()}
-        try:
-            self._admin = AdminClient(conf)
-        except KafkaException as exc:
-            raise refused_config(conf, "admin client", kafka_error_reason(exc)) from None
+        self._admin = new_admin(conf)
 
     @property
     def bootstrap(self) -> str:
