@@ -13,7 +13,6 @@ Spark's, in one process:
   (what ``lakehouse.incremental`` reads to find the touched keys);
 - then Spark reads the table delta-rs merged into and finds the rows its own MERGEs gave.
 
-``deltalake`` is not a mirrorlake dependency: ``.venv/bin/pip install -e '.[delta-rs]'`` first.
 Last lines: ``merge_spark_over_delta_rs=<ratio>`` and ``change_feed_spark_over_delta_rs=<ratio>``.
 
     .venv/bin/python -m bench.delta_rs_floor [--reps 7]
@@ -22,10 +21,8 @@ Last lines: ``merge_spark_over_delta_rs=<ratio>`` and ``change_feed_spark_over_d
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import logging
 import shutil
-import sys
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -41,9 +38,6 @@ def main() -> None:
     parser.add_argument("--reps", type=int, default=7, help="runs of each operation (the first is left out)")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
-    if importlib.util.find_spec("deltalake") is None:
-        sys.exit("bench.delta_rs_floor needs deltalake, which mirrorlake does not depend on: "
-                 ".venv/bin/pip install -e '.[delta-rs]'")  # fmt: skip
 
     import duckdb
     import pyarrow as pa

@@ -33,6 +33,9 @@ from pyspark.sql import Column, DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 
 from ingest.paths import LakehousePaths
+from lakehouse.duck.engine import ArrowChanges
+from lakehouse.duck.engine import update_table as update_on_duckdb
+from lakehouse.duck.tables import TWINS
 from lakehouse.gold import LITERAL_KEYS, TAIL_FROM, GoldInputs, GoldTable, any_of, key_equals, key_filter
 from lakehouse.gold_schedule import run_in_dependency_order
 from lakehouse.gold_tables import GOLD_TABLES
@@ -50,13 +53,15 @@ _TABLES_AT_ONCE = 3
 @dataclass(frozen=True)
 class GoldUpdate:
     """What one build did to one gold table: ``full`` rebuild, ``merge`` of ``keys`` (recomputed
-    whole), ``tail`` (``keys`` recomputed from their tails on, ``GoldTable.tail``), or ``unchanged``."""
+    whole), ``tail`` (``keys`` recomputed from their tails on, ``GoldTable.tail``), or ``unchanged``;
+    ``engine`` did it (``duckdb``: the table's twin, ``lakehouse.duck``)."""
 
     table: str
     mode: Literal["full", "merge", "tail", "unchanged"]
     keys: int
     reason: str = ""
     seconds: float = field(default=0.0, compare=False)
+    engine: Literal["spark", "duckdb"] = "spark"
 
 
 def silver_versions(spark: SparkSession, paths: LakehousePaths) -> dict[str, int | None]:
@@ -88,13 +93,20 @@ def update_gold(
     (a progress display's hook); each ``GoldUpdate`` says how long its table took."""
     versions = silver_versions(spark, paths)
     changes = _Changes(spark, paths)
+    on_duckdb = ArrowChanges(paths) if config is None or config.lakehouse.incremental_engine == "duckdb" else None
 
     def run(spec: GoldTable) -> GoldUpdate:
         started = time.monotonic()
-        update = _update_table(spark, paths, spec, versions, config, full, changes.inserted)
+        update = _update_table(spark, paths, spec, versions, config, full, changes.inserted, on_duckdb)
         update = replace(update, seconds=time.monotonic() - started)
         _log.info(
-            "gold %s: %s (%d keys) %s in %.1f s", spec.name, update.mode, update.keys, update.reason, update.seconds
+            "gold %s: %s on %s (%d keys) %s in %.1f s",
+            spec.name,
+            update.mode,
+            update.engine,
+            update.keys,
+            update.reason,
+            update.seconds,
         )
         return update
 
@@ -116,6 +128,7 @@ def _update_table(
     config: MirrorlakeConfig | None,
     full: bool,
     inserted: Callable[[str, int | None, int], DataFrame],
+    on_duckdb: ArrowChanges | None,
 ) -> GoldUpdate:
     target = str(paths.gold(spec.name))
     consumed = {t: versions[t] for t in spec.sources}
@@ -134,6 +147,12 @@ def _update_table(
         changed = {t: v for t, v in consumed.items() if v is not None and v != state.get(t)}
         if not changed:
             return GoldUpdate(spec.name, "unchanged", 0)
+        twin = TWINS.get(spec.name)
+        if on_duckdb is not None and twin is not None:
+            recomputed = update_on_duckdb(paths, spec.name, twin, versions, state, changed, on_duckdb)
+            if recomputed is not None:
+                _save_state(paths, spec.name, consumed)
+                return GoldUpdate(spec.name, "tail", recomputed, engine="duckdb")
         try:
             changes = {t: inserted(t, state.get(t), v) for t, v in changed.items()}
             keys = spec.touched(changes).localCheckpoint()

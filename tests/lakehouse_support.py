@@ -349,6 +349,7 @@ class Built:
     rounds: list[list] = field(default_factory=list)  # the events as produced, round by round
     modes: list[dict[str, str]] = field(default_factory=list)
     reasons: list[dict[str, str]] = field(default_factory=list)  # why a table was rebuilt in full
+    engines: list[dict[str, str]] = field(default_factory=list)  # spark, or duckdb (a twin)
 
     @property
     def events(self) -> list:
@@ -384,6 +385,7 @@ def built(kafka_clusters, unique_topic, tmp_path_factory, spark) -> Built:
         report = build_lakehouse(spark, result.config)
         result.modes.append({u.table: u.mode for u in report.gold_updates})
         result.reasons.append({u.table: u.reason for u in report.gold_updates})
+        result.engines.append({u.table: u.engine for u in report.gold_updates})
         if n != 1:
             # round 1 is a full build; round 3's result, unchanged by round 4 (events seen
             # before), is held to a clean build of every round by test_lakehouse_incremental

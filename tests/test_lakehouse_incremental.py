@@ -27,6 +27,7 @@ def test_each_round_merges_only_what_changed(built: Built):
     assert set(built.modes[0].values()) == {"full"}  # a new lakehouse: nothing to merge into
     assert built.modes[1]["offset_mapping"] == "tail"  # recomputed from each partition's tail on
     assert built.modes[2]["offset_mapping"] == "tail"  # the late sync
+    assert built.engines[1]["offset_mapping"] == built.engines[2]["offset_mapping"] == "duckdb"  # its twin
     assert built.modes[1]["rpo"] == built.modes[1]["group_offsets"] == "tail"
     # one flow, one topic: any new event touches every key of divergence, so a MERGE would
     # recompute the whole table and then compare it; it is overwritten instead

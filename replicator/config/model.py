@@ -203,9 +203,14 @@ class FlowConfig(_Model):
 
 
 class LakehouseConfig(_Model):
-    """Where the Delta tables and the streaming checkpoints live."""
+    """Where the Delta tables and the streaming checkpoints live, and what builds small increments."""
 
     path: Path = Path("lakehouse-data")
+    incremental_engine: Literal["duckdb", "spark"] = Field(
+        default="duckdb",
+        description="an incremental build of a gold table with a DuckDB twin runs on DuckDB and delta-rs "
+        "(no Spark job); spark keeps every gold table on Spark",
+    )
 
 
 class SparkConfig(_Model):

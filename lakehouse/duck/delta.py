@@ -1,0 +1,120 @@
+"""Delta tables through delta-rs: a pinned version as an Arrow dataset, a version range's inserted
+rows (the change data feed), and the tail MERGE of ``lakehouse.incremental.merge_keys``.
+
+Everything here reads and writes the tables Spark writes (same protocol, same files); Spark sees a
+delta-rs commit on its next read of the table.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import duckdb
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as pads
+from deltalake import DeltaTable
+
+__all__ = ["dataset", "inserted", "table_schema", "replace_scope"]
+
+_INSERTED = ("insert", "update_postimage")
+_FEED_COLUMNS = ("_change_type", "_commit_version", "_commit_timestamp")
+
+
+def dataset(path: Path, version: int | None = None) -> pads.Dataset:
+    """The table at ``version`` (latest when None) as a dataset DuckDB scans with pushed-down filters."""
+    table = DeltaTable(str(path)) if version is None else DeltaTable(str(path), version=version)
+    return table.to_pyarrow_dataset()
+
+
+def table_schema(path: Path) -> pa.Schema:
+    """The table's current schema, as Arrow."""
+    return pa.schema(DeltaTable(str(path)).schema().to_arrow())
+
+
+def inserted(path: Path, after: int, upto: int) -> pa.Table:
+    """Rows inserted into the table after version ``after`` up to ``upto`` (its change data feed)."""
+    feed = pa.table(DeltaTable(str(path)).load_cdf(starting_version=after + 1, ending_version=upto))
+    # the feed gives string views (which pyarrow's filter cannot take); the table's schema has strings
+    feed = feed.cast(pa.schema([f.with_type(_plain(f.type)) for f in feed.schema]))
+    return feed.filter(pc.is_in(feed["_change_type"], pa.array(_INSERTED))).drop_columns(list(_FEED_COLUMNS))
+
+
+def _plain(t: pa.DataType) -> pa.DataType:
+    return pa.string() if t == pa.string_view() else t
+
+
+def replace_scope(
+    path: Path,
+    rows: pa.Table,
+    scope: pa.Table,
+    key: Sequence[str],
+    row_id: Sequence[str],
+    tail_order: Sequence[str],
+) -> None:
+    """Make the rows of ``scope``'s keys in the table equal ``rows``, in one commit (as
+    ``lakehouse.incremental.merge_keys``): ``scope`` has ``key`` and, per ``tail_order`` column
+    ``c``, ``_tail_c`` (all null: the whole key). Rows of a key at or after its tail start that
+    ``rows`` lacks are deleted, rows of ``rows`` are written over the rows with their ``row_id``
+    or inserted. ``row_id`` columns are never null in these tables (the match is an equi-join).
+    """
+    target = DeltaTable(str(path))
+    schema = pa.schema(target.schema().to_arrow())
+    rows = rows.select(schema.names).cast(schema)
+    con = duckdb.connect()
+    try:
+        con.register("existing", target.to_pyarrow_dataset())
+        con.register("scope", scope)
+        con.register("computed", rows)
+        in_scope = " AND ".join(f'e."{c}" IS NOT DISTINCT FROM s."{c}"' for c in key)
+        if tail_order:
+            in_scope += f' AND (s."_tail_{tail_order[0]}" IS NULL OR {_at_or_after("e", "s", tail_order)})'
+        ids = ", ".join(f'e."{c}"' for c in row_id)
+        same_id = " AND ".join(f'n."{c}" = e."{c}"' for c in row_id)
+        tombstones = con.sql(
+            f"SELECT {ids} FROM existing e JOIN scope s ON {in_scope} "
+            f"WHERE NOT EXISTS (SELECT 1 FROM computed n WHERE {same_id})"
+        ).to_arrow_table()
+    finally:
+        con.close()
+    if rows.num_rows == 0 and tombstones.num_rows == 0:
+        return
+    source = pa.concat_tables(
+        [
+            rows.append_column("_op", pa.array(["u"] * rows.num_rows, pa.string())),
+            _widen(tombstones, schema).append_column("_op", pa.array(["d"] * tombstones.num_rows, pa.string())),
+        ]
+    )
+    columns = {f"`{c}`": f"s.`{c}`" for c in schema.names}
+    (
+        target.merge(
+            source,
+            " AND ".join(f"t.`{c}` = s.`{c}`" for c in row_id),
+            source_alias="s",
+            target_alias="t",
+        )
+        .when_matched_delete(predicate="s._op = 'd'")
+        .when_matched_update(columns, predicate="s._op = 'u'")
+        .when_not_matched_insert(columns, predicate="s._op = 'u'")
+        .execute()
+    )
+
+
+def _at_or_after(row: str, scope: str, order: Sequence[str]) -> str:
+    """SQL: ``row``'s ``order`` columns at or after ``scope``'s ``_tail_*`` ones, lexicographically."""
+    c, *rest = order
+    here = f'{row}."{c}"'
+    start = f'{scope}."_tail_{c}"'
+    if not rest:
+        return f"{here} >= {start}"
+    return f"({here} > {start} OR ({here} = {start} AND {_at_or_after(row, scope, rest)}))"
+
+
+def _widen(ids: pa.Table, schema: pa.Schema) -> pa.Table:
+    """``ids`` (row id columns) with every other column of ``schema`` as nulls, in its order."""
+    n = ids.num_rows
+    return pa.table(
+        [ids[f.name].cast(f.type) if f.name in ids.column_names else pa.nulls(n, f.type) for f in schema],
+        schema=schema,
+    )

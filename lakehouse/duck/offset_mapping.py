@@ -1,0 +1,134 @@
+"""``offset_mapping``'s tail in DuckDB: the twin of ``lakehouse.offset_mapping._tail``.
+
+Same rule: a new point at (d0, u0) can change only the segment holding the last point before it
+and what follows, so each touched partition is recomputed from the start of its last segment that
+starts before its first new point (the whole partition when none does), from the silver syncs
+whose points lie there. Points and segments follow ``lakehouse.offset_mapping`` step by step; a
+partition's names (clusters, target topic) are the least of its syncs' (one row in practice).
+"""
+
+from __future__ import annotations
+
+from lakehouse.duck.engine import DuckInputs, DuckTail, Twin
+from lakehouse.offset_mapping import MAPPING_KEY
+from replicator.client.mapping import BOUNDARY, CONTINUES, SESSION_START
+from replicator.events.model import SyncReason
+
+__all__ = ["TWIN"]
+
+_KEY = ", ".join(MAPPING_KEY)
+_HAS_PREV = "previous_upstream_offset IS NOT NULL AND previous_downstream_offset IS NOT NULL"
+
+
+def _points(syncs: str) -> str:
+    """SQL: each sync's point and its predecessor's (``lakehouse.offset_mapping._points`` before its
+    grouping), with the sync's names and emission time."""
+    adjacent = "upstream_offset - previous_upstream_offset = 1 AND downstream_offset - previous_downstream_offset = 1"
+    own_start = (
+        f"CASE WHEN {_HAS_PREV} THEN (CASE WHEN {adjacent} THEN {CONTINUES} ELSE {BOUNDARY} END) "
+        f"WHEN reason = '{SyncReason.FIRST.value}' THEN {SESSION_START} ELSE {CONTINUES} END"
+    )
+    names = "source_cluster, target_cluster, target_topic, emitted_at_ms"
+    return (
+        f"SELECT {_KEY}, {names}, downstream_offset AS d, upstream_offset AS u, {own_start} AS start FROM {syncs} "
+        f"UNION ALL SELECT {_KEY}, {names}, previous_downstream_offset, previous_upstream_offset, {CONTINUES} "
+        f"FROM {syncs} WHERE {_HAS_PREV}"
+    )
+
+
+def _tail(inputs: DuckInputs) -> DuckTail:
+    con = inputs.con
+    new = inputs.new("offset_sync")
+    mapping = inputs.gold("offset_mapping")
+    first_new = (
+        f"SELECT {_KEY}, arg_min(d, (d, u)) AS fd, arg_min(u, (d, u)) AS fu FROM ({_points(new)}) GROUP BY {_KEY}"
+    )
+    scope = con.sql(
+        f"""
+        SELECT k.{_KEY.replace(", ", ", k.")},
+               arg_max(m.downstream_start, (m.downstream_start, m.upstream_start)) AS _tail_downstream_start,
+               arg_max(m.upstream_start, (m.downstream_start, m.upstream_start)) AS _tail_upstream_start
+        FROM ({first_new}) k
+        LEFT JOIN {mapping} m
+          ON m.flow = k.flow AND m.source_topic = k.source_topic AND m.partition = k.partition
+         AND (m.downstream_start < k.fd OR (m.downstream_start = k.fd AND m.upstream_start < k.fu))
+        GROUP BY ALL
+        """
+    ).to_arrow_table()
+    con.register("scope", scope)
+    # a literal bound lets the scan skip the files of older syncs by their statistics
+    lowest = con.sql(
+        "SELECT CASE WHEN count(*) = count(_tail_downstream_start) THEN min(_tail_downstream_start) END FROM scope"
+    ).fetchone()
+    syncs = inputs.silver("offset_sync")
+    where = _in_scope_keys(scope)
+    if lowest is not None and lowest[0] is not None:
+        where += f" AND (downstream_offset >= {int(lowest[0])} OR previous_downstream_offset >= {int(lowest[0])})"
+    rows = con.sql(
+        f"""
+        WITH syncs AS (SELECT * FROM {syncs} WHERE {where}),
+        points AS (
+            SELECT p.{_KEY.replace(", ", ", p.")}, p.d, p.u, max(p.start) AS start,
+                   min(struct_pack(sc := p.source_cluster, tc := p.target_cluster, tt := p.target_topic)) AS nm,
+                   min(p.emitted_at_ms) AS emitted_at_ms
+            FROM ({_points("syncs")}) p
+            JOIN scope s ON p.flow = s.flow AND p.source_topic = s.source_topic AND p.partition = s.partition
+            WHERE s._tail_downstream_start IS NULL OR p.d > s._tail_downstream_start
+               OR (p.d = s._tail_downstream_start AND p.u >= s._tail_upstream_start)
+            GROUP BY ALL
+        ),
+        stepped AS (
+            SELECT *, lag(u) OVER w AS prev_u, lag(d) OVER w AS prev_d FROM points
+            WINDOW w AS (PARTITION BY {_KEY} ORDER BY d, u)
+        ),
+        flagged AS (
+            SELECT *, sum(CASE WHEN prev_u IS NULL OR d - u <> prev_d - prev_u OR u <= prev_u
+                                    OR start = {BOUNDARY} OR (start = {SESSION_START} AND u <> prev_u + 1)
+                               THEN 1 ELSE 0 END)
+                      OVER (PARTITION BY {_KEY} ORDER BY d, u ROWS UNBOUNDED PRECEDING) AS segment
+            FROM stepped
+        ),
+        segments AS (
+            SELECT {_KEY}, segment, min(nm) AS nm,
+                   arg_min(u, d) AS upstream_start, arg_max(u, d) AS upstream_end,
+                   min(d) AS downstream_start, max(d) AS downstream_end, count(*) AS points,
+                   min(emitted_at_ms) AS first_synced_ms, max(emitted_at_ms) AS last_synced_ms
+            FROM flagged GROUP BY {_KEY}, segment
+        )
+        SELECT flow, nm.sc AS source_cluster, nm.tc AS target_cluster, source_topic,
+               nm.tt AS target_topic, partition, upstream_start, upstream_end,
+               downstream_start, downstream_end, downstream_start - upstream_start AS delta,
+               points, first_synced_ms, last_synced_ms
+        FROM segments
+        """
+    ).to_arrow_table()
+    return DuckTail(rows, scope)
+
+
+def _in_scope_keys(scope: object) -> str:
+    """SQL: a sync of one of the scope's partitions, by literal values (pushed into the scan)."""
+    import pyarrow as pa
+
+    assert isinstance(scope, pa.Table)
+    tests = []
+    by_topic: dict[tuple[str, str], list[int]] = {}
+    for row in scope.select(list(MAPPING_KEY)).to_pylist():
+        by_topic.setdefault((row["flow"], row["source_topic"]), []).append(int(row["partition"]))
+    for (flow, topic), partitions in by_topic.items():
+        tests.append(
+            f"(flow = {_quote(flow)} AND source_topic = {_quote(topic)} "
+            f"AND partition IN ({', '.join(map(str, sorted(partitions)))}))"
+        )
+    return "(" + (" OR ".join(tests) or "false") + ")"
+
+
+def _quote(value: str) -> str:
+    return "'" + value.replace("'", "''") + "'"
+
+
+TWIN = Twin(
+    key=MAPPING_KEY,
+    row_id=(*MAPPING_KEY, "downstream_start", "upstream_start"),
+    tail_order=("downstream_start", "upstream_start"),
+    tail=_tail,
+)
