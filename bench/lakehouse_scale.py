@@ -150,7 +150,7 @@ def append_bronze(spark, paths, start: int, count: int, partitions: int, touched
 
 def _tables(updates: list[Any]) -> str:
     """Each gold table's own wall time and what the build did to it (they overlap in time)."""
-    return ", ".join(f"{u.table} {u.seconds:.1f} s {u.mode}" for u in updates)
+    return ", ".join(f"{u.table} {u.seconds:.1f} s {u.mode}{' on duckdb' * (u.engine == 'duckdb')}" for u in updates)
 
 
 def lakehouse_config(root: Path):  # noqa: ANN201 (replicator.config is imported late: Spark first)

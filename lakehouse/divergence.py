@@ -37,7 +37,7 @@ from lakehouse.offset_mapping import MAPPING_KEY
 from lakehouse.target_deletions import deleted_copies, segments_by_partition
 from replicator.config import DEFAULT_CONFIG_EXCLUDES, MirrorlakeConfig
 
-__all__ = ["divergence", "TABLE", "EXCLUSION_REASONS"]
+__all__ = ["divergence", "TABLE", "EXCLUSION_REASONS", "COLUMNS", "exclusions"]
 
 KEY = ("flow", "source_topic")
 _TIMESTAMP = "they would reject or re-stamp the copied CreateTime timestamps"
@@ -53,7 +53,7 @@ EXCLUSION_REASONS: dict[str, str] = {
 }
 _CUSTOM_REASON = "excluded from sync by the flow's config_properties_exclude"
 
-_COLUMNS = (
+COLUMNS = (
     "flow",
     "source_topic",
     "target_topic",
@@ -70,7 +70,7 @@ _COLUMNS = (
 )
 
 
-def _exclusions(config: MirrorlakeConfig | None) -> dict[str, dict[str, str]]:
+def exclusions(config: MirrorlakeConfig | None) -> dict[str, dict[str, str]]:
     """Per flow (``"*"`` for flows the config does not name): pattern -> why it is not synced."""
     out = {"*": {p: EXCLUSION_REASONS.get(p, _CUSTOM_REASON) for p in DEFAULT_CONFIG_EXCLUDES}}
     for flow in config.flows if config else ():
@@ -108,7 +108,7 @@ def _row(df: DataFrame, kind: str | Column, **cols: Column) -> DataFrame:
         **cols,
     }
     return df.select(
-        *[values[c].alias(c) if c in values else F.col(c) for c in _COLUMNS]  # flow, topics, observed_at_ms
+        *[values[c].alias(c) if c in values else F.col(c) for c in COLUMNS]  # flow, topics, observed_at_ms
     )
 
 
@@ -289,7 +289,7 @@ def divergence(
 ) -> DataFrame:
     """The table from silver ``config_snapshot``, ``audit_window`` and ``watermark`` rows and gold
     ``offset_mapping`` (without the last two, no ``target_records_deleted`` rows)."""
-    out = _topic_rows(snapshots, _exclusions(config)).unionByName(_data_rows(audits, snapshots))
+    out = _topic_rows(snapshots, exclusions(config)).unionByName(_data_rows(audits, snapshots))
     if watermarks is not None and mapping is not None:
         out = out.unionByName(_deleted_rows(watermarks, mapping))
     return out

@@ -17,11 +17,11 @@ from lakehouse.gold import TAIL_FROM, GoldInputs, GoldTable, Tail, latest, touch
 from lakehouse.offset_mapping import MAPPING_KEY
 from lakehouse.translate import translate_offsets
 
-__all__ = ["group_offsets", "TABLE", "GROUP_KEY"]
+__all__ = ["group_offsets", "TABLE", "GROUP_KEY", "FROM_CHECKPOINT"]
 
 GROUP_KEY = ("flow", "group", "source_topic", "partition")
 # (checkpoint field, table column): a row keeps every field of its checkpoint that the table reads
-_FROM_CHECKPOINT = (
+FROM_CHECKPOINT = (
     *((c, c) for c in ("flow", "source_cluster", "target_cluster", "group", "source_topic", "target_topic")),
     ("partition", "partition"),
     ("upstream_offset", "committed_offset"),
@@ -37,7 +37,7 @@ _FROM_CHECKPOINT = (
 def group_offsets(checkpoints: DataFrame, mapping: DataFrame) -> DataFrame:
     """The table from silver ``checkpoint`` rows and gold ``offset_mapping`` (same keys)."""
     last = latest(checkpoints, GROUP_KEY, ["emitted_at_ms"]).select(
-        *[F.col(field).alias(column) for field, column in _FROM_CHECKPOINT]
+        *[F.col(field).alias(column) for field, column in FROM_CHECKPOINT]
     )
     out = translate_offsets(last, mapping, id_cols=GROUP_KEY, offset_col="committed_offset")
     return out.withColumn("translation_error", F.col("translated_offset") - F.col("exact_offset"))
@@ -55,7 +55,7 @@ def _tail(inputs: GoldInputs) -> Tail:
     translation is redone through the mapping as it is now.
     """
     held = inputs.restrict(inputs.gold("group_offsets")).select(
-        *[F.col(column).alias(field) for field, column in _FROM_CHECKPOINT]
+        *[F.col(column).alias(field) for field, column in FROM_CHECKPOINT]
     )
     candidates = held
     if "checkpoint" in inputs.changes:

@@ -148,8 +148,8 @@ def _update_table(
         if not changed:
             return GoldUpdate(spec.name, "unchanged", 0)
         twin = TWINS.get(spec.name)
-        if on_duckdb is not None and twin is not None:
-            recomputed = update_on_duckdb(paths, spec.name, twin, versions, state, changed, on_duckdb)
+        if on_duckdb is not None and twin is not None and all(versions[t] is not None for t in twin.needs):
+            recomputed = update_on_duckdb(paths, spec.name, twin, versions, state, changed, on_duckdb, config)
             if recomputed is not None:
                 _save_state(paths, spec.name, consumed)
                 return GoldUpdate(spec.name, "tail", recomputed, engine="duckdb")

@@ -14,9 +14,9 @@ import duckdb
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as pads
-from deltalake import DeltaTable
+from deltalake import DeltaTable, write_deltalake
 
-__all__ = ["dataset", "inserted", "table_schema", "replace_scope"]
+__all__ = ["dataset", "register", "inserted", "table_schema", "replace_keys", "replace_scope"]
 
 _INSERTED = ("insert", "update_postimage")
 _FEED_COLUMNS = ("_change_type", "_commit_version", "_commit_timestamp")
@@ -26,6 +26,26 @@ def dataset(path: Path, version: int | None = None) -> pads.Dataset:
     """The table at ``version`` (latest when None) as a dataset DuckDB scans with pushed-down filters."""
     table = DeltaTable(str(path)) if version is None else DeltaTable(str(path), version=version)
     return table.to_pyarrow_dataset()
+
+
+def register(con: duckdb.DuckDBPyConnection, name: str, path: Path, version: int | None = None) -> None:
+    """View ``name`` on ``con``: the table at ``version`` (latest when None).
+
+    DuckDB's own parquet reader over the version's files when nothing but the files defines the
+    rows (no deletion vectors, column mapping or partition columns): it skips row groups by their
+    statistics and reads ten times faster than through an Arrow dataset (about 10 against 40-400 ms
+    for the syncs of ten partitions among 1e6). Otherwise, and for a table without files, the dataset.
+    """
+    table = DeltaTable(str(path)) if version is None else DeltaTable(str(path), version=version)
+    meta = table.metadata()
+    files = table.file_uris()
+    plain = not table.protocol().reader_features and not meta.partition_columns
+    if files and plain and "delta.columnMapping.mode" not in meta.configuration:
+        listed = ", ".join("'" + f.replace("'", "''") + "'" for f in files)
+        scan = f"SELECT * FROM read_parquet([{listed}], union_by_name = true)"
+        con.execute(f'CREATE OR REPLACE TEMP VIEW "{name}" AS {scan}')
+    else:
+        con.register(name, table.to_pyarrow_dataset())
 
 
 def table_schema(path: Path) -> pa.Schema:
@@ -43,6 +63,14 @@ def inserted(path: Path, after: int, upto: int) -> pa.Table:
 
 def _plain(t: pa.DataType) -> pa.DataType:
     return pa.string() if t == pa.string_view() else t
+
+
+def replace_keys(path: Path, rows: pa.Table, predicate: str) -> None:
+    """Replace every row that ``predicate`` (SQL over the table's columns: the recomputed keys)
+    selects with ``rows``, in one commit (Delta's replaceWhere). Where a MERGE on the row id would
+    update, delete and insert, this gives the same rows, with null-safe keys for free."""
+    schema = table_schema(path)
+    write_deltalake(str(path), rows.select(schema.names).cast(schema), mode="overwrite", predicate=predicate)
 
 
 def replace_scope(

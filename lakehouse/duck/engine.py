@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import duckdb
 import pyarrow as pa
@@ -20,8 +21,9 @@ from deltalake.exceptions import DeltaError
 
 from ingest.paths import LakehousePaths
 from lakehouse.duck import delta
+from replicator.config import MirrorlakeConfig
 
-__all__ = ["DuckInputs", "DuckTail", "Twin", "ArrowChanges", "update_table"]
+__all__ = ["DuckInputs", "DuckTail", "Twin", "ArrowChanges", "update_table", "keys_filter", "quote"]
 
 _log = logging.getLogger(__name__)
 
@@ -45,38 +47,55 @@ class DuckInputs:
     paths: LakehousePaths
     versions: Mapping[str, int | None]
     changes: Mapping[str, pa.Table]
+    config: MirrorlakeConfig | None = None
     _views: dict[str, str] = field(default_factory=dict)
 
     def silver(self, event_type: str) -> str:
         """A view of the silver table of ``event_type`` at the pinned version."""
         version = self.versions[event_type]
         assert version is not None, f"no silver {event_type} table"
-        return self._view(f"silver_{event_type}", lambda: delta.dataset(self.paths.silver(event_type), version))
+        return self._table(f"silver_{event_type}", self.paths.silver(event_type), version)
 
     def gold(self, name: str) -> str:
         """A view of a gold table as this build has left it so far."""
-        return self._view(f"gold_{name}", lambda: delta.dataset(self.paths.gold(name)))
+        return self._table(f"gold_{name}", self.paths.gold(name), None)
 
     def new(self, event_type: str) -> str:
         """A view of the silver rows of ``event_type`` new in this build (empty if none)."""
-        return self._view(f"new_{event_type}", lambda: self.changes[event_type])
-
-    def _view(self, name: str, source: Callable[[], object]) -> str:
+        name = f"new_{event_type}"
         if name not in self._views:
-            self.con.register(name, source())
+            self.con.register(name, self.changes[event_type])
             self._views[name] = name
         return name
+
+    def _table(self, name: str, path: Path, version: int | None) -> str:
+        if name not in self._views:
+            delta.register(self.con, name, path, version)
+            self._views[name] = name
+        return name
+
+    def touched(self, columns: Mapping[str, Sequence[str]]) -> pa.Table:
+        """Distinct keys of the new rows: ``columns[event_type]`` names the key in that type's rows
+        (as ``lakehouse.gold.touched_keys``); only types with new rows contribute."""
+        parts = [
+            f"SELECT {', '.join(_ident(c) for c in cols)} FROM {self.new(t)}"
+            for t, cols in columns.items()
+            if t in self.changes
+        ]
+        return self.con.sql(" UNION ".join(parts)).to_arrow_table()
 
 
 @dataclass(frozen=True)
 class Twin:
     """A gold table's DuckDB twin: ``tail(inputs)`` for the keys its new rows touch, and how its
-    rows are matched (the Spark table's ``key``, ``row_id``, ``tail_order``)."""
+    rows are matched (the Spark table's ``key``, ``row_id``, ``tail_order``). ``needs``: the silver
+    tables it cannot do without (until they exist, Spark builds the table)."""
 
     key: tuple[str, ...]
     row_id: tuple[str, ...]
     tail_order: tuple[str, ...]
     tail: Callable[[DuckInputs], DuckTail]
+    needs: tuple[str, ...] = ()
 
 
 class ArrowChanges:
@@ -107,6 +126,7 @@ def update_table(
     consumed: Mapping[str, int | None],
     changed: Mapping[str, int],
     changes: ArrowChanges,
+    config: MirrorlakeConfig | None = None,
 ) -> int | None:
     """Update gold ``name`` with the silver rows new since ``consumed`` (the versions its last build
     read) up to ``changed`` (the new versions of the sources that moved); the number of keys it
@@ -118,7 +138,7 @@ def update_table(
         return None
     con = duckdb.connect()
     try:
-        result = twin.tail(DuckInputs(con, paths, versions, new))
+        result = twin.tail(DuckInputs(con, paths, versions, new, config))
     finally:
         con.close()
     target = paths.gold(name)
@@ -126,6 +146,36 @@ def update_table(
     if sorted(result.rows.column_names) != sorted(held.names):
         _log.info("gold %s: the twin's columns differ from the table's; Spark decides", name)
         return None
-    if result.scope.num_rows:
+    if not result.scope.num_rows:
+        return 0
+    if twin.tail_order:
         delta.replace_scope(target, result.rows, result.scope, twin.key, twin.row_id, twin.tail_order)
+    else:  # whole keys
+        delta.replace_keys(target, result.rows, keys_filter(result.scope.select(list(twin.key))))
     return result.scope.num_rows
+
+
+def keys_filter(keys: pa.Table) -> str:
+    """SQL true for the rows whose ``keys.column_names`` equal one of ``keys``' rows, as comparisons
+    with literals (pushed into the scan, which skips files by their statistics); keys that share all
+    but their last column test it against a list. Key values are never null in these tables."""
+    *prefix, last = keys.column_names
+    by_prefix: dict[tuple[object, ...], list[object]] = {}
+    for row in keys.to_pylist():
+        by_prefix.setdefault(tuple(row[c] for c in prefix), []).append(row[last])
+    tests = []
+    for values, lasts in by_prefix.items():
+        same = [f"{_ident(c)} = {quote(v)}" for c, v in zip(prefix, values, strict=True)]
+        tests.append("(" + " AND ".join([*same, f"{_ident(last)} IN ({', '.join(quote(v) for v in lasts)})"]) + ")")
+    return "(" + (" OR ".join(tests) or "false") + ")"
+
+
+def quote(value: object) -> str:
+    """A SQL literal of a key value (a string or an integer)."""
+    if isinstance(value, bool) or not isinstance(value, (str, int)):
+        raise TypeError(f"a key value must be a string or an integer, not {value!r}")
+    return str(value) if isinstance(value, int) else "'" + value.replace("'", "''") + "'"
+
+
+def _ident(column: str) -> str:
+    return '"' + column.replace('"', '""') + '"'

@@ -9,7 +9,7 @@ partition's names (clusters, target topic) are the least of its syncs' (one row 
 
 from __future__ import annotations
 
-from lakehouse.duck.engine import DuckInputs, DuckTail, Twin
+from lakehouse.duck.engine import DuckInputs, DuckTail, Twin, keys_filter
 from lakehouse.offset_mapping import MAPPING_KEY
 from replicator.client.mapping import BOUNDARY, CONTINUES, SESSION_START
 from replicator.events.model import SyncReason
@@ -17,6 +17,10 @@ from replicator.events.model import SyncReason
 __all__ = ["TWIN"]
 
 _KEY = ", ".join(MAPPING_KEY)
+_COLUMNS = (
+    f"{_KEY}, source_cluster, target_cluster, target_topic, emitted_at_ms, reason, upstream_offset, "
+    "downstream_offset, previous_upstream_offset, previous_downstream_offset"
+)
 _HAS_PREV = "previous_upstream_offset IS NOT NULL AND previous_downstream_offset IS NOT NULL"
 
 
@@ -61,12 +65,12 @@ def _tail(inputs: DuckInputs) -> DuckTail:
         "SELECT CASE WHEN count(*) = count(_tail_downstream_start) THEN min(_tail_downstream_start) END FROM scope"
     ).fetchone()
     syncs = inputs.silver("offset_sync")
-    where = _in_scope_keys(scope)
+    where = keys_filter(scope.select(list(MAPPING_KEY)))
     if lowest is not None and lowest[0] is not None:
         where += f" AND (downstream_offset >= {int(lowest[0])} OR previous_downstream_offset >= {int(lowest[0])})"
     rows = con.sql(
         f"""
-        WITH syncs AS (SELECT * FROM {syncs} WHERE {where}),
+        WITH syncs AS (SELECT {_COLUMNS} FROM {syncs} WHERE {where}),
         points AS (
             SELECT p.{_KEY.replace(", ", ", p.")}, p.d, p.u, max(p.start) AS start,
                    min(struct_pack(sc := p.source_cluster, tc := p.target_cluster, tt := p.target_topic)) AS nm,
@@ -105,30 +109,10 @@ def _tail(inputs: DuckInputs) -> DuckTail:
     return DuckTail(rows, scope)
 
 
-def _in_scope_keys(scope: object) -> str:
-    """SQL: a sync of one of the scope's partitions, by literal values (pushed into the scan)."""
-    import pyarrow as pa
-
-    assert isinstance(scope, pa.Table)
-    tests = []
-    by_topic: dict[tuple[str, str], list[int]] = {}
-    for row in scope.select(list(MAPPING_KEY)).to_pylist():
-        by_topic.setdefault((row["flow"], row["source_topic"]), []).append(int(row["partition"]))
-    for (flow, topic), partitions in by_topic.items():
-        tests.append(
-            f"(flow = {_quote(flow)} AND source_topic = {_quote(topic)} "
-            f"AND partition IN ({', '.join(map(str, sorted(partitions)))}))"
-        )
-    return "(" + (" OR ".join(tests) or "false") + ")"
-
-
-def _quote(value: str) -> str:
-    return "'" + value.replace("'", "''") + "'"
-
-
 TWIN = Twin(
     key=MAPPING_KEY,
     row_id=(*MAPPING_KEY, "downstream_start", "upstream_start"),
     tail_order=("downstream_start", "upstream_start"),
     tail=_tail,
+    needs=("offset_sync",),
 )

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
-from lakehouse.duck import offset_mapping
+from lakehouse.duck import divergence, failovers, group_offsets, offset_mapping, rpo, rpo_groups
 from lakehouse.duck.engine import Twin
 
 __all__ = ["TWINS"]
 
 TWINS: dict[str, Twin] = {
     "offset_mapping": offset_mapping.TWIN,
+    "group_offsets": group_offsets.TWIN,
+    "rpo": rpo.TWIN,
+    "rpo_groups": rpo_groups.TWIN,
+    "divergence": divergence.TWIN,
+    "failovers": failovers.TWIN,
 }
