@@ -54,6 +54,13 @@ REMOTE = "A.orders"
 T0 = 1_700_000_000_000
 
 
+def engine_config(engine: str) -> MirrorlakeConfig:
+    """A config that only names the engine of incremental gold builds (``lakehouse.incremental_engine``)."""
+    return MirrorlakeConfig.model_validate(
+        {"clusters": {"A": {"bootstrap_servers": "127.0.0.1:1"}}, "lakehouse": {"incremental_engine": engine}}
+    )
+
+
 def write_config(
     path: Path, bootstraps: Mapping[str, str], state_topic: str, root: Path, spark: Mapping[str, Any] | None = None
 ) -> Path:

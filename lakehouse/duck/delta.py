@@ -19,6 +19,8 @@ from deltalake import DeltaTable, write_deltalake
 __all__ = ["dataset", "register", "inserted", "table_schema", "replace_keys", "replace_scope"]
 
 _INSERTED = ("insert", "update_postimage")
+# Spark's default delta.checkpointInterval (delta-rs's is 100): Spark readers replay at most ten commits
+_CHECKPOINT_EVERY = 10
 _FEED_COLUMNS = ("_change_type", "_commit_version", "_commit_timestamp")
 
 
@@ -71,6 +73,14 @@ def replace_keys(path: Path, rows: pa.Table, predicate: str) -> None:
     update, delete and insert, this gives the same rows, with null-safe keys for free."""
     schema = table_schema(path)
     write_deltalake(str(path), rows.select(schema.names).cast(schema), mode="overwrite", predicate=predicate)
+    _checkpoint(path)
+
+
+def _checkpoint(path: Path) -> None:
+    """A checkpoint every ``_CHECKPOINT_EVERY`` versions, as Spark writes them."""
+    table = DeltaTable(str(path))
+    if table.version() % _CHECKPOINT_EVERY == 0:
+        table.create_checkpoint()
 
 
 def replace_scope(
@@ -127,6 +137,7 @@ def replace_scope(
         .when_not_matched_insert(columns, predicate="s._op = 'u'")
         .execute()
     )
+    _checkpoint(path)
 
 
 def _at_or_after(row: str, scope: str, order: Sequence[str]) -> str:

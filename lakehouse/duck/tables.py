@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from lakehouse.duck import divergence, failovers, group_offsets, offset_mapping, rpo, rpo_groups
+from lakehouse.duck import divergence, failovers, group_offsets, heartbeats, offset_mapping, rpo, rpo_groups
 from lakehouse.duck.engine import Twin
 
 __all__ = ["TWINS"]
@@ -13,5 +13,8 @@ TWINS: dict[str, Twin] = {
     "rpo": rpo.TWIN,
     "rpo_groups": rpo_groups.TWIN,
     "divergence": divergence.TWIN,
+    "heartbeat_latency": heartbeats.HEARTBEAT_LATENCY,
+    "topology": heartbeats.TOPOLOGY,
     "failovers": failovers.TWIN,
+    "failbacks": heartbeats.FAILBACKS,
 }

@@ -1,0 +1,73 @@
+"""delta-rs commits on tables Spark wrote: what ``lakehouse.duck.delta`` promises Spark's readers.
+
+A key's rows replaced (replaceWhere) or a key's tail MERGEd leave exactly the rows the contract
+names; after ten commits the table has a checkpoint (Spark's interval) that Spark reads, and
+``lakehouse.delta_log`` finds nothing wrong with the log.
+"""
+
+from __future__ import annotations
+
+import duckdb
+import pyarrow as pa
+import pytest
+
+from lakehouse.duck.delta import register, replace_keys, replace_scope
+from lakehouse.duck.engine import keys_filter, quote
+
+
+def _rows(spark, path) -> set[tuple]:  # noqa: ANN001 - SparkSession
+    return {tuple(r) for r in spark.read.format("delta").load(str(path)).select("k", "p", "d", "v").collect()}
+
+
+def _spark_table(spark, path, rows: list[tuple]) -> None:  # noqa: ANN001
+    spark.createDataFrame(rows, "k string, p int, d long, v string").write.format("delta").save(str(path))
+
+
+def _arrow(rows: list[tuple]) -> pa.Table:
+    k, p, d, v = zip(*rows, strict=True) if rows else ((), (), (), ())
+    return pa.table(
+        {"k": pa.array(k, pa.string()), "p": pa.array(p, pa.int32()), "d": pa.array(d, pa.int64()), "v": v},
+        schema=pa.schema([("k", pa.string()), ("p", pa.int32()), ("d", pa.int64()), ("v", pa.string())]),
+    )
+
+
+@pytest.mark.spark
+def test_replaced_keys_and_a_checkpoint_spark_reads(spark, tmp_path):
+    from lakehouse.delta_log import delta_log_problem
+
+    path = tmp_path / "t"
+    _spark_table(spark, path, [("a", 0, 1, "x"), ("a", 1, 1, "y"), ("b", 0, 1, "z")])
+    for n in range(12):  # versions 1..12
+        new = [("a", 1, 2, f"y{n}")] + ([("a", 1, 3, "extra")] if n % 2 else [])
+        replace_keys(path, _arrow(new), keys_filter(pa.table({"k": ["a"], "p": pa.array([1], pa.int32())})))
+    assert _rows(spark, path) == {("a", 0, 1, "x"), ("a", 1, 2, "y11"), ("a", 1, 3, "extra"), ("b", 0, 1, "z")}
+    assert (path / "_delta_log" / "00000000000000000010.checkpoint.parquet").exists()
+    assert delta_log_problem(path) is None
+
+
+@pytest.mark.spark
+def test_a_tail_merge_keeps_rows_before_the_tail_start(spark, tmp_path):
+    path = tmp_path / "t"
+    _spark_table(spark, path, [("a", 0, d, f"old{d}") for d in (1, 2, 3, 4)] + [("b", 0, 1, "other")])
+    scope = pa.table({"k": ["a"], "p": pa.array([0], pa.int32()), "_tail_d": pa.array([3], pa.int64())})
+    # from d = 3 on: 3 is rewritten, 4 is gone, 5 is new; 1 and 2 are kept, and b is untouched
+    computed = _arrow([("a", 0, 3, "new3"), ("a", 0, 5, "new5")])
+    replace_scope(path, computed, scope, key=("k", "p"), row_id=("k", "p", "d"), tail_order=("d",))
+    kept = {("a", 0, 1, "old1"), ("a", 0, 2, "old2"), ("b", 0, 1, "other")}
+    expected = kept | {("a", 0, 3, "new3"), ("a", 0, 5, "new5")}
+    assert _rows(spark, path) == expected
+    con = duckdb.connect()
+    register(con, "t", path)  # DuckDB's parquet reader over the files of the version delta-rs wrote
+    assert {tuple(r) for r in con.sql("SELECT k, p, d, v FROM t").fetchall()} == expected
+
+
+def test_key_filters_are_literals_and_refuse_other_types():
+    keys = pa.table({"flow": ["A->B", "A->B", "it's"], "partition": pa.array([1, 2, 0], pa.int32())})
+    assert keys_filter(keys) == (
+        """(("flow" = 'A->B' AND "partition" IN (1, 2)) OR ("flow" = 'it''s' AND "partition" IN (0)))"""
+    )
+    assert keys_filter(keys.slice(0, 0)) == "(false)"
+    with pytest.raises(TypeError, match="a key value must be a string or an integer"):
+        quote(1.5)
+    with pytest.raises(TypeError):
+        quote(None)
