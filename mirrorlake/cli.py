@@ -277,7 +277,11 @@ def lakehouse_build(config_path: Path, full: bool) -> None:
         f"offset syncs: {report.offset_syncs}, mapping segments: {report.mapping_segments}"
     )
     click.echo(
-        "gold: " + ", ".join(f"{u.table} {u.mode} ({report.gold_rows[u.table]} rows)" for u in report.gold_updates)
+        "gold: "
+        + ", ".join(
+            f"{u.table} {u.mode}{' on duckdb' * (u.engine == 'duckdb')} ({report.gold_rows[u.table]} rows)"
+            for u in report.gold_updates
+        )
     )
 
 

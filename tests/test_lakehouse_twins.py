@@ -1,8 +1,9 @@
 """Each gold table's incremental build, on its DuckDB twin and on Spark, equals a full Spark compute
-after every round of ``lakehouse_support.rounds`` (gaps, an at-least-once replay, duplicates, a late
-sync, a change that deletes a row, heartbeats over two paths, a failover and a failback, a round of
-events seen before). One bronze and silver (no Kafka); each engine builds its own gold tables from
-that silver (the second lakehouse's silver is a link to the first's)."""
+after each incremental round of ``lakehouse_support.rounds`` (gaps, an at-least-once replay,
+duplicates, a late sync, a change that deletes a row, heartbeats over two paths, a failover and a
+failback; then a round of events seen before, which must change nothing). One bronze and silver (no
+Kafka); each engine builds its own gold tables from that silver (the second lakehouse's silver is a
+link to the first's)."""
 
 from __future__ import annotations
 
@@ -39,6 +40,8 @@ def test_an_incremental_build_on_either_engine_equals_a_full_compute(spark, tmp_
         for engine in ENGINES:
             updates = update_gold(spark, paths[engine], config=ev.engine_config(engine))
             engines[engine].append({u.table: f"{u.mode} on {u.engine}" for u in updates})
+        if n not in (1, 2):
+            continue  # round 1 is a full build on both; round 4 changes nothing (asserted below)
         versions = silver_versions(spark, paths["duckdb"])
         for spec in GOLD_TABLES:
             full = spec.compute(GoldInputs(spark, paths["duckdb"], versions, None, None)).localCheckpoint()
