@@ -71,3 +71,21 @@ def test_key_filters_are_literals_and_refuse_other_types():
         quote(1.5)
     with pytest.raises(TypeError):
         quote(None)
+
+
+@pytest.mark.spark
+def test_an_increment_too_large_for_memory_is_refused_before_it_is_read_whole(spark, tmp_path):
+    from lakehouse.duck.delta import TooManyRows, inserted
+
+    path = tmp_path / "t"
+    frame = spark.createDataFrame([("a", 0, 1, "x")], "k string, p int, d long, v string")
+    frame.write.format("delta").option("delta.enableChangeDataFeed", "true").save(str(path))
+    more = spark.createDataFrame([("a", 0, d, "y") for d in range(2, 7)], "k string, p int, d long, v string")
+    more.write.format("delta").mode("append").save(str(path))  # version 1: five rows
+    assert sorted(inserted(path, 0, 1, most=5)["d"].to_pylist()) == [2, 3, 4, 5, 6]
+    assert inserted(path, 0, 1, most=5).column_names == ["k", "p", "d", "v"]  # no change feed columns
+    with pytest.raises(TooManyRows, match="more than 4 rows after version 0"):
+        inserted(path, 0, 1, most=4)
+    assert inserted(path, None, 1, most=6).num_rows == 6  # never consumed: the whole table
+    with pytest.raises(TooManyRows, match="holds more than 5 rows"):
+        inserted(path, None, 1, most=5)

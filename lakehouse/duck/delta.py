@@ -16,7 +16,7 @@ import pyarrow.compute as pc
 import pyarrow.dataset as pads
 from deltalake import DeltaTable, write_deltalake
 
-__all__ = ["dataset", "register", "inserted", "table_schema", "replace_keys", "replace_scope"]
+__all__ = ["dataset", "register", "inserted", "table_schema", "replace_keys", "replace_scope", "TooManyRows"]
 
 _INSERTED = ("insert", "update_postimage")
 # Spark's default delta.checkpointInterval (delta-rs's is 100): Spark readers replay at most ten commits
@@ -55,12 +55,32 @@ def table_schema(path: Path) -> pa.Schema:
     return pa.schema(DeltaTable(str(path)).schema().to_arrow())
 
 
-def inserted(path: Path, after: int, upto: int) -> pa.Table:
-    """Rows inserted into the table after version ``after`` up to ``upto`` (its change data feed)."""
-    feed = pa.table(DeltaTable(str(path)).load_cdf(starting_version=after + 1, ending_version=upto))
+class TooManyRows(Exception):
+    """More new rows than an in-memory increment should hold (``inserted``'s ``most``)."""
+
+
+def inserted(path: Path, after: int | None, upto: int, most: int) -> pa.Table:
+    """Rows inserted into the table after version ``after`` up to ``upto`` (its change data feed; the
+    whole table at ``upto`` when ``after`` is None). Held in memory, so ``TooManyRows`` is raised, as
+    soon as it is known, when there are more than ``most`` (a catch-up after a long pause)."""
+    if after is None:
+        whole = dataset(path, upto)
+        if whole.count_rows() > most:
+            raise TooManyRows(f"{path} holds more than {most} rows")
+        return whole.to_table()
+    feed = pa.RecordBatchReader.from_stream(
+        DeltaTable(str(path)).load_cdf(starting_version=after + 1, ending_version=upto)
+    )
+    batches, rows = [], 0
+    for batch in feed:
+        rows += batch.num_rows
+        if rows > most:
+            raise TooManyRows(f"{path} has more than {most} rows after version {after}")
+        batches.append(batch)
+    table = pa.Table.from_batches(batches, schema=feed.schema)
     # the feed gives string views (which pyarrow's filter cannot take); the table's schema has strings
-    feed = feed.cast(pa.schema([f.with_type(_plain(f.type)) for f in feed.schema]))
-    return feed.filter(pc.is_in(feed["_change_type"], pa.array(_INSERTED))).drop_columns(list(_FEED_COLUMNS))
+    table = table.cast(pa.schema([f.with_type(_plain(f.type)) for f in table.schema]))
+    return table.filter(pc.is_in(table["_change_type"], pa.array(_INSERTED))).drop_columns(list(_FEED_COLUMNS))
 
 
 def _plain(t: pa.DataType) -> pa.DataType:

@@ -23,9 +23,12 @@ from ingest.paths import LakehousePaths
 from lakehouse.duck import delta
 from replicator.config import MirrorlakeConfig
 
-__all__ = ["DuckInputs", "DuckTail", "Twin", "ArrowChanges", "update_table", "keys_filter", "quote"]
+__all__ = ["MOST_NEW_ROWS", "DuckInputs", "DuckTail", "Twin", "ArrowChanges", "update_table", "keys_filter", "quote"]
 
 _log = logging.getLogger(__name__)
+# New silver rows per type an incremental build holds in memory (about 150 bytes each in Arrow); a
+# build with more (a catch-up after a long pause) runs on Spark, which spills
+MOST_NEW_ROWS = 2_000_000
 
 
 @dataclass(frozen=True)
@@ -102,8 +105,9 @@ class ArrowChanges:
     """The silver rows inserted between two versions, read once per build and shared by the twins
     that consumed the same versions (as ``lakehouse.incremental``'s Spark ``_Changes``)."""
 
-    def __init__(self, paths: LakehousePaths) -> None:
+    def __init__(self, paths: LakehousePaths, most: int = MOST_NEW_ROWS) -> None:
         self._paths = paths
+        self._most = most
         self._read: dict[tuple[str, int | None, int], pa.Table] = {}
         self._lock = threading.Lock()  # tables run on several threads
 
@@ -112,9 +116,7 @@ class ArrowChanges:
         key = (event_type, after, upto)
         with self._lock:
             if key not in self._read:
-                path = self._paths.silver(event_type)
-                rows = delta.dataset(path, upto).to_table() if after is None else delta.inserted(path, after, upto)
-                self._read[key] = rows
+                self._read[key] = delta.inserted(self._paths.silver(event_type), after, upto, self._most)
             return self._read[key]
 
 
@@ -135,6 +137,9 @@ def update_table(
         new = {t: changes.inserted(t, consumed.get(t), v) for t, v in changed.items()}
     except DeltaError as exc:
         _log.info("gold %s: delta-rs cannot read the change feed (%s); Spark decides", name, exc)
+        return None
+    except delta.TooManyRows as exc:
+        _log.info("gold %s: %s, more than an increment held in memory; Spark builds it", name, exc)
         return None
     con = duckdb.connect()
     try:
