@@ -1,9 +1,9 @@
 """Each gold table's incremental build, on its DuckDB twin and on Spark, equals a full Spark compute
 after each incremental round of ``lakehouse_support.rounds`` (gaps, an at-least-once replay,
 duplicates, a late sync, a change that deletes a row, heartbeats over two paths, a failover and a
-failback; then a round of events seen before, which must change nothing). One bronze and silver (no
-Kafka); each engine builds its own gold tables from that silver (the second lakehouse's silver is a
-link to the first's)."""
+failback; a round of events seen before, which must change nothing) and of one more (copies deleted
+on the target). One bronze and silver (no Kafka); each engine builds its own gold tables from that
+silver (the second lakehouse's silver is a link to the first's)."""
 
 from __future__ import annotations
 
@@ -34,7 +34,9 @@ def test_an_incremental_build_on_either_engine_equals_a_full_compute(spark, tmp_
     engines: dict[str, list[dict[str, str]]] = {engine: [] for engine in ENGINES}
     reasons: dict[str, list[dict[str, str]]] = {engine: [] for engine in ENGINES}
     offset = 0
-    for n, events in enumerate(ev.rounds()):
+    # a fifth round: retention on the target deletes copies (rpo, rpo_groups, divergence count them)
+    rounds = [*ev.rounds(), [ev.watermark(0, 120, 210, 1000, side="target")]]
+    for n, events in enumerate(rounds):
         ev.append_bronze(spark, str(paths["duckdb"].bronze), offset, [encode(e) for e in events])
         offset += len(events)
         update_silver(spark, paths["duckdb"])
@@ -42,7 +44,7 @@ def test_an_incremental_build_on_either_engine_equals_a_full_compute(spark, tmp_
             updates = update_gold(spark, paths[engine], config=ev.engine_config(engine))
             engines[engine].append({u.table: f"{u.mode} on {u.engine}" for u in updates})
             reasons[engine].append({u.table: u.reason for u in updates})
-        if n not in (1, 2):
+        if n in (0, 3):
             continue  # round 1 is a full build on both; round 4 changes nothing (asserted below)
         versions = silver_versions(spark, paths["duckdb"])
         for spec in GOLD_TABLES:
@@ -50,6 +52,8 @@ def test_an_incremental_build_on_either_engine_equals_a_full_compute(spark, tmp_
             for engine in ENGINES:
                 table = spark.read.format("delta").load(str(paths[engine].gold(spec.name)))
                 ev.assert_same_rows(table, full, f"{engine}, round {n + 1}: {spec.name}")
+    deleted = spark.read.format("delta").load(str(paths["duckdb"].gold("divergence")))
+    assert deleted.where("kind = 'target_records_deleted'").count() == 1
     for engine, modes in engines.items():
         assert set(modes[0].values()) == {"full on spark"}, engine  # a new lakehouse
         assert set(modes[3].values()) == {"unchanged on spark"}, engine  # events seen before
@@ -63,5 +67,5 @@ def test_an_incremental_build_on_either_engine_equals_a_full_compute(spark, tmp_
     built_by = {"duckdb": {"tail on duckdb"}, "spark": {"tail on spark", "merge on spark", "full on spark"}}
     for engine, modes in engines.items():
         for name in TWINS:
-            later = {m[name] for m in modes[1:]}
+            later = {m[name] for m in modes[1:3]}
             assert later & built_by[engine] and later <= built_by[engine] | {"unchanged on spark"}, (name, modes)
