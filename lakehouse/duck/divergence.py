@@ -16,10 +16,9 @@ from typing import Any
 import pyarrow as pa
 
 from lakehouse.divergence import COLUMNS, KEY, exclusions
-from lakehouse.duck.engine import DuckInputs, DuckTail, Twin, keys_filter
+from lakehouse.duck.engine import DuckInputs, DuckTail, Twin, as_segments, keys_filter
 from lakehouse.offset_mapping import MAPPING_KEY
 from replicator.client.failover_cost import deleted_on_target
-from replicator.client.mapping import Segment
 
 __all__ = ["TWIN"]
 
@@ -228,9 +227,7 @@ def _deleted_rows(con: Any, inputs: DuckInputs, where: str) -> list[dict[str, An
     key = ", ".join(MAPPING_KEY)
     marks = con.sql(
         f"""WITH mark AS ({_latest(inputs.silver("watermark"), key, f"side = 'target' AND {where}", "observed_at_ms")}),
-        seg AS (SELECT {key}, list(struct_pack(us := upstream_start, ue := upstream_end, ds := downstream_start,
-                                                de := downstream_end)) AS segs, min(downstream_start) AS first_copy
-                FROM {inputs.gold("offset_mapping")} WHERE {where} GROUP BY {key})
+        seg AS ({inputs.segments(where)})
         SELECT m.flow, m.source_topic, m.partition, m.topic AS target_topic, m.observed_at_ms, m.log_start_offset,
                CASE WHEN m.log_start_offset > 0 AND g.first_copy < m.log_start_offset THEN g.segs END AS segs
         FROM mark m JOIN seg g USING ({key})"""
@@ -239,8 +236,7 @@ def _deleted_rows(con: Any, inputs: DuckInputs, where: str) -> list[dict[str, An
     for m in marks.to_pylist():
         if m["segs"] is None:
             continue  # nothing below the log start
-        segments = [Segment(s["ds"], s["us"], s["ue"], s["de"]) for s in m["segs"]]
-        gone = deleted_on_target(segments, m["log_start_offset"])
+        gone = deleted_on_target(as_segments(m["segs"]), m["log_start_offset"])
         if gone.records <= 0:
             continue
         out.append(

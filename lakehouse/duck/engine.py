@@ -2,9 +2,11 @@
 
 ``update_table`` is what ``lakehouse.incremental`` calls instead of its Spark tail when the build
 is incremental and the table has a twin: it reads the new silver rows (change data feed), asks the
-twin for the touched keys' tails, and commits them with one delta-rs MERGE. It returns None, with
-nothing written, when the Spark path should decide instead (a change feed delta-rs cannot read,
-columns that differ from the table's): that path then falls back as it always has.
+twin for the touched keys' rows, and commits them in one delta-rs commit (a MERGE on the row id for a
+twin with a ``tail_order``, a replaceWhere of the touched keys otherwise). It returns None, with
+nothing written, when the Spark path should decide instead (a change feed delta-rs cannot read, more
+new rows than ``MOST_NEW_ROWS``, columns that differ from the table's): that path then falls back as
+it always has.
 """
 
 from __future__ import annotations
@@ -21,9 +23,21 @@ from deltalake.exceptions import DeltaError
 
 from ingest.paths import LakehousePaths
 from lakehouse.duck import delta
+from lakehouse.offset_mapping import MAPPING_KEY
+from replicator.client.mapping import Segment
 from replicator.config import MirrorlakeConfig
 
-__all__ = ["MOST_NEW_ROWS", "DuckInputs", "DuckTail", "Twin", "ArrowChanges", "update_table", "keys_filter", "quote"]
+__all__ = [
+    "MOST_NEW_ROWS",
+    "DuckInputs",
+    "DuckTail",
+    "Twin",
+    "ArrowChanges",
+    "update_table",
+    "as_segments",
+    "keys_filter",
+    "quote",
+]
 
 _log = logging.getLogger(__name__)
 # New silver rows per type an incremental build holds in memory (about 150 bytes each in Arrow); a
@@ -33,8 +47,9 @@ MOST_NEW_ROWS = 2_000_000
 
 @dataclass(frozen=True)
 class DuckTail:
-    """A twin's result: ``rows`` replace the table's rows of each key of ``scope`` from the key's
-    tail start on (``lakehouse.duck.delta.replace_scope``)."""
+    """A twin's result: ``rows`` replace the table's rows of each key of ``scope``, from the key's
+    tail start on (``_tail_<column>`` in ``scope``; ``lakehouse.duck.delta.replace_scope``) or all of
+    them (a twin without ``tail_order``; ``replace_keys``)."""
 
     rows: pa.Table
     scope: pa.Table
@@ -76,6 +91,17 @@ class DuckInputs:
             delta.register(self.con, name, path, version)
             self._views[name] = name
         return name
+
+    def segments(self, where: str) -> str:
+        """SQL: gold ``offset_mapping`` of the partitions ``where`` selects, one row per partition:
+        ``segs`` (list of struct ``us, ue, ds, de``) and ``first_copy`` (its lowest downstream start),
+        as ``lakehouse.target_deletions.segments_by_partition``; ``as_segments`` makes them ``Segment``s."""
+        key = ", ".join(MAPPING_KEY)
+        return (
+            f"SELECT {key}, list(struct_pack(us := upstream_start, ue := upstream_end, ds := downstream_start, "
+            f"de := downstream_end)) AS segs, min(downstream_start) AS first_copy "
+            f"FROM {self.gold('offset_mapping')} WHERE {where} GROUP BY {key}"
+        )
 
     def touched(self, columns: Mapping[str, Sequence[str]]) -> pa.Table:
         """Distinct keys of the new rows: ``columns[event_type]`` names the key in that type's rows
@@ -158,6 +184,11 @@ def update_table(
     else:  # whole keys
         delta.replace_keys(target, result.rows, keys_filter(result.scope.select(list(twin.key))))
     return result.scope.num_rows
+
+
+def as_segments(segs: Sequence[Mapping[str, int]] | None) -> list[Segment]:
+    """``DuckInputs.segments``' ``segs`` of one partition, as the reference rules take them."""
+    return [Segment(s["ds"], s["us"], s["ue"], s["de"]) for s in segs or ()]
 
 
 def keys_filter(keys: pa.Table) -> str:

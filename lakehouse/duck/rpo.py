@@ -15,7 +15,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from lakehouse.duck.engine import DuckInputs, DuckTail, Twin, keys_filter
+from lakehouse.duck.engine import DuckInputs, DuckTail, Twin, as_segments, keys_filter
 from lakehouse.offset_mapping import MAPPING_KEY
 from replicator.client.failover_cost import deleted_on_target
 from replicator.client.mapping import Segment
@@ -76,12 +76,7 @@ def _tail(inputs: DuckInputs) -> DuckTail:
             marks += f" AND x.observed_at_ms > {int(bound)}"
     else:
         marks = ""
-    con.execute(
-        f"""CREATE TEMP TABLE segments AS
-        SELECT {_KEY}, list(struct_pack(us := upstream_start, ue := upstream_end, ds := downstream_start,
-                                         de := downstream_end)) AS segs, min(downstream_start) AS first_copy
-        FROM {inputs.gold("offset_mapping")} WHERE {where} GROUP BY {_KEY}"""
-    )
+    con.execute(f"CREATE TEMP TABLE segments AS {inputs.segments(where)}")
     rows = _rows(con, syncs, marks) if marks else None
     earlier = con.sql(
         f"""SELECT h.* EXCLUDE (records_deleted_on_target, records_at_risk), g.first_copy
@@ -162,7 +157,7 @@ class _Segments:
         if key not in self._by_key:
             test = " AND ".join(f"{k} = ?" for k in MAPPING_KEY)
             found = self._con.execute(f"SELECT segs FROM segments WHERE {test}", list(key)).fetchone()
-            self._by_key[key] = [Segment(s["ds"], s["us"], s["ue"], s["de"]) for s in (found[0] if found else ())]
+            self._by_key[key] = as_segments(found[0] if found else None)
         return self._by_key[key]
 
 

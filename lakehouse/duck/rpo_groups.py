@@ -15,7 +15,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from lakehouse.duck.engine import DuckInputs, DuckTail, Twin, keys_filter
+from lakehouse.duck.engine import DuckInputs, DuckTail, Twin, as_segments, keys_filter
 from lakehouse.group_offsets import GROUP_KEY
 from lakehouse.offset_mapping import MAPPING_KEY
 from replicator.client.failover_cost import DELETED_ON_TARGET, deleted_on_target, failover_cost
@@ -72,11 +72,7 @@ def _tail(inputs: DuckInputs) -> DuckTail:
         "NULL::BIGINT AS source_unreplicated_records",
         "target": "NULL::BIGINT AS target_log_start_offset",
     }
-    segments = (
-        f"SELECT {_KEY}, list(struct_pack(us := upstream_start, ue := upstream_end, ds := downstream_start, "
-        f"de := downstream_end)) AS segs, min(downstream_start) AS first_copy "
-        f"FROM {inputs.gold('offset_mapping')} WHERE {where} GROUP BY {_KEY}"
-    )
+    segments = inputs.segments(where)
     group_cols = ", ".join(f'g."{c}"' for c in (*GROUP_KEY, "committed_offset", "translated_offset", "method"))
     base = con.sql(
         f"""
@@ -118,7 +114,7 @@ def _lt(a: int | None, b: int | None) -> bool:
 
 def _row(r: dict[str, Any]) -> dict[str, Any]:
     """One group's row from its joined inputs (the rules of ``lakehouse.rpo_groups.rpo_groups``)."""
-    segments = [Segment(s["ds"], s["us"], s["ue"], s["de"]) for s in r["segs"] or ()]
+    segments = as_segments(r["segs"])
     c = r["committed_offset"]
     log_start = r["target_log_start_offset"]
 
