@@ -14,7 +14,7 @@ from lakehouse.offset_mapping import MAPPING_KEY
 from replicator.client.mapping import BOUNDARY, CONTINUES, SESSION_START
 from replicator.events.model import SyncReason
 
-__all__ = ["TWIN"]
+__all__ = ["TWIN", "segments_sql"]
 
 _KEY = ", ".join(MAPPING_KEY)
 _COLUMNS = (
@@ -38,6 +38,48 @@ def _points(syncs: str) -> str:
         f"UNION ALL SELECT {_KEY}, {names}, previous_downstream_offset, previous_upstream_offset, {CONTINUES} "
         f"FROM {syncs} WHERE {_HAS_PREV}"
     )
+
+
+def segments_sql(syncs: str, scope: str) -> str:
+    """SQL: the segments of ``syncs`` (a query with the sync columns it reads) from each scope
+    partition's tail start on (``_tail_downstream_start``/``_tail_upstream_start`` of the view
+    ``scope``; null: the whole partition), as ``lakehouse.offset_mapping`` builds them."""
+    return f"""
+        WITH syncs AS ({syncs}),
+        points AS (
+            SELECT p.{_KEY.replace(", ", ", p.")}, p.d, p.u, max(p.start) AS start,
+                   min(struct_pack(sc := p.source_cluster, tc := p.target_cluster, tt := p.target_topic)) AS nm,
+                   min(p.emitted_at_ms) AS emitted_at_ms
+            FROM ({_points("syncs")}) p
+            JOIN {scope} s ON p.flow = s.flow AND p.source_topic = s.source_topic AND p.partition = s.partition
+            WHERE s._tail_downstream_start IS NULL OR p.d > s._tail_downstream_start
+               OR (p.d = s._tail_downstream_start AND p.u >= s._tail_upstream_start)
+            GROUP BY ALL
+        ),
+        stepped AS (
+            SELECT *, lag(u) OVER w AS prev_u, lag(d) OVER w AS prev_d FROM points
+            WINDOW w AS (PARTITION BY {_KEY} ORDER BY d, u)
+        ),
+        flagged AS (
+            SELECT *, sum(CASE WHEN prev_u IS NULL OR d - u <> prev_d - prev_u OR u <= prev_u
+                                    OR start = {BOUNDARY} OR (start = {SESSION_START} AND u <> prev_u + 1)
+                               THEN 1 ELSE 0 END)
+                      OVER (PARTITION BY {_KEY} ORDER BY d, u ROWS UNBOUNDED PRECEDING) AS segment
+            FROM stepped
+        ),
+        segments AS (
+            SELECT {_KEY}, segment, min(nm) AS nm,
+                   arg_min(u, d) AS upstream_start, arg_max(u, d) AS upstream_end,
+                   min(d) AS downstream_start, max(d) AS downstream_end, count(*) AS points,
+                   min(emitted_at_ms) AS first_synced_ms, max(emitted_at_ms) AS last_synced_ms
+            FROM flagged GROUP BY {_KEY}, segment
+        )
+        SELECT flow, nm.sc AS source_cluster, nm.tc AS target_cluster, source_topic,
+               nm.tt AS target_topic, partition, upstream_start, upstream_end,
+               downstream_start, downstream_end, downstream_start - upstream_start AS delta,
+               points, first_synced_ms, last_synced_ms
+        FROM segments
+        """
 
 
 def _tail(inputs: DuckInputs) -> DuckTail:
@@ -68,44 +110,7 @@ def _tail(inputs: DuckInputs) -> DuckTail:
     where = keys_filter(scope.select(list(MAPPING_KEY)))
     if lowest is not None and lowest[0] is not None:
         where += f" AND (downstream_offset >= {int(lowest[0])} OR previous_downstream_offset >= {int(lowest[0])})"
-    rows = con.sql(
-        f"""
-        WITH syncs AS (SELECT {_COLUMNS} FROM {syncs} WHERE {where}),
-        points AS (
-            SELECT p.{_KEY.replace(", ", ", p.")}, p.d, p.u, max(p.start) AS start,
-                   min(struct_pack(sc := p.source_cluster, tc := p.target_cluster, tt := p.target_topic)) AS nm,
-                   min(p.emitted_at_ms) AS emitted_at_ms
-            FROM ({_points("syncs")}) p
-            JOIN scope s ON p.flow = s.flow AND p.source_topic = s.source_topic AND p.partition = s.partition
-            WHERE s._tail_downstream_start IS NULL OR p.d > s._tail_downstream_start
-               OR (p.d = s._tail_downstream_start AND p.u >= s._tail_upstream_start)
-            GROUP BY ALL
-        ),
-        stepped AS (
-            SELECT *, lag(u) OVER w AS prev_u, lag(d) OVER w AS prev_d FROM points
-            WINDOW w AS (PARTITION BY {_KEY} ORDER BY d, u)
-        ),
-        flagged AS (
-            SELECT *, sum(CASE WHEN prev_u IS NULL OR d - u <> prev_d - prev_u OR u <= prev_u
-                                    OR start = {BOUNDARY} OR (start = {SESSION_START} AND u <> prev_u + 1)
-                               THEN 1 ELSE 0 END)
-                      OVER (PARTITION BY {_KEY} ORDER BY d, u ROWS UNBOUNDED PRECEDING) AS segment
-            FROM stepped
-        ),
-        segments AS (
-            SELECT {_KEY}, segment, min(nm) AS nm,
-                   arg_min(u, d) AS upstream_start, arg_max(u, d) AS upstream_end,
-                   min(d) AS downstream_start, max(d) AS downstream_end, count(*) AS points,
-                   min(emitted_at_ms) AS first_synced_ms, max(emitted_at_ms) AS last_synced_ms
-            FROM flagged GROUP BY {_KEY}, segment
-        )
-        SELECT flow, nm.sc AS source_cluster, nm.tc AS target_cluster, source_topic,
-               nm.tt AS target_topic, partition, upstream_start, upstream_end,
-               downstream_start, downstream_end, downstream_start - upstream_start AS delta,
-               points, first_synced_ms, last_synced_ms
-        FROM segments
-        """
-    ).to_arrow_table()
+    rows = con.sql(segments_sql(f"SELECT {_COLUMNS} FROM {syncs} WHERE {where}", "scope")).to_arrow_table()
     return DuckTail(rows, scope)
 
 
