@@ -66,7 +66,7 @@ class DuckInputs:
     versions: Mapping[str, int | None]
     changes: Mapping[str, pa.Table]
     config: MirrorlakeConfig | None = None
-    _views: dict[str, str] = field(default_factory=dict)
+    _views: set[str] = field(default_factory=set)
 
     def silver(self, event_type: str) -> str:
         """A view of the silver table of ``event_type`` at the pinned version."""
@@ -83,13 +83,13 @@ class DuckInputs:
         name = f"new_{event_type}"
         if name not in self._views:
             self.con.register(name, self.changes[event_type])
-            self._views[name] = name
+            self._views.add(name)
         return name
 
     def _table(self, name: str, path: Path, version: int | None) -> str:
         if name not in self._views:
             delta.register(self.con, name, path, version)
-            self._views[name] = name
+            self._views.add(name)
         return name
 
     def segments(self, where: str) -> str:
