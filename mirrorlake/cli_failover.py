@@ -144,7 +144,7 @@ def _echo_plan(plan: Any) -> None:
     click.echo(f"failover plan {plan.flow}: {plan.target_cluster} takes over from {plan.source_cluster}")
     click.echo(
         f"  as of {format_time(plan.planned_at_ms)}"
-        + (f", resuming at {format_time(plan.at_ms)}" if plan.at_ms else "")
+        + (f", resuming at {format_time(plan.at_ms)}" if plan.at_ms is not None else "")
     )
     running = "; ".join(plan.running_replicators) or "none"
     click.echo(f"  replicators still running: {running}")

@@ -108,12 +108,83 @@ def test_bad_input_is_a_clear_error():
         select_groups(state, "(")
     with pytest.raises(FailoverError, match="no group has a checkpoint"):
         select_groups(flow_state_from_events(FLOW, [], T), None)
-    trimmed = lambda parts, ts: {tp: TimePosition(20, 20, 100) for tp in parts}  # noqa: E731
-    with pytest.raises(FailoverError, match="log start"):
-        build_plan(state, ["g"], {}, trimmed, at_ms=T + 5)
-    with pytest.raises(FailoverError, match="neither an ISO 8601"):
+    with pytest.raises(FailoverError, match="expected an ISO 8601 time"):
         parse_time("yesterday")
     assert parse_time("2023-11-14T22:13:20Z") == T == parse_time(str(T))
+
+
+@pytest.mark.parametrize(
+    ("text", "ms"),
+    [
+        ("1969-12-31T23:59:59.999Z", -1),  # the issue's case: Kafka reads -1 as "latest"
+        ("1970-01-01T00:00:00Z", 0),
+        ("-2", -2),  # "earliest", as a bare epoch
+        ("0001-01-01T00:00:00+14:00", -62_135_647_200_000),
+        ("9999-12-31T23:59:59.999-12:00", 253_402_343_999_999),
+        ("2023-11-14T23:13:20+01:00", T),
+        ("2023-11-14T10:13:20-12:00", T),
+        (" 2023-11-14T22:13:20z ", T),
+    ],
+)
+def test_every_time_parses_to_the_instant_it_names(text: str, ms: int):
+    assert parse_time(text) == ms
+
+
+@pytest.mark.parametrize(
+    ("text", "why"),
+    [
+        ("0000-01-01T00:00:00Z", "year 0 is out of range"),
+        ("²", "not a time"),  # a Unicode digit: str.isdigit() says yes, int() says no
+        ("", "not a time"),
+        ("1" * 30, "out of range"),  # not read as an ISO basic date (1111-11-11T11:11...)
+        ("2026-13-01T00:00:00Z", "month must be in 1..12"),
+        ("\x1b]0;owned\x07" + "x" * 100_000, "chars"),
+    ],
+)
+def test_a_time_that_names_no_instant_is_one_clear_error(text: str, why: str):
+    with pytest.raises(FailoverError, match="expected an ISO 8601 time") as caught:
+        parse_time(text)
+    message = str(caught.value)
+    assert why in message and "\x1b" not in message and len(message) < 300, message
+
+
+def _recording(positions):
+    asked: list[int] = []
+
+    def lookup(partitions, ts):
+        asked.append(ts)
+        return positions(partitions, ts)
+
+    return asked, lookup
+
+
+@pytest.mark.parametrize("at_ms", [-1, -2, -62_135_647_200_000, 0], ids=["-1 latest", "-2 earliest", "year 1", "0"])
+def test_a_time_before_every_record_resumes_at_the_first_with_its_exact_cost(at_ms: int):
+    """The target holds 0..99 (timestamps T+o); the group committed 50: resuming at the first record
+    re-reads 0..49. No sentinel reaches the lookup."""
+    state = flow_state_from_events(FLOW, _events(), T + 1000)
+    asked, lookup = _recording(_positions_at)
+    plan = build_plan(state, ["g"], {}, lookup, at_ms=at_ms)
+    (row,) = plan.groups[0].partitions
+    assert (row.target_offset, row.method, row.records_lost, row.records_reread) == (0, "timestamp", 0, 50)
+    assert min(asked) >= 0 and plan.at_ms == at_ms
+
+
+def test_a_time_before_a_trimmed_target_s_first_record_resumes_at_its_log_start():
+    """Records below 20 were deleted on the target: the first record there is 20, where a consumer
+    resuming at that time starts (the plan no longer refuses it), re-reading 20..49."""
+    state = flow_state_from_events(FLOW, _events(), T + 1000)
+    trimmed = lambda parts, ts: {tp: TimePosition(max(20, min(100, ts - T)), 20, 100) for tp in parts}  # noqa: E731
+    (row,) = build_plan(state, ["g"], {}, trimmed, at_ms=T + 5).groups[0].partitions
+    assert (row.target_offset, row.records_lost, row.records_reread) == (20, 0, 30)
+
+
+def test_a_time_in_the_future_is_refused_before_anything_is_looked_up():
+    state = flow_state_from_events(FLOW, _events(), T + 1000)
+    asked, lookup = _recording(_positions_at)
+    with pytest.raises(FailoverError, match="in the future"):
+        build_plan(state, ["g"], {}, lookup, at_ms=parse_time("9999-12-31T23:59:59Z"))
+    assert asked == []
 
 
 def test_state_keeps_earlier_failovers_and_the_latest_of_each_thing():

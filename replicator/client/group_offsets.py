@@ -20,6 +20,7 @@ from tenacity import Retrying, retry_if_exception, stop_after_delay, wait_expone
 
 from replicator.kafka.clients import new_consumer
 from replicator.kafka.errors import kafka_error
+from replicator.kafka.positions_guard import real_positions
 
 __all__ = ["GroupOffset", "committed_offsets", "commit_offsets", "COORDINATOR_MOVING"]
 
@@ -46,6 +47,7 @@ def commit_offsets(consumer: Consumer, offsets: list[TopicPartition], *, timeout
         wait=wait_fixed(0.2),
         reraise=True,
     )
+    real_positions(offsets, "offset commit")
     for attempt in retrying:
         with attempt:
             consumer.commit(offsets=offsets, asynchronous=False)

@@ -11,7 +11,9 @@ group for the records ``>= c``.
 * ``c`` is the group's latest checkpoint (the source is not asked: it may be gone).
 * The resume offset is the exact translation of ``c`` through the mapping as it stands now, or
   with ``at_ms`` the first target record with timestamp ``>= at_ms`` (Kafka's ``--to-datetime``),
-  costed against ``c`` beside the exact translation.
+  costed against ``c`` beside the exact translation. Every time resolves to a real position: one
+  before the partition's first record (before 1970 included) resumes at its first record, one
+  after its last record at its end, one in the future is refused; the cost says what each means.
 * The consistent cut is the latest time T such that every record with timestamp < T of every
   selected partition (the partitions of the selected groups' topics) was replicated at the last
   observation: the timestamp of each partition's first unreplicated record (its observation time
@@ -50,6 +52,7 @@ from replicator.errors import FailoverError
 from replicator.events import Checkpoint, Watermark
 from replicator.failover.state import FlowState
 from replicator.failover.target import GroupActivity, TimePosition
+from replicator.failover.times import format_time, lookup_time
 
 __all__ = ["PartitionRisk", "GroupPartitionPlan", "GroupPlan", "FailoverPlan", "build_plan", "select_groups"]
 
@@ -291,15 +294,12 @@ def _lost_cause(deleted: int, compacted: int | None, cost: FailoverCost | None) 
     return "; ".join(causes) or None
 
 
-def _check_time(at_ms: int, now_ms: int, found: Mapping[tuple[str, int], TimePosition]) -> None:
+def _check_time(at_ms: int, now_ms: int) -> None:
+    """A time in the future names no record yet: refused before anything is looked up."""
     if at_ms > now_ms:
-        raise FailoverError(f"--at {at_ms} ms is in the future (now is {now_ms} ms)")
-    for (topic, partition), pos in sorted(found.items()):
-        if pos.log_start > 0 and pos.offset <= pos.log_start:
-            raise FailoverError(
-                f"--at {at_ms} ms is at or before the log start of {topic}[{partition}] on the target "
-                f"(records before offset {pos.log_start} were deleted): choose a later time"
-            )
+        raise FailoverError(
+            f"--at {format_time(at_ms)} is in the future (the plan reads the target as of {format_time(now_ms)})"
+        )
 
 
 def build_plan(
@@ -336,9 +336,9 @@ def build_plan(
     cut = min(u for u in untils if u is not None) if untils and None not in untils else None
     targets = sorted({(c.target_topic, c.partition) for c in checkpoints})
     if at_ms is not None:
-        at_positions = positions_at(targets, at_ms)
-        _check_time(at_ms, state.read_at_ms, at_positions)
-    cut_positions = positions_at(targets, cut) if cut is not None else {}
+        _check_time(at_ms, state.read_at_ms)
+        at_positions = positions_at(targets, lookup_time(at_ms))
+    cut_positions = positions_at(targets, lookup_time(cut)) if cut is not None else {}
 
     rows: dict[str, list[GroupPartitionPlan]] = {g: [] for g in groups}
     for c in checkpoints:

@@ -47,6 +47,7 @@ from replicator.kafka.admin import admin_client
 from replicator.kafka.clients import new_consumer
 from replicator.kafka.connectivity import wait_for_cluster
 from replicator.kafka.errors import kafka_error_reason
+from replicator.kafka.positions_guard import real_positions
 from replicator.kafka.settings import consumer_group_id
 from replicator.kafka.state_log import StateLog
 from replicator.metadata.filters import RegexTopicFilter
@@ -129,7 +130,7 @@ def seed_reverse_flow(config: MirrorlakeConfig, flow_name: str) -> list[ReverseS
     if todo:
         consumer = new_consumer({**conf, "group.id": group, "enable.auto.commit": False})
         try:
-            consumer.commit(offsets=todo, asynchronous=False)
+            consumer.commit(offsets=real_positions(todo, f"{back.name}'s start positions"), asynchronous=False)
         except KafkaException as exc:
             raise FailoverError(f"cannot commit {back.name}'s start positions on {back.source}: {exc}") from exc
         finally:

@@ -14,7 +14,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from replicator.client.present_copies import PresentCopies
-from replicator.errors import ReplicationError
+from replicator.errors import FailoverError, ReplicationError
 from replicator.kafka.errors import kafka_error, kafka_error_reason
 from replicator.kafka.log_bounds import log_bounds, throwaway_reader
 from replicator.kafka.settings import BOUNDED_READ_WAIT_S
@@ -74,7 +74,13 @@ class TimePosition:
 def positions_at(
     conf: dict[str, Any], partitions: Iterable[tuple[str, int]], at_ms: int
 ) -> dict[tuple[str, int], TimePosition]:
-    """Where a consumer resuming at ``at_ms`` starts, per partition (Kafka's ``--to-datetime``)."""
+    """Where a consumer resuming at ``at_ms`` starts, per partition (Kafka's ``--to-datetime``).
+
+    ``at_ms`` must be >= 0: ListOffsets reads -1 as "latest" and -2 as "earliest", so a time before
+    1970 passed on as it is would send every group to the log end (``times.lookup_time`` resolves it).
+    """
+    if at_ms < 0:
+        raise FailoverError(f"time {at_ms} ms is below 0, which Kafka reads as a sentinel, not a time")
     wanted = sorted(set(partitions))
     if not wanted:
         return {}

@@ -30,6 +30,7 @@ from replicator.kafka.admin import admin_client
 from replicator.kafka.clients import new_consumer
 from replicator.kafka.errors import kafka_error_reason
 from replicator.kafka.log_bounds import topic_bounds
+from replicator.kafka.positions_guard import real_positions
 from replicator.kafka.settings import BOUNDED_READ_WAIT_S, RDKAFKA_LOG, consumer_group_id
 
 __all__ = ["mm2_source_positions", "seed_from_mm2", "default_offsets_topic"]
@@ -119,7 +120,7 @@ def seed_from_mm2(
         have = {(o.topic, o.partition) for o in committed_offsets(admin_conf, group)}
         seed = {tp: u + 1 for tp, u in sorted(found.items()) if tp not in have}
         if seed:
-            tps = [TopicPartition(t, p, o) for (t, p), o in seed.items()]
+            tps = real_positions([TopicPartition(t, p, o) for (t, p), o in seed.items()], f"group {group}")
             request = [ConsumerGroupTopicPartitions(group, tps)]
             result = admin.alter_consumer_group_offsets(request, request_timeout=_TIMEOUT_S)[group].result(_TIMEOUT_S)
             failed = [f"{tp.topic}[{tp.partition}]: {tp.error}" for tp in result.topic_partitions if tp.error]

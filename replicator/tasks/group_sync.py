@@ -6,8 +6,10 @@ partition is never moved backwards: when the target already holds a larger offse
 on the target, or the source group was reset) the decision is ``skipped_rewind`` and says both
 offsets. Decisions: ``synced``, ``unchanged``, ``skipped_active_on_target``,
 ``skipped_no_mapping`` (nothing of the partition was replicated yet), ``skipped_rewind``,
-``failed``. A ``GroupSync`` event is emitted when a partition's decision or offsets change, so
-the log has each decision once rather than once per interval.
+``skipped_invalid_offset`` (a negative offset or partition: Kafka would read it as a sentinel such
+as "latest", so it is never written), ``failed``. A ``GroupSync`` event is emitted when a
+partition's decision or offsets change, so the log has each decision once rather than once per
+interval.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from replicator.events import Checkpoint, GroupSync
 from replicator.kafka.admin import admin_client
 from replicator.kafka.errors import kafka_error, kafka_error_reason
 from replicator.kafka.permissions import AUTHORIZATION_CODES
+from replicator.kafka.positions_guard import is_real_position, real_positions
 
 if TYPE_CHECKING:
     from replicator.tasks.base import TaskContext
@@ -63,7 +66,10 @@ class GroupOffsetSync:
         to_write: list[Checkpoint] = []
         for c in checkpoints:
             before = on_target.get((c.target_topic, c.partition))
-            if active:
+            if not is_real_position(c.partition, c.downstream_offset):
+                invalid = f"offset {c.downstream_offset} of partition {c.partition} is not a position in a log"
+                decisions.append((c, "skipped_invalid_offset", before, before, invalid))
+            elif active:
                 decisions.append((c, "skipped_active_on_target", before, before, "the group has members on the target"))
             elif before is not None and before > c.downstream_offset:
                 ahead = f"the target holds {before}, ahead of the translated {c.downstream_offset}"
@@ -111,7 +117,10 @@ class GroupOffsetSync:
         so each partition's error is read. An authorization refusal is raised (as a
         ``KafkaException``): the caller names the ACL to grant rather than record a decision.
         """
-        partitions = [TopicPartition(c.target_topic, c.partition, c.downstream_offset) for c in checkpoints]
+        partitions = real_positions(
+            [TopicPartition(c.target_topic, c.partition, c.downstream_offset) for c in checkpoints],
+            f"group {group!r} on the target",
+        )
         request = [ConsumerGroupTopicPartitions(group, partitions)]
         try:
             result = self._target.alter_consumer_group_offsets(request, request_timeout=_TIMEOUT_S)[group].result(
