@@ -21,6 +21,7 @@ from pyspark.sql import types as T
 
 from lakehouse.avro_jvm import VOUCHED, header_fingerprint_hex, jvm_decode
 from lakehouse.avro_types import all_nullable, event_spark_schema
+from lakehouse.event_validity import invalid_reason
 from replicator.events import SchemaRegistry, registry
 from replicator.events.codec import HEADER_LEN, MAGIC
 
@@ -31,9 +32,11 @@ __all__ = [
     "LINEAGE_COLUMNS",
     "UNKNOWN_TYPE",
     "VOUCHED",
+    "INVALID",
 ]
 
 UNKNOWN_TYPE = "__unknown__"
+INVALID = "invalid"  # the validity rule a decoded row breaks (null: valid)
 # Where each decoded event came from in the state topic: the bronze key, renamed so that it cannot
 # clash with event fields (offset_sync has its own ``partition``).
 LINEAGE_COLUMNS = ("state_cluster", "state_topic", "state_partition", "state_offset")
@@ -62,19 +65,24 @@ def decode_events(raw: DataFrame, event_type: str, reg: SchemaRegistry | None = 
     """Decode the rows of one ``event_type`` (after ``classify``) in the JVM.
 
     The result has the event's columns (null where not vouched), the lineage columns, ``value``
-    (kept only where not vouched) and ``vouched`` (``lakehouse.avro_jvm``): rows with ``vouched``
-    false go to ``decode_in_python``, which decodes them as the replicator would or says why not.
+    (kept only where not vouched or invalid), ``vouched`` (``lakehouse.avro_jvm``) and ``invalid``
+    (the rule of ``replicator.events.validity`` a vouched row breaks, else null): rows with
+    ``vouched`` false go to ``decode_in_python``, which decodes them as the replicator would (its
+    validity included) or says why not.
     """
     reg = reg or registry()
     payload = all_nullable(event_spark_schema(event_type, reg))
     assert isinstance(payload, T.StructType)
     rows = raw.where(F.col("event_type") == event_type).select(*_lineage(), "value")
-    decoded = jvm_decode(rows, event_type, payload, reg)
-    return decoded.select(
+    decoded = jvm_decode(rows, event_type, payload, reg).select(
         *[F.when(F.col(VOUCHED), F.col("_record")[f.name]).alias(f.name) for f in payload.fields],
         *LINEAGE_COLUMNS,
-        F.when(~F.col(VOUCHED), F.col("value")).alias("value"),
+        "value",
         VOUCHED,
+    )
+    invalid = F.when(F.col(VOUCHED), invalid_reason(event_type))
+    return decoded.withColumn(INVALID, invalid).withColumn(
+        "value", F.when(~F.col(VOUCHED) | F.col(INVALID).isNotNull(), F.col("value"))
     )
 
 

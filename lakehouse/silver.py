@@ -20,8 +20,17 @@ from pyspark.sql import types as T
 
 from ingest.paths import LakehousePaths
 from lakehouse.avro_types import all_nullable, event_spark_schema
-from lakehouse.decode import LINEAGE_COLUMNS, UNKNOWN_TYPE, VOUCHED, classify, decode_events, decode_in_python
+from lakehouse.decode import (
+    INVALID,
+    LINEAGE_COLUMNS,
+    UNKNOWN_TYPE,
+    VOUCHED,
+    classify,
+    decode_events,
+    decode_in_python,
+)
 from replicator.events import registry
+from replicator.events.validity import INVALID_PREFIX
 
 __all__ = ["update_silver", "QUARANTINE_SCHEMA", "silver_schema"]
 
@@ -129,18 +138,24 @@ class _Span:
 def _vouched_rows(decoded: DataFrame, event_type: str, bad: list[DataFrame]) -> tuple[DataFrame, _Span]:
     """The decoded rows of one type to insert (one per event id) and their emission span.
 
-    One aggregate job answers the three questions a batch asks of its rows: are any not vouched
-    for by the JVM decode, do event ids repeat, what span of emission times do they cover. Each
+    One aggregate job answers the four questions a batch asks of its rows: are any not vouched
+    for by the JVM decode, do any break a validity rule (``replicator.events.validity``: those go
+    to quarantine), do event ids repeat, what span of emission times do they cover. Each
     was a job of its own, and a small build's silver stage was mostly such jobs. Rows the JVM
     could not vouch for (rare) are decoded with fastavro: the good ones join the rest, the
     failures are appended to ``bad`` (quarantine), and the rows are asked again.
     """
+    valid = F.col(VOUCHED) & F.col(INVALID).isNull()
     stats = decoded.agg(
         F.count(F.when(~F.col(VOUCHED), 1)).alias("unvouched"),
-        *_row_stats(F.col(VOUCHED)),
+        F.count(F.when(F.col(INVALID).isNotNull(), 1)).alias("invalid"),
+        *_row_stats(valid),
     ).first()
     assert stats is not None  # an aggregate without grouping has one row
-    good = decoded.where(F.col(VOUCHED)).drop("value", VOUCHED)
+    good = decoded.where(valid).drop("value", VOUCHED, INVALID)
+    if stats["invalid"]:  # forged or damaged events that decode: quarantined with the rule they break
+        reason = F.concat(F.lit(INVALID_PREFIX), F.col(INVALID))
+        bad.append(decoded.where(F.col(INVALID).isNotNull()).select(*LINEAGE_COLUMNS, "value", reason.alias("reason")))
     if stats["unvouched"]:  # rare: bodies the JVM could not decode canonically
         retried = decode_in_python(decoded.where(~F.col(VOUCHED)), event_type).localCheckpoint()
         good = good.unionByName(retried.where(F.col("decode_error").isNull()).drop("value", "decode_error"))

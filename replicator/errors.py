@@ -22,6 +22,7 @@ __all__ = [
     "PortInUseError",
     "ClusterStartError",
     "EventDecodeError",
+    "InvalidEventError",
     "ReplicationError",
     "MissingPermissionError",
     "TranslationError",
@@ -103,6 +104,12 @@ class EventDecodeError(MirrorlakeError):
     """A state-topic record is not a mirrorlake event (bad marker, unknown fingerprint, bad body)."""
 
     exit_code = ExitCode.EVENT_DECODE
+
+
+class InvalidEventError(EventDecodeError):
+    """A state-topic record decodes, but names nothing real (a negative partition, an illegal topic
+    name, an audit window ending before it starts): forged or damaged, never fed to Kafka
+    (``replicator.events.validity``)."""
 
 
 class ReplicationError(MirrorlakeError):

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Producer
 
+from ingest.paths import LakehousePaths
 from mirrorlake.groundtruth import (
     GroundTruth,
     Rec,
@@ -27,6 +28,8 @@ from mirrorlake.groundtruth import (
 from mirrorlake.traffic import ensure_topic
 from replicator.client.mapping import translate
 from replicator.config import MirrorlakeConfig
+from replicator.events import Checkpoint, OffsetSync, Watermark
+from replicator.events.codec import encode
 from replicator.flow.runtime import Replicator
 
 PARTITIONS = 4
@@ -209,14 +212,38 @@ def test_rebuild_is_idempotent_and_bad_records_are_quarantined(kafka_clusters, r
     garbage = Producer({"bootstrap.servers": kafka_clusters.bootstrap("B")})
     garbage.produce("mirrorlake.events", key=b"junk", value=b"this is not an event")
     garbage.produce("mirrorlake.events", key=b"junk", value=b"\xc3\x01" + bytes(8) + b"unknown fingerprint")
-    garbage.flush(10)
+    for forged in _forged_events():  # decode cleanly, name nothing real (issue 33, item 2)
+        garbage.produce("mirrorlake.events", key=b"forged", value=encode(forged))
+    assert garbage.flush(10) == 0
     second = build_lakehouse(spark, replicated.config)
-    assert second.bronze_rows == first.bronze_rows + 2
-    assert second.quarantined == first.quarantined + 2
+    assert second.bronze_rows == first.bronze_rows + 5
+    assert second.quarantined == first.quarantined + 5
     assert second.offset_syncs == first.offset_syncs
     assert second.mapping_segments == first.mapping_segments
     third = build_lakehouse(spark, replicated.config)
     assert third == second
+    reasons = {
+        r["reason"]
+        for r in spark.read.format("delta").load(str(LakehousePaths(replicated.config.lakehouse.path).quarantine))
+        .where("reason LIKE 'invalid event: %'").collect()
+    }  # fmt: skip
+    assert reasons == {
+        "invalid event: checkpoint.partition -1 is not a partition (0 to 2147483646)",
+        "invalid event: offset_sync.target_topic is not a legal Kafka topic name",
+        "invalid event: watermark.log_end_offset -7 is negative",
+    }
+
+
+def _forged_events() -> list:
+    ends = {"flow": "A->B", "replicator_id": "forger", "source_cluster": "A", "target_cluster": "B"}
+    return [
+        Checkpoint(**ends, group="g", source_topic="t", target_topic="A.t", partition=-1, upstream_offset=1,
+                   downstream_offset=1, method="exact"),
+        OffsetSync(**ends, source_topic="t", target_topic="A.t; DROP", partition=0, upstream_offset=0,
+                   downstream_offset=0, upstream_timestamp_ms=0, reason="first"),
+        Watermark(flow="A->B", replicator_id="forger", cluster="A", side="source", topic="t", source_topic="t",
+                  partition=0, log_start_offset=0, log_end_offset=-7, observed_at_ms=1),
+    ]  # fmt: skip
 
 
 @pytest.mark.spark

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -83,7 +84,7 @@ def test_fold_takes_the_last_marker_latest_events_and_ignores_other_flows_and_ga
         (_key("latest", "A->B", "checkpoint", "g", "A.t", 0), encode(cp)),  # older, written later: ignored
         (_key("position", "A->B"), b'{"positions": {"0": 3, "1": 4}}'),
         (_key("position", "C->B"), b'{"positions": {"0": 99}}'),
-        (_key("latest", "A->B", "checkpoint", "h", "A.t", 0), b"garbage"),
+        (_key("latest", "C->B", "checkpoint", "h", "C.t", 0), b"garbage"),  # another flow's: never read
         (b"v0|mapping|A->B|t|0", b"{}"),
     ]
     snap = _fold(records, "A->B")
@@ -92,6 +93,43 @@ def test_fold_takes_the_last_marker_latest_events_and_ignores_other_flows_and_ga
     assert snap.segments == {("t", 0): ("A.t", segs)}
     assert list(snap.latest.values()) == [newer]
     assert _fold(records[:3], "A->B") is None  # no marker: no snapshot, replay everything
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        (_key("latest", "A->B", "checkpoint", "h", "A.t", 0), b"garbage"),
+        # a forged checkpoint that decodes: partition -1 (Kafka would read its lookups as nothing real)
+        (
+            _key("latest", "A->B", "checkpoint", "h", "A.t", 0),
+            encode(
+                Checkpoint(
+                    flow="A->B",
+                    source_cluster="A",
+                    target_cluster="B",
+                    group="h",
+                    source_topic="t",
+                    target_topic="A.t",
+                    partition=-1,
+                    upstream_offset=5,
+                    downstream_offset=7,
+                    method="exact",
+                    replicator_id="r",
+                )
+            ),
+        ),
+        (_key("mapping", "A->B", "t", 0), b'{"target_topic": "A.t", "segments": [[-1, 0, 5, 4]]}'),
+        (_key("mapping", "A->B", "t", 0), b'{"target_topic": "../A.t", "segments": [[0, 0, 5, 5]]}'),
+        (_key("mapping", "A->B", "t", -3), b'{"target_topic": "A.t", "segments": [[0, 0, 5, 5]]}'),
+        (_key("mapping", "A->B", "t", 0), b'{"target_topic": "A.t", "segments": [[9, 0, 5, 5]]}'),
+    ],
+    ids=["garbage", "forged-partition", "negative-offset", "illegal-topic", "negative-partition", "ends-first"],
+)
+def test_a_damaged_mapping_or_latest_record_means_a_full_replay(bad):
+    """Without the record the snapshot would lack a group's checkpoint or a partition's segments."""
+    marker = (_key("position", "A->B"), b'{"positions": {"0": 3}}')
+    assert _fold([marker], "A->B") is not None
+    assert _fold([bad, marker], "A->B") is None
 
 
 def test_fold_keeps_seen_times_and_a_v1_snapshot_means_a_full_replay():

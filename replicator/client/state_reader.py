@@ -2,8 +2,10 @@
 
 The state topic is the source of truth, so every reader of it (checkpoints, the translation API,
 the MM2 importer's tests, audits) reads through here. A record that does not decode (foreign bytes,
-an unknown fingerprint from a newer mirrorlake, a truncated body) is logged with its coordinates,
-counted in ``bad``, and skipped: one bad record never stops a reader.
+an unknown fingerprint from a newer mirrorlake, a truncated body) or decodes to an event that names
+nothing real (``replicator.events.validity``: partition -1, an illegal topic name) is logged with
+its coordinates, counted in ``bad``, and skipped: one bad record never stops a reader, and never
+reaches Kafka.
 
 ``StateLogFollower`` keeps its consumer and returns only what arrived since its last call, so a
 long-running task pays for each event once.
@@ -19,7 +21,7 @@ from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, KafkaException, TopicPartition
 
-from replicator.errors import EventDecodeError, ReplicationError
+from replicator.errors import EventDecodeError, InvalidEventError, ReplicationError
 from replicator.events import EVENT_TYPES, Event, registry
 from replicator.events.codec import decode_record, header_fingerprint
 from replicator.kafka.clients import new_consumer
@@ -159,7 +161,8 @@ class StateLogFollower:
             out.events.append(EVENT_TYPES[writer.event_type].from_record(record))
         except (EventDecodeError, TypeError, KeyError) as exc:
             bad = BadEvent(self._topic, partition, offset, str(exc))
-            _log.warning("skipping undecodable state event %s[%d]@%d: %s", bad.topic, partition, offset, bad.reason)
+            what = "invalid" if isinstance(exc, InvalidEventError) else "undecodable"
+            _log.warning("skipping %s state event %s[%d]@%d: %s", what, bad.topic, partition, offset, bad.reason)
             out.bad.append(bad)
 
     def close(self) -> None:

@@ -37,6 +37,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaExcepti
 from replicator.client.mapping import Segment
 from replicator.errors import EventDecodeError, ReplicationError
 from replicator.events import AuditWindow, Checkpoint, Event, Failback, Failover, Lifecycle, Watermark, decode, encode
+from replicator.events.validity import MAX_PARTITION, is_topic_name
 from replicator.kafka.clients import new_consumer
 from replicator.kafka.errors import kafka_error_reason
 from replicator.kafka.settings import BOUNDED_READ_WAIT_S, reader_config
@@ -170,8 +171,10 @@ def load_snapshot(
 
     ``mapping=False`` leaves the segments out (a reader of checkpoints only does not parse them).
 
-    Records that do not decode are logged and ignored: the log replay from the marker (or from the
-    beginning, without one) supplies the truth.
+    A mapping or latest record that does not decode or names nothing real (a forged or damaged one)
+    makes the whole snapshot unusable, logged: without it the snapshot would lack part of the state
+    (a group's latest checkpoint, a partition's segments), so the reader replays the log from the
+    beginning, the truth the snapshot only caches. An unreadable ``seen`` time is only ignored.
     """
     topic = snapshot_topic(state_topic)
     consumer = new_consumer(reader_config(dict(client_conf), f"snapshot-{flow}"))
@@ -223,18 +226,33 @@ def _fold(records: list[tuple[bytes, bytes | None]], flow: str, *, mapping: bool
         try:
             handlers[parts[1]](parts[3:], value)
         except (ValueError, KeyError, TypeError, EventDecodeError) as exc:
-            _log.warning("ignoring an unreadable state snapshot record %r: %s", key, exc)
-            continue
+            if parts[1] == "seen":  # a sign of life, not state: the next event of that replicator says it again
+                _log.warning("ignoring an unreadable state snapshot record %r: %s", key, exc)
+                continue
+            # a mapping or a latest event would be missing from the snapshot: the log replay is the truth
+            _log.warning("state snapshot record %r is unreadable (%s): replaying the state log instead", key, exc)
+            return None
         if parts[1] == "position":
             marked = True
     return snap if marked else None
 
 
 def _take_mapping(snap: FlowSnapshot, parts: list[str], value: bytes) -> None:
+    """One partition's segments; ``ValueError`` for a record that names nothing real (forged or damaged)."""
     source_topic, partition = "|".join(parts[:-1]), int(parts[-1])
     doc = json.loads(value)
+    target_topic = doc["target_topic"]
     segments = [Segment(ds, us, ue, de) for ds, us, ue, de in doc["segments"]]
-    snap.segments[(source_topic, partition)] = (doc["target_topic"], segments)
+    if not (is_topic_name(source_topic) and isinstance(target_topic, str) and is_topic_name(target_topic)):
+        raise ValueError("a topic name is not legal")
+    if not 0 <= partition <= MAX_PARTITION:
+        raise ValueError(f"partition {partition} is not a partition")
+    for seg in segments:
+        if not all(isinstance(v, int) and v >= 0 for v in (seg.downstream_start, seg.upstream_start)):
+            raise ValueError(f"segment {seg} has a negative or non-integer start")
+        if seg.upstream_end < seg.upstream_start or seg.downstream_end < seg.downstream_start:
+            raise ValueError(f"segment {seg} ends before it starts")
+    snap.segments[(source_topic, partition)] = (target_topic, segments)
 
 
 def _take_seen(snap: FlowSnapshot, replicator_id: str, ms: object) -> None:

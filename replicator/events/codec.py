@@ -23,8 +23,9 @@ import fastavro
 from fastavro.read import SchemaResolutionError
 from fastavro.schema import fingerprint, parse_schema, to_parsing_canonical_form
 
-from replicator.errors import EventDecodeError
+from replicator.errors import EventDecodeError, InvalidEventError
 from replicator.events.model import EVENT_TYPES, Event
+from replicator.events.validity import INVALID_PREFIX, problem
 
 __all__ = [
     "SchemaVersion",
@@ -141,7 +142,8 @@ def decode_record(data: bytes, reg: SchemaRegistry | None = None) -> tuple[Schem
     """Decode to (writer schema version, record resolved to the newest schema of that type).
 
     Raises ``EventDecodeError`` naming what is wrong: not single-object encoded, an unknown
-    fingerprint (an event from a newer mirrorlake, or not ours), or a body that does not parse.
+    fingerprint (an event from a newer mirrorlake, or not ours), or a body that does not parse;
+    ``InvalidEventError`` (one of those) for a record that breaks ``replicator.events.validity``.
     """
     reg = reg or registry()
     fp = header_fingerprint(data)
@@ -163,6 +165,9 @@ def decode_record(data: bytes, reg: SchemaRegistry | None = None) -> tuple[Schem
         raise EventDecodeError(f"{writer.event_type} v{writer.version}: trailing bytes after the body")
     if not isinstance(record, dict):
         raise EventDecodeError(f"{writer.event_type} v{writer.version}: body is not a record")
+    invalid = problem(writer.event_type, record)
+    if invalid is not None:
+        raise InvalidEventError(INVALID_PREFIX + invalid)
     return writer, record
 
 

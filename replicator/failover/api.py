@@ -41,7 +41,7 @@ from replicator.failover.plan import FailoverPlan, GroupPlan, build_plan, select
 from replicator.failover.state import FlowState, read_flow_state
 from replicator.failover.target import group_activity, positions_at, read_present
 from replicator.flow.stop_requests import STOP_REQUESTED
-from replicator.kafka.admin import admin_client
+from replicator.kafka.admin import admin_client, partition_counts
 from replicator.kafka.connectivity import answers_metadata
 from replicator.kafka.settings import consumer_group_id
 from replicator.kafka.state_log import StateLog
@@ -99,6 +99,7 @@ def _plan(
         at_ms=at_ms,
         running=tuple(running_replicators(config, state, stale_after_s)),
         present_of=present_of,
+        target_partitions=partition_counts(admin),
     )
 
 

@@ -35,6 +35,7 @@ group for the records ``>= c``.
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
@@ -56,6 +57,7 @@ from replicator.failover.times import format_time, lookup_time
 
 __all__ = ["PartitionRisk", "GroupPartitionPlan", "GroupPlan", "FailoverPlan", "build_plan", "select_groups"]
 
+_log = logging.getLogger(__name__)
 PositionsAt = Callable[[list[tuple[str, int]], int], Mapping[tuple[str, int], TimePosition]]
 # (target topic, partition) -> end of the copies to read; answers only the compacted partitions
 PresentOf = Callable[[Mapping[tuple[str, int], int]], Mapping[tuple[str, int], PresentCopies]]
@@ -93,7 +95,9 @@ class GroupPartitionPlan:
     checkpoint_offset: int
     checkpointed_at_ms: int
     target_offset: int | None  # where the group resumes (None: nothing of the partition replicated)
-    method: str  # exact | after_last_copy | before_first_copy | timestamp | no_mapping
+    method: (
+        str  # exact | after_last_copy | before_first_copy | timestamp | log_start | no_mapping | no_target_partition
+    )
     records_lost: int | None
     records_reread: int | None
     records_duplicated: int | None
@@ -302,6 +306,27 @@ def _check_time(at_ms: int, now_ms: int) -> None:
         )
 
 
+def _absent_row(c: Checkpoint) -> GroupPartitionPlan:
+    return GroupPartitionPlan(
+        group=c.group,
+        source_topic=c.source_topic,
+        target_topic=c.target_topic,
+        partition=c.partition,
+        committed_offset=c.upstream_offset,
+        checkpoint_offset=c.downstream_offset,
+        checkpointed_at_ms=c.emitted_at_ms,
+        target_offset=None,
+        method="no_target_partition",
+        records_lost=None,
+        records_reread=None,
+        records_duplicated=None,
+        records_unreplicated=None,
+        exact_offset=None,
+        lost_at_exact=None,
+        reread_at_exact=None,
+    )
+
+
 def build_plan(
     state: FlowState,
     groups: list[str],
@@ -311,15 +336,32 @@ def build_plan(
     at_ms: int | None = None,
     running: tuple[str, ...] = (),
     present_of: PresentOf | None = None,
+    target_partitions: Mapping[str, int] | None = None,
 ) -> FailoverPlan:
     """The plan for ``groups`` (already selected); ``positions_at`` looks positions up on the target,
-    ``present_of`` reads which copies the compacted ones among the groups' target partitions hold."""
+    ``present_of`` reads which copies the compacted ones among the groups' target partitions hold.
+
+    ``target_partitions`` (topic -> partition count on the target): a checkpoint naming a partition
+    the target lacks (a deleted topic, a forged event) gets a row with method ``no_target_partition``
+    and no figures, and is never looked up there (a lookup of it fails the whole plan after 30 s).
+    """
     flow = state.flow
     chosen = set(groups)
-    checkpoints = sorted(
+    everything = sorted(
         (c for (g, _t, _p), c in state.checkpoints.items() if g in chosen),
         key=lambda c: (c.group, c.source_topic, c.partition),
     )
+    absent = [
+        c
+        for c in everything
+        if target_partitions is not None and target_partitions.get(c.target_topic, 0) <= c.partition
+    ]
+    for c in absent:
+        _log.warning(
+            "flow %s: group %r's checkpoint names %r[%d], which the target %s lacks: no position is looked up for it",
+            flow.name, c.group, c.target_topic, c.partition, flow.target,
+        )  # fmt: skip
+    checkpoints = [c for c in everything if c not in absent]
     last_copy = state.last_copy()
     present = present_of(_copy_ends(state, checkpoints)) if present_of is not None else {}
     risks = tuple(
@@ -387,6 +429,8 @@ def build_plan(
                 records_compacted_on_target=compacted,
             )
         )
+    for c in absent:
+        rows[c.group].append(_absent_row(c))
     plans = tuple(
         GroupPlan(
             g,

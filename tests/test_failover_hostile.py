@@ -1,22 +1,29 @@
-"""``failover plan|apply --at`` on real clusters: every time resolves to a real position (issue 33, item 1).
+"""Failover against odd and hostile input on real clusters (issue 33, items 1 and 2).
 
+``--at``: every time resolves to a real position.
 Kafka's ListOffsets reads -1 as "latest" and -2 as "earliest": a time before 1970 passed on as it is
 sent every group to the log end (``committed 200, resume at 500, lost 300``). Here 3,000 records
 stamped from three days ago are copied to B and a group committed 1,000 of them on A; each figure is
 held to what B holds, read record by record (``mirrorlake.groundtruth``), and ``apply``'s written
 offset to the group's committed offset read back from B.
+
+Forged state: checkpoints of partition -1, of an illegal topic name, of a partition the target
+lacks, or translated to -1, written into the flow's state topic beside the real ones. Each is
+skipped with its coordinates in a warning (or, for a partition the target lacks, planned as
+``no_target_partition``), never fed to Kafka, and the group's real partition is planned as before.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import sys
 import time
 from pathlib import Path
 
 import pytest
 import yaml
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from mirrorlake.cli import main
@@ -25,6 +32,8 @@ from mirrorlake.traffic import ensure_topic
 from replicator.config import parse_config
 from replicator.errors import FailoverError
 from replicator.events import Checkpoint
+from replicator.events.codec import encode
+from replicator.events.validity import MAX_PARTITION
 from replicator.failover import apply_failover, plan_failover
 from replicator.failover.state import read_flow_state
 from replicator.flow.runtime import Replicator
@@ -164,3 +173,43 @@ def test_an_offset_kafka_would_read_as_a_sentinel_is_never_written(copied, kafka
 
 def _fields(event: Checkpoint) -> dict:
     return event.to_record()
+
+
+def test_forged_checkpoints_are_skipped_by_coordinates_and_never_reach_kafka(copied, kafka_clusters, caplog):
+    config, _path, topic, group = copied
+    before = plan_failover(config, "A->B", groups=group, stale_after_s=0)
+    (good,) = before.groups[0].partitions
+    assert (good.target_offset, good.method, good.records_lost, good.records_reread) == (COMMITTED, "exact", 0, 0)
+    (real,) = [c for (g, _t, _p), c in read_flow_state(config, "A->B").checkpoints.items() if g == group]
+    forged = {
+        "checkpoint.partition -1 is not a partition": {"partition": -1},
+        "checkpoint.partition 2147483647 is not a partition": {"partition": 2**31 - 1},
+        "checkpoint.source_topic is not a legal Kafka topic name": {"source_topic": "orders\nforged | row"},
+        "checkpoint.downstream_offset -1 is negative": {"downstream_offset": -1},  # newer than the real one
+    }
+    absent = {"partition": MAX_PARTITION}  # a legal number the target has no partition for
+    producer = Producer({"bootstrap.servers": kafka_clusters.bootstrap("B")})
+    for changes in [*forged.values(), absent]:
+        event = Checkpoint(**{**real.to_record(), **changes, "event_id": "", "emitted_at_ms": 0})
+        producer.produce(config.state_topic, encode(event))
+    assert producer.flush(30) == 0
+
+    caplog.set_level(logging.WARNING)
+    plan = plan_failover(config, "A->B", groups=group, stale_after_s=0)
+    rows = {p.partition: p for p in plan.groups[0].partitions}
+    assert sorted(rows) == [0, MAX_PARTITION]
+    assert rows[0] == good  # the real partition, planned exactly as before the forgeries
+    assert (rows[MAX_PARTITION].method, rows[MAX_PARTITION].target_offset) == ("no_target_partition", None)
+    skipped = [r.getMessage() for r in caplog.records if "skipping invalid state event" in r.getMessage()]
+    for why in forged:
+        (line,) = [m for m in skipped if why in m]
+        assert f"{config.state_topic}[" in line and "]@" in line, line  # its coordinates in the state topic
+    timed = plan_failover(config, "A->B", groups=group, at_ms=-1, stale_after_s=0)
+    assert {p.partition: p.method for p in timed.groups[0].partitions} == {
+        0: "timestamp",
+        MAX_PARTITION: "no_target_partition",
+    }
+
+    result = apply_failover(config, "A->B", groups=group, stale_after_s=0)
+    assert result.groups[0].outcome == "moved"
+    assert _target_offset(kafka_clusters.bootstrap("B"), group, f"A.{topic}") == COMMITTED
