@@ -9,7 +9,6 @@ from __future__ import annotations
 import faulthandler
 import logging
 import os
-import signal
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -19,6 +18,7 @@ import click
 
 from mirrorlake.cli_mm2 import takeover_mm2
 from mirrorlake.progress import Steps
+from mirrorlake.stopping import stopping_on_signals
 from replicator.config import load_config
 from replicator.errors import ConfigError, ExitCode, MirrorlakeError, PortInUseError
 
@@ -27,6 +27,7 @@ __all__ = ["main", "cli"]
 _log = logging.getLogger("mirrorlake")
 F = TypeVar("F", bound=Callable[..., Any])
 DEFAULT_CONFIG = os.environ.get("MIRRORLAKE_CONFIG", "conf/local.yaml")
+_FINAL_ROUND_S = 30.0  # after a stop is asked: a last round of state tasks, commits, closing clients
 
 
 def _config_option(func: F) -> F:
@@ -146,17 +147,19 @@ def replicate(
         )
     except ConfigError as exc:
         raise ConfigError(f"{config_path}: {exc}") from None
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: replicator.stop())
-    tune_for_copying()  # this process copies records: see replicator.flow.gc_tuning
-    replicator.start(until_caught_up=until_caught_up)
-    with Steps(rich=None if until_caught_up else False) as steps:
-        while replicator.alive:
-            replicator.wait(timeout=0.5)
-            if until_caught_up:  # records copied and remaining per flow
-                for name, stats in replicator.flow_stats().items():
-                    steps.counts(f"{name} records", stats.records, sum(stats.lag.values()))
-    for name, stats in replicator.wait().items():
+    # the flows' stop budget bounds their drain; the tasks' final round and the commits come after it
+    grace = config.stop_timeout_seconds + _FINAL_ROUND_S
+    with stopping_on_signals(replicator.stop, grace_s=grace, what="replicate"):
+        tune_for_copying()  # this process copies records: see replicator.flow.gc_tuning
+        replicator.start(until_caught_up=until_caught_up)
+        with Steps(rich=None if until_caught_up else False) as steps:
+            while replicator.alive:
+                replicator.wait(timeout=0.5)
+                if until_caught_up:  # records copied and remaining per flow
+                    for name, stats in replicator.flow_stats().items():
+                        steps.counts(f"{name} records", stats.records, sum(stats.lag.values()))
+        done = replicator.wait()
+    for name, stats in done.items():
         click.echo(f"{name}: {stats.records} records, {stats.bytes} bytes, {stats.syncs} offset syncs")
 
 
@@ -230,11 +233,12 @@ def import_mm2(
     from replicator.mm2.importer import import_mm2 as run_import
 
     stop = threading.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: stop.set())
     config = load_config(config_path)
     selected = config.selected_flows(flows)
-    with naming_missing_acls(config, selected, "import-mm2"):
+    with (
+        stopping_on_signals(stop.set, grace_s=_FINAL_ROUND_S, what="import-mm2"),
+        naming_missing_acls(config, selected, "import-mm2"),
+    ):
         imported = run_import(config, flows=list(flows) or None, follow=follow, stop=stop)
     for s in imported:
         click.echo(
@@ -322,9 +326,8 @@ def lakehouse_serve(config_path: Path, interval: float, trigger: float) -> None:
     config = load_config(config_path)
     ensure_writable_root(config.lakehouse.path)  # before Spark starts
     service = LakehouseService(spark_session(config.spark), config, ServeSettings(interval, trigger))
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: service.stop())
-    refreshes = service.run()
+    with stopping_on_signals(service.stop, grace_s=_FINAL_ROUND_S, what="lakehouse serve"):  # Delta commits atomically
+        refreshes = service.run()
     click.echo(f"lakehouse serve stopped after {refreshes} refreshes")
 
 

@@ -151,6 +151,15 @@ CASES = [
         ("flows.0.groups_exclude", "invalid regular expression")),
     Bad("bad config exclude regex", A_B + "flows:\n  - {source: A, target: B, config_properties_exclude: ['*x']}\n",
         ("flows.0.config_properties_exclude",)),
+    # patterns run in linear time (RE2): what needs backtracking is refused, naming the construct
+    Bad("backreference in topics", A_B + "flows:\n  - {source: A, target: B, topics: ['(a)\\1']}\n",
+        ("flows.0.topics", "a backreference", "linear time")),
+    Bad("lookahead in groups", A_B + "flows:\n  - {source: A, target: B, groups: ['(?!tmp).*']}\n",
+        ("flows.0.groups", "a negative lookahead (?!...) is not supported")),
+    Bad("possessive quantifier", A_B + "flows:\n  - {source: A, target: B, topics_exclude: ['a*+']}\n",
+        ("flows.0.topics_exclude", "a possessive quantifier")),
+    Bad("lookbehind in MM2 properties", PROPS + "A->B.enabled = true\nA->B.topics = (?<=x)y\n",
+        ("A->B.topics", "a lookbehind (?<=...) is not supported"), name="mm2.properties"),
     # -- MM2 properties
     Bad("empty properties", "", ("clusters is required",), name="mm2.properties"),
     Bad("properties binary garbage", bytes(range(256)) * 4, ("mm2.properties",), name="mm2.properties"),

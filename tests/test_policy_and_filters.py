@@ -8,7 +8,7 @@ from replicator.client.policy import DefaultReplicationPolicy, IdentityReplicati
 from replicator.config import PolicyConfig, parse_config
 from replicator.errors import ConfigError
 from replicator.flow.offset_sync import OffsetSyncTracker
-from replicator.metadata.filters import RegexTopicFilter
+from replicator.metadata.filters import RegexGroupFilter, RegexTopicFilter
 from replicator.metadata.topics import TopicSelector
 
 
@@ -97,3 +97,29 @@ def test_tracker_reasons_follow_mm2_plus_exact_mode():
     assert [(p.upstream_offset, p.reason) for p in t.flush()] == [(19, "flush")]
     assert t.flush() == []
     assert t.record("t", 0, 20, 2, 0).reason == "truncation"  # the target partition was truncated
+
+
+@pytest.mark.parametrize(
+    ("pattern", "yes", "no"),
+    [
+        (".*", ["orders", "a.b-c_9"], []),
+        ("orders|payments", ["orders", "payments"], ["orders2", "xorders"]),
+        ("topic-[0-9]+", ["topic-1", "topic-42"], ["topic-", "topic-x", "topic-1x"]),
+        ("(?i)ORDERS\\..*", ["orders.eu", "Orders.us"], ["orders"]),
+        ("\\Qa.b\\E", ["a.b"], ["axb"]),
+        ("[[:alpha:]]+-\\d{2,}", ["eu-10"], ["eu-1", "10-eu"]),
+        ("(a+)+$", ["a", "aaaa"], ["a" * 40 + "-x", ""]),
+    ],
+)
+def test_mm2_users_patterns_match_whole_names(pattern: str, yes: list[str], no: list[str]):
+    topics = RegexTopicFilter((pattern,), ())
+    assert [t for t in yes + no if topics.should_replicate_topic(t)] == yes
+
+
+def test_a_pattern_that_backtracks_elsewhere_matches_a_hostile_name_in_linear_time():
+    """``(a+)+$`` against a long run of ``a`` then ``-x`` takes Python's backtracking engine 2^n steps
+    (forty ``a``: minutes); RE2's automaton reads the name once. No clock here: the harness's
+    timeout is the only bound, and on the old engine the call would never return."""
+    hostile = "a" * 100_000 + "-x"
+    assert not RegexTopicFilter(("(a+)+$", "(x|x)*y", "(.*a){20}"), ()).should_replicate_topic(hostile)
+    assert RegexGroupFilter(("(a+)+$",), ("(a|aa)+b",)).should_replicate_group("a" * 100_000)

@@ -9,7 +9,6 @@ ACL comparison with a missing list is not true.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -19,6 +18,7 @@ from lakehouse.divergence import COLUMNS, KEY, exclusions
 from lakehouse.duck.engine import DuckInputs, DuckTail, Twin, as_segments, keys_filter
 from lakehouse.offset_mapping import MAPPING_KEY
 from replicator.client.failover_cost import deleted_on_target
+from replicator.config.patterns import compile_pattern
 
 __all__ = ["TWIN"]
 
@@ -132,7 +132,7 @@ def _first_match(key: str, patterns: Mapping[str, str]) -> str | None:
     """The reason of the last listed pattern ``key`` matches whole (``lakehouse.divergence._first_match``)."""
     reason = None
     for pattern, why in patterns.items():
-        if re.fullmatch(f"(?:{pattern})", key):
+        if compile_pattern(pattern).fullmatch(key):
             reason = why
     return reason
 

@@ -43,6 +43,7 @@ from typing import Any, TypeVar
 
 from replicator.config.java_properties import CHAR_ESCAPES, JAVA_TRIM, parse_properties
 from replicator.config.model import MirrorlakeConfig, parse_config
+from replicator.config.patterns import UnsupportedPatternError, compile_pattern
 from replicator.errors import ConfigError
 
 __all__ = ["parse_properties", "mm2_to_config_dict", "load_mm2_properties"]  # parse_properties re-exported
@@ -456,9 +457,9 @@ class _Translation:
         patterns = _java_list(self.value(key))
         for pattern in patterns:
             try:
-                re.compile(pattern)
-            except re.error as exc:
-                raise self.fail(f"{key}: invalid regular expression {pattern!r}: {exc}") from None
+                compile_pattern(pattern)
+            except UnsupportedPatternError as exc:
+                raise self.fail(f"{key}: invalid regular expression {exc}") from None
         return patterns
 
     def _policy(self, merged: dict[str, str]) -> tuple[str, str]:

@@ -26,6 +26,7 @@ from pydantic import (
 )
 from pydantic_core import ErrorDetails
 
+from replicator.config.patterns import UnsupportedPatternError, compile_pattern
 from replicator.config.secrets import resolve_references
 from replicator.errors import ConfigError
 
@@ -186,9 +187,9 @@ class FlowConfig(_Model):
     def _regexes_compile(cls, patterns: tuple[str, ...]) -> tuple[str, ...]:
         for pattern in patterns:
             try:
-                re.compile(pattern)
-            except re.error as exc:
-                raise ValueError(f"invalid regular expression {pattern!r}: {exc}") from exc
+                compile_pattern(pattern)
+            except UnsupportedPatternError as exc:
+                raise ValueError(f"invalid regular expression {exc}") from None
         return patterns
 
     @model_validator(mode="after")

@@ -36,7 +36,6 @@ group for the records ``>= c``.
 from __future__ import annotations
 
 import logging
-import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 
@@ -49,6 +48,7 @@ from replicator.client.failover_cost import (
 )
 from replicator.client.mapping import Segment, translate
 from replicator.client.present_copies import COMPACTED_ON_TARGET, PresentCopies
+from replicator.config.patterns import UnsupportedPatternError, compile_pattern
 from replicator.errors import FailoverError
 from replicator.events import Checkpoint, Watermark
 from replicator.failover.state import FlowState
@@ -171,9 +171,9 @@ def select_groups(state: FlowState, pattern: str | None) -> list[str]:
     if pattern is None:
         return known
     try:
-        rx = re.compile(pattern)
-    except re.error as exc:
-        raise FailoverError(f"--groups {pattern!r} is not a valid regular expression: {exc}") from None
+        rx = compile_pattern(pattern)
+    except UnsupportedPatternError as exc:
+        raise FailoverError(f"--groups is not a valid regular expression: {exc}") from None
     chosen = [g for g in known if rx.fullmatch(g)]
     if not chosen:
         shown = ", ".join(known[:20]) + (" ..." if len(known) > 20 else "")

@@ -29,7 +29,6 @@ alone: a rerun moves nothing and writes no event.
 from __future__ import annotations
 
 import os
-import re
 import socket
 from dataclasses import dataclass
 
@@ -38,6 +37,7 @@ from confluent_kafka import KafkaException, TopicPartition
 from replicator.client.group_offsets import GroupOffset, committed_offsets
 from replicator.client.policy import policy_from_config
 from replicator.config import FlowConfig, MirrorlakeConfig
+from replicator.config.patterns import UnsupportedPatternError, compile_pattern
 from replicator.errors import ConfigError, FailoverError
 from replicator.events import Checkpoint, Failback, FailbackOffset
 from replicator.failover.api import group_outcome, user_name
@@ -154,9 +154,9 @@ class FailbackGroupsResult:
 
 def _select(admin_b: object, pattern: str, cluster: str) -> list[str]:
     try:
-        rx = re.compile(pattern)
-    except re.error as exc:
-        raise FailoverError(f"--groups {pattern!r} is not a valid regular expression: {exc}") from None
+        rx = compile_pattern(pattern)
+    except UnsupportedPatternError as exc:
+        raise FailoverError(f"--groups is not a valid regular expression: {exc}") from None
     listed = admin_b.list_consumer_groups(request_timeout=_TIMEOUT_S).result(timeout=_TIMEOUT_S)  # type: ignore[attr-defined]
     chosen = sorted(g.group_id for g in listed.valid if rx.fullmatch(g.group_id))
     if not chosen:

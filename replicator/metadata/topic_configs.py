@@ -11,7 +11,6 @@ durability is its own), and ``message.timestamp.type`` / ``...difference.max.ms`
 from __future__ import annotations
 
 import logging
-import re
 from collections.abc import Iterable, Mapping
 from typing import Protocol
 
@@ -19,6 +18,7 @@ from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ConfigSource
 
 from replicator.config import DEFAULT_CONFIG_EXCLUDES
+from replicator.config.patterns import compile_any
 from replicator.errors import ReplicationError
 from replicator.kafka.errors import kafka_error_reason
 
@@ -42,7 +42,7 @@ class ConfigPropertyFilter(Protocol):
 class DefaultConfigPropertyFilter:
     def __init__(self, exclude: Iterable[str] = DEFAULT_CONFIG_EXCLUDES) -> None:
         patterns = list(exclude)
-        self._exclude = re.compile("|".join(f"(?:{p})" for p in patterns)) if patterns else None
+        self._exclude = compile_any(patterns)
 
     def should_replicate_config_property(self, name: str) -> bool:
         return not (self._exclude is not None and self._exclude.fullmatch(name))
