@@ -13,13 +13,9 @@ from __future__ import annotations
 
 import base64
 import json
-import os
-import signal
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -28,10 +24,8 @@ from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from mirrorlake.groundtruth import read_partition
-from mirrorlake.localkafka import down, local_brokers, up
-from mirrorlake.localkafka.ports import find_free_port_pair
 from mirrorlake.traffic import ensure_topic
-from replicator.config import MirrorlakeConfig, parse_config
+from replicator.config import parse_config
 from replicator.errors import ClusterUnreachableError, ConfigError, FailoverError
 from replicator.failover import (
     apply_failover,
@@ -42,45 +36,13 @@ from replicator.failover import (
 )
 from replicator.flow.runtime import Replicator
 from replicator.tasks.observe import observe_once
+from tests.killable_source import Source, source_cluster  # noqa: F401 (the fixture ``source``: cluster X)
 from tests.test_state_events import _commit
 from tests.waiting import wait_for
 
 pytestmark = pytest.mark.kafka
 
 FLOW = "X->B"
-
-
-@dataclass
-class Source:
-    fleet: MirrorlakeConfig
-    bootstrap: str
-
-    def kill(self) -> None:
-        (broker,) = local_brokers(self.fleet)
-        pid = broker.pid()
-        assert pid is not None
-        os.kill(pid, signal.SIGKILL)
-        wait_for(lambda: not broker.is_running(), "broker X gone")
-
-    def restart(self) -> None:
-        up(self.fleet)
-
-
-@pytest.fixture(scope="module")
-def source(tmp_path_factory) -> Iterator[Source]:
-    port = find_free_port_pair()
-    fleet = parse_config(
-        {
-            "clusters": {"X": {"bootstrap_servers": f"127.0.0.1:{port}"}},
-            "local_kafka": {"work_dir": str(tmp_path_factory.mktemp("cluster-x"))},
-        },
-        source="test_failover_e2e",
-    )
-    try:
-        up(fleet)
-        yield Source(fleet, f"127.0.0.1:{port}")
-    finally:
-        down(fleet)
 
 
 def _load(bootstrap: str, topic: str, prefix: str, n: int) -> None:

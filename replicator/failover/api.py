@@ -1,9 +1,11 @@
 """Planning and applying a failover of one flow: ``plan_failover`` and ``apply_failover``.
 
 Both read the target's state topic once per attempt (``replicator.failover.state``) and ask the
-target cluster for group activity and positions by time; the source is only asked, when it
-answers, whether the flow's consumer group still has members and, for ``--planned``, the groups'
-committed offsets.
+target cluster for group activity, positions by time and the records past each partition's last
+mapped copy (``replicator.failover.unmapped``: matched by content when the source answers,
+presumed otherwise; ``apply`` publishes the matched ones' syncs before it moves a group). The
+source is only asked, when it answers, for those matches, whether the flow's consumer group still
+has members and, for ``--planned``, the groups' committed offsets.
 
 A replicator of the flow counts as *running* when (a) its latest ``lifecycle`` event on the flow
 is ``started`` and it emitted any event of the flow in the last ``stale_after_s`` seconds (a live
@@ -36,10 +38,11 @@ from replicator.client.group_offsets import GroupOffset, committed_offsets
 from replicator.client.present_copies import PresentCopies
 from replicator.config import MirrorlakeConfig
 from replicator.errors import FailoverError
-from replicator.events import Checkpoint, Failover, FailoverOffset, Lifecycle
+from replicator.events import Checkpoint, Failover, FailoverOffset, Lifecycle, OffsetSync
 from replicator.failover.plan import FailoverPlan, GroupPlan, build_plan, select_groups
 from replicator.failover.state import FlowState, read_flow_state
 from replicator.failover.target import group_activity, positions_at, read_present
+from replicator.failover.unmapped import PartitionRef, account_for_unmapped_copies
 from replicator.flow.stop_requests import STOP_REQUESTED
 from replicator.kafka.admin import admin_client, partition_counts
 from replicator.kafka.connectivity import answers_metadata
@@ -75,23 +78,41 @@ def running_replicators(config: MirrorlakeConfig, state: FlowState, stale_after_
     return found
 
 
+def _unmapped_search(state: FlowState, groups: list[str]) -> list[PartitionRef]:
+    """The partitions whose copies past the last mapped one a plan of ``groups`` accounts for: every
+    partition of the groups' topics (their figures and the topics' risks depend on them)."""
+    flow = state.flow.name
+    chosen = set(groups)
+    picked = {
+        (c.source_topic, c.target_topic, c.partition) for (g, _t, _p), c in state.checkpoints.items() if g in chosen
+    }
+    topics = {t for t, _tt, _p in picked}
+    for _f, topic, partition in state.index.partitions(flow):
+        target_topic = state.index.target_topic(flow, topic)
+        if topic in topics and target_topic is not None:
+            picked.add((topic, target_topic, partition))
+    return sorted(picked)
+
+
 def _plan(
     config: MirrorlakeConfig,
     state: FlowState,
     groups: str | None,
     at_ms: int | None,
     stale_after_s: float,
-) -> FailoverPlan:
+) -> tuple[FailoverPlan, list[OffsetSync]]:
+    """The plan, and the syncs of the unmapped copies it matched by content (for ``apply`` to publish)."""
     chosen = select_groups(state, groups)
     target_conf = config.cluster(state.flow.target).client_config()
     admin = admin_client(target_conf)
     activity = group_activity(admin, chosen)
+    unmapped, matched = account_for_unmapped_copies(config, state, _unmapped_search(state, chosen))
 
     def present_of(ends: Mapping[tuple[str, int], int]) -> dict[tuple[str, int], PresentCopies]:
         compacted = compacted_topics(admin, {t for t, _p in ends})
         return read_present(target_conf, {tp: end for tp, end in ends.items() if tp[0] in compacted})
 
-    return build_plan(
+    plan = build_plan(
         state,
         chosen,
         activity,
@@ -100,7 +121,9 @@ def _plan(
         running=tuple(running_replicators(config, state, stale_after_s)),
         present_of=present_of,
         target_partitions=partition_counts(admin),
+        unmapped=unmapped,
     )
+    return plan, matched
 
 
 def plan_failover(
@@ -112,7 +135,7 @@ def plan_failover(
     stale_after_s: float = STALE_AFTER_S,
 ) -> FailoverPlan:
     """The plan of failing ``flow`` over now (dry run: nothing is written anywhere)."""
-    return _plan(config, read_flow_state(config, flow), groups, at_ms, stale_after_s)
+    return _plan(config, read_flow_state(config, flow), groups, at_ms, stale_after_s)[0]
 
 
 @dataclass(frozen=True)
@@ -207,7 +230,7 @@ def apply_failover(
     requested = False
     while True:
         state = read_flow_state(config, flow)
-        plan = _plan(config, state, groups, at_ms, stale_after_s)
+        plan, matched = _plan(config, state, groups, at_ms, stale_after_s)
         if stop_replication and plan.running_replicators and not requested:
             _request_stop(config, state)
             requested = True
@@ -239,6 +262,12 @@ def apply_failover(
         config, state.flow, replicator_id, StateLog(producer, config.state_topic), dict, StateView(config, state.flow)
     )
     syncer = GroupOffsetSync(ctx, target_conf)
+    if matched and any(g.group not in done for g in plan.groups):
+        # the copies matched by content get their syncs before any offset rests on them
+        for sync in matched:
+            ctx.emit(sync)
+        if producer.flush(30) != 0 or ctx.state.failed is not None:
+            raise FailoverError(f"could not write the recovered offset syncs to {config.state_topic}")
     applied: list[AppliedGroup] = []
     written: list[FailoverOffset] = []
     for g in plan.groups:

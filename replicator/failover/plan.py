@@ -36,7 +36,7 @@ group for the records ``>= c``.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from replicator.client.failover_cost import (
@@ -45,6 +45,7 @@ from replicator.client.failover_cost import (
     FailoverCost,
     deleted_on_target,
     failover_cost,
+    union_size,
 )
 from replicator.client.mapping import Segment, translate
 from replicator.client.present_copies import COMPACTED_ON_TARGET, PresentCopies
@@ -54,6 +55,7 @@ from replicator.events import Checkpoint, Watermark
 from replicator.failover.state import FlowState
 from replicator.failover.target import GroupActivity, TimePosition
 from replicator.failover.times import format_time, lookup_time
+from replicator.failover.unmapped import UnmappedCopies
 
 __all__ = ["PartitionRisk", "GroupPartitionPlan", "GroupPlan", "FailoverPlan", "build_plan", "select_groups"]
 
@@ -83,6 +85,9 @@ class PartitionRisk:
     deleted_source_range: tuple[int, int] | None = None  # their first and last source offsets
     deleted_target_range: tuple[int, int] | None = None  # the target offsets that held them
     compacted_on_target: int | None = None  # replicated records compaction removed (None: not compacted/read)
+    unmapped_copies: int | None = None  # records on the target past the last mapped copy (``failover.unmapped``)
+    copies_presumed: bool = False  # the source was down: those records are presumed copies, in order
+    copied_since_observed: int = 0  # records the watermark counted unreplicated whose copies were found since
 
 
 @dataclass(frozen=True)
@@ -97,6 +102,7 @@ class GroupPartitionPlan:
     target_offset: int | None  # where the group resumes (None: nothing of the partition replicated)
     method: (
         str  # exact | after_last_copy | before_first_copy | timestamp | log_start | no_mapping | no_target_partition
+        # | presumed_copy | after_presumed_copies (failover.unmapped, the source down)
     )
     records_lost: int | None
     records_reread: int | None
@@ -110,6 +116,8 @@ class GroupPartitionPlan:
     records_deleted_on_target: int | None = None  # of records_lost: copies gone below the target's log start
     lost_cause: str | None = None  # why records_lost is not 0 beyond the translation (the causes, joined)
     records_compacted_on_target: int | None = None  # of records_lost: copies removed by compaction
+    unmapped_copies: int | None = None  # records on the target past the partition's last mapped copy
+    copies_presumed: bool = False  # with the source down: the figures presume they copy the next offsets
 
 
 @dataclass(frozen=True)
@@ -181,16 +189,24 @@ def select_groups(state: FlowState, pattern: str | None) -> list[str]:
     return chosen
 
 
-def partition_risk(mark: Watermark, last: int | None, target_topic: str | None) -> PartitionRisk:
+def partition_risk(
+    mark: Watermark, last: int | None, target_topic: str | None, segments: Sequence[Segment] = ()
+) -> PartitionRisk:
     """What was not replicated at ``mark``'s observation (exact with a v2 watermark).
 
     ``last``: the largest upstream offset copied (the mapping's). With a v1 watermark the records
-    are an offset bound and their age unknown.
+    are an offset bound and their age unknown. Copies the ``segments`` hold of records the
+    watermark counted as unreplicated (copied after the observation: a killed replicator's last
+    writes, found by ``failover.unmapped``) are taken off; the age and bytes of what is left are
+    then unknown (None).
     """
     observed = mark.observed_at_ms
+    since = _copied_since(mark, segments)
     if mark.unreplicated_records is not None:
         records, nbytes, exact = mark.unreplicated_records, mark.unreplicated_bytes, True
         oldest = mark.oldest_unreplicated_timestamp_ms
+        if since:
+            records, nbytes, oldest = max(0, records - since), None, None
     else:
         nxt = mark.read_position if mark.read_position is not None else None
         if nxt is None:
@@ -215,18 +231,35 @@ def partition_risk(mark: Watermark, last: int | None, target_topic: str | None) 
         mark.read_position,
         mark.log_end_offset,
         until,
+        copied_since_observed=since,
     )
 
 
-def _group_unreplicated(mark: Watermark | None, last: int | None, committed: int) -> int | None:
-    """Records ``>= committed`` not replicated at the last observation (exact when measurable)."""
+def _copied_in(segments: Sequence[Segment], low: int, high: int) -> int:
+    """Distinct source offsets in ``[low, high)`` that ``segments`` hold a copy of."""
+    return union_size((max(s.upstream_start, low), min(s.upstream_end, high - 1)) for s in segments)
+
+
+def _copied_since(mark: Watermark, segments: Sequence[Segment]) -> int:
+    """Copies of records a v2 source watermark counted as not replicated (past its read position)."""
+    if mark.unreplicated_records is None or mark.read_position is None:
+        return 0
+    return _copied_in(segments, mark.read_position, mark.log_end_offset)
+
+
+def _group_unreplicated(
+    mark: Watermark | None, last: int | None, committed: int, segments: Sequence[Segment] = ()
+) -> int | None:
+    """Records ``>= committed`` not replicated at the last observation (exact when measurable), less
+    the copies found since of records it counted."""
     if mark is None:
         return None
     pos = mark.read_position
     if mark.unreplicated_records is not None and pos is not None and committed <= pos:
-        return mark.unreplicated_records
+        return max(0, mark.unreplicated_records - _copied_since(mark, segments))
     nxt = pos if pos is not None else (last + 1 if last is not None else mark.log_start_offset)
-    return max(0, mark.log_end_offset - max(committed, nxt, mark.log_start_offset))
+    start = max(committed, nxt, mark.log_start_offset)
+    return max(0, mark.log_end_offset - start - _copied_in(segments, start, mark.log_end_offset))
 
 
 def _target_log_start(state: FlowState, target_topic: str | None, partition: int) -> int | None:
@@ -275,6 +308,12 @@ def _with_compacted(
         return risk
     segs = state.index.segments(state.flow.name, risk.source_topic, risk.partition)
     return replace(risk, compacted_on_target=held.compacted(segs))
+
+
+def _with_unmapped(risk: PartitionRisk, tail: UnmappedCopies | None) -> PartitionRisk:
+    if tail is None:
+        return risk
+    return replace(risk, unmapped_copies=tail.records, copies_presumed=tail.presumed is not None)
 
 
 def _cost(segs: list[Segment], committed: int, target: int, held: PresentCopies | None) -> FailoverCost:
@@ -337,6 +376,7 @@ def build_plan(
     running: tuple[str, ...] = (),
     present_of: PresentOf | None = None,
     target_partitions: Mapping[str, int] | None = None,
+    unmapped: Mapping[tuple[str, int], UnmappedCopies] | None = None,
 ) -> FailoverPlan:
     """The plan for ``groups`` (already selected); ``positions_at`` looks positions up on the target,
     ``present_of`` reads which copies the compacted ones among the groups' target partitions hold.
@@ -344,7 +384,13 @@ def build_plan(
     ``target_partitions`` (topic -> partition count on the target): a checkpoint naming a partition
     the target lacks (a deleted topic, a forged event) gets a row with method ``no_target_partition``
     and no figures, and is never looked up there (a lookup of it fails the whole plan after 30 s).
+
+    ``unmapped``: what ``failover.unmapped`` found past each partition's last mapped copy (its syncs
+    are in ``state``'s mapping already); rows and risks say how many records and whether presumed.
+    A resume point that rests on presumed copies has method ``presumed_copy`` (inside them) or
+    ``after_presumed_copies`` (after the last).
     """
+    unmapped = unmapped or {}
     flow = state.flow
     chosen = set(groups)
     everything = sorted(
@@ -365,10 +411,21 @@ def build_plan(
     last_copy = state.last_copy()
     present = present_of(_copy_ends(state, checkpoints)) if present_of is not None else {}
     risks = tuple(
-        _with_compacted(
-            _with_deleted(partition_risk(mark, last_copy.get(key), state.index.target_topic(flow.name, key[0])), state),
-            state,
-            present,
+        _with_unmapped(
+            _with_compacted(
+                _with_deleted(
+                    partition_risk(
+                        mark,
+                        last_copy.get(key),
+                        state.index.target_topic(flow.name, key[0]),
+                        state.index.segments(flow.name, *key),
+                    ),
+                    state,
+                ),
+                state,
+                present,
+            ),
+            unmapped.get(key),
         )
         for key, mark in sorted(state.source_marks.items())
     )
@@ -396,6 +453,9 @@ def build_plan(
         if target is not None and log_start is not None and target < log_start:
             target, method = log_start, "log_start"
             cost = _cost(segs, committed, target, held)
+        tail = unmapped.get((c.source_topic, c.partition))
+        if tail is not None and tail.presumed is not None and committed >= tail.presumed[0] and method != "log_start":
+            method = "presumed_copy" if committed <= tail.presumed[1] else "after_presumed_copies"
         if at_ms is not None:
             target = at_positions[(c.target_topic, c.partition)].offset
             method, cost = "timestamp", _cost(segs, committed, target, held)
@@ -418,7 +478,9 @@ def build_plan(
                 records_lost=cost.lost if cost else None,
                 records_reread=cost.reread if cost else None,
                 records_duplicated=cost.duplicated if cost else None,
-                records_unreplicated=_group_unreplicated(state.source_marks.get(key), last_copy.get(key), committed),
+                records_unreplicated=_group_unreplicated(
+                    state.source_marks.get(key), last_copy.get(key), committed, segs
+                ),
                 exact_offset=exact.downstream if exact else None,
                 lost_at_exact=exact_cost.lost if exact_cost else None,
                 reread_at_exact=exact_cost.reread if exact_cost else None,
@@ -427,6 +489,8 @@ def build_plan(
                 records_deleted_on_target=deleted.records if log_start is not None else None,
                 lost_cause=_lost_cause(deleted.records, compacted, cost),
                 records_compacted_on_target=compacted,
+                unmapped_copies=tail.records if tail is not None else None,
+                copies_presumed=tail is not None and tail.presumed is not None,
             )
         )
     for c in absent:

@@ -1,0 +1,221 @@
+"""Failover after a replicator died between its copies and their offset syncs (issue 39, item 0).
+
+The copies such a process leaves on the target have no mapping row. A plan that ignored them
+resumed a group committed past the last mapped copy right after it and said "re-read 0", while a
+consumer resuming there re-read every one of them. Now the plan matches them to the source by
+content when it answers, and presumes them copies of the next source offsets when it is down
+(``replicator.failover.unmapped``); every figure is held to what the clusters hold, by content.
+
+The orphans are made by hand, deterministically (as ``tests/test_failback_orphans.py`` does): after
+a caught-up run, X's next records are written to B's ``X.<topic>`` as the replicator would have
+copied them, with no offset sync, and the watermark observed before them says they are
+unreplicated; later records reach only X. Per partition: 0-49 mapped, 50-149 orphans, 150-199 only
+on X. Three groups: one committed past every orphan (the issue's case), one among them, one among
+the mapped copies. The source X is a cluster of this module's own, killed with SIGKILL.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+
+import pytest
+import yaml
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+
+from mirrorlake.groundtruth import Rec, read_partition
+from mirrorlake.traffic import ensure_topic
+from replicator.config import parse_config
+from replicator.failover import apply_failover, plan_failover
+from replicator.failover.state import read_flow_state
+from replicator.flow.runtime import Replicator
+from replicator.tasks.observe import observe_once
+from tests.killable_source import Source, source_cluster  # noqa: F401 (the fixture ``source``: cluster X)
+from tests.test_state_events import _commit
+from tests.waiting import wait_for
+
+pytestmark = pytest.mark.kafka
+FLOW, PARTITIONS = "X->B", 2
+MAPPED, ORPHANS, ONLY_ON_X = 50, 100, 50  # per partition, in this order
+# one producer batch (20 records) per partition per fetch, one fetch per 500 ms: about 80 records/s
+SLOW_FETCH = {"max.partition.fetch.bytes": 1000, "fetch.min.bytes": 100_000_000, "fetch.wait.max.ms": 500}
+BACKLOG = 20_000  # per partition
+
+
+def _produce(bootstrap: str, topic: str, prefix: str, per_partition: int) -> None:
+    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
+    for i in range(per_partition * PARTITIONS):
+        producer.produce(topic, value=b"v" * (i % 40), key=f"{prefix}-{i}".encode(), partition=i % PARTITIONS)
+    assert producer.flush(30) == 0
+
+
+def _copy_by_hand(x: str, b: str, topic: str, start: int, stop: int) -> None:
+    """X's records [start, stop) of each partition written to B's remote topic as a copy would be: no sync."""
+    producer = Producer({"bootstrap.servers": b, "enable.idempotence": True})
+    for p in range(PARTITIONS):
+        for r in read_partition(x, topic, p)[start:stop]:
+            producer.produce(f"X.{topic}", value=r.value, key=r.key, partition=p, timestamp=r.timestamp,
+                             headers=list(r.headers))  # fmt: skip
+    assert producer.flush(30) == 0
+
+
+def _truth(on_x: list[Rec], on_b: list[Rec], committed: int, resume: int) -> tuple[int, int]:
+    """(lost, re-read) of resuming at ``resume`` for a group that committed ``committed``, by content."""
+    upstream = {r.key: r.offset for r in on_x}
+    after = [upstream[r.key] for r in on_b if r.offset >= resume]
+    copied = {upstream[r.key] for r in on_b}
+    return len({u for u in copied if u >= committed} - set(after)), sum(1 for u in after if u < committed)
+
+
+def _resumed_reads(b: str, group: str, topic: str, partition: int) -> list[bytes]:
+    consumer = Consumer({"bootstrap.servers": b, "group.id": group, "enable.auto.commit": False})
+    try:
+        (tp,) = consumer.committed([TopicPartition(topic, partition)], timeout=30)
+        return [r.key for r in read_partition(b, topic, partition) if r.offset >= tp.offset]
+    finally:
+        consumer.close()
+
+
+def test_a_plan_accounts_for_a_killed_replicator_s_copies_with_the_source_down_and_up(
+    source: Source, kafka_clusters, unique_topic
+):
+    source.restart()
+    x, b = source.bootstrap, kafka_clusters.bootstrap("B")
+    topic = unique_topic("unmapped")
+    ahead, among, behind, later = (unique_topic(f"unmapped-{n}") for n in ("ahead", "among", "behind", "later"))
+    committed = {ahead: 180, among: 100, behind: 20, later: 120}
+    ensure_topic(x, topic, PARTITIONS)
+    config = parse_config(
+        {
+            "clusters": {"X": {"bootstrap_servers": x}, "B": {"bootstrap_servers": b}},
+            "flows": [{"source": "X", "target": "B", "topics": [topic], "audit": False, "emit_heartbeats": False}],
+            "state_topic": unique_topic("mirrorlake.unmapped"),
+            "replicator_id": "unmapped-test",
+        },
+        source="test_failover_unmapped",
+    )
+    _produce(x, topic, "mapped", MAPPED)
+    Replicator(config, status_port=None).run_until_caught_up()
+    _produce(x, topic, "late", ORPHANS + ONLY_ON_X)
+    for group in (ahead, among, behind):
+        _commit(x, group, [(topic, p, committed[group]) for p in range(PARTITIONS)])
+    assert observe_once(config) == {FLOW: {}}  # checkpoints, and a watermark: 150 per partition unreplicated
+    _copy_by_hand(x, b, topic, MAPPED, MAPPED + ORPHANS)
+    on_x = {p: read_partition(x, topic, p) for p in range(PARTITIONS)}
+    on_b = {p: read_partition(b, f"X.{topic}", p) for p in range(PARTITIONS)}
+    assert [len(on_b[p]) for p in range(PARTITIONS)] == [MAPPED + ORPHANS] * PARTITIONS
+    source.kill()
+
+    # the source down: the orphans are presumed copies of the next source offsets (true here)
+    plan = plan_failover(config, FLOW, groups=f"{ahead}|{among}|{behind}", stale_after_s=0)
+    methods = {ahead: "after_presumed_copies", among: "presumed_copy", behind: "exact"}
+    expected_offset = {ahead: MAPPED + ORPHANS, among: committed[among], behind: committed[behind]}
+    for g in plan.groups:
+        for row in g.partitions:
+            truth = _truth(on_x[row.partition], on_b[row.partition], committed[g.group], row.target_offset)
+            assert (row.records_lost, row.records_reread) == truth == (0, 0), (g.group, row)
+            assert (row.target_offset, row.method) == (expected_offset[g.group], methods[g.group]), row
+            assert (row.unmapped_copies, row.copies_presumed) == (ORPHANS, True)
+            assert row.records_unreplicated == MAPPED + ORPHANS + ONLY_ON_X - max(committed[g.group], 150)
+    for risk in (r for r in plan.partitions if r.source_topic == topic):
+        never = [r for r in on_x[risk.partition] if r.key not in {c.key for c in on_b[risk.partition]}]
+        assert risk.records == len(never) == ONLY_ON_X, risk  # the watermark's 150, less the orphans
+        assert (risk.unmapped_copies, risk.copies_presumed, risk.copied_since_observed) == (ORPHANS, True, ORPHANS)
+
+    result = apply_failover(config, FLOW, groups=f"{ahead}|{among}", stale_after_s=0)
+    assert result.event is not None and (result.event.records_lost, result.event.records_reread) == (0, 0)
+    for group in (ahead, among):
+        for p in range(PARTITIONS):  # a consumer resuming where apply put it: exactly the records >= c
+            expected = [r.key for r in on_x[p] if r.offset >= committed[group] and r.offset < MAPPED + ORPHANS]
+            assert _resumed_reads(b, group, f"X.{topic}", p) == expected, (group, p)
+    assert max(s.upstream_end for s in read_flow_state(config, FLOW).index.segments(FLOW, topic, 0)) == MAPPED - 1
+
+    # the source back: the orphans are matched by content, and apply publishes their syncs
+    source.restart()
+    _commit(x, later, [(topic, p, committed[later]) for p in range(PARTITIONS)])
+    assert observe_once(config) == {FLOW: {}}
+    (matched,) = plan_failover(config, FLOW, groups=later, stale_after_s=0).groups
+    for row in matched.partitions:
+        assert (row.target_offset, row.method, row.copies_presumed) == (committed[later], "exact", False), row
+        assert (row.records_lost, row.records_reread, row.unmapped_copies) == (0, 0, ORPHANS)
+    apply_failover(config, FLOW, groups=later, stale_after_s=0)
+    state = read_flow_state(config, FLOW)
+    for p in range(PARTITIONS):
+        segments = state.index.segments(FLOW, topic, p)
+        assert max(s.upstream_end for s in segments) == MAPPED + ORPHANS - 1  # the recovered syncs, durable
+        assert _resumed_reads(b, later, f"X.{topic}", p) == [
+            r.key for r in on_x[p] if committed[later] <= r.offset < MAPPED + ORPHANS
+        ]
+
+
+def test_the_issue_s_case_a_lagging_replicator_and_its_source_killed_together(
+    source: Source, kafka_clusters, unique_topic, tmp_path
+):
+    """The issue's own steps: ``mirrorlake replicate`` copies far behind the source, a group committed
+    at the source's end is checkpointed, and the source's broker and the replicator are SIGKILLed
+    together. The plan (source down) and a consumer resuming where ``apply`` put the group agree,
+    record by record. The flow is slowed by its fetch settings only (``SLOW_FETCH``)."""
+    source.restart()
+    x, b = source.bootstrap, kafka_clusters.bootstrap("B")
+    topic, group = unique_topic("crash"), unique_topic("crash-app")
+    ensure_topic(x, topic, PARTITIONS)
+    producer = Producer({"bootstrap.servers": x, "linger.ms": 5, "batch.num.messages": 20})
+    for i in range(BACKLOG * PARTITIONS):
+        producer.produce(topic, value=b"v" * 100, key=f"backlog-{i}".encode(), partition=i % PARTITIONS)
+        producer.poll(0)
+    assert producer.flush(60) == 0
+    del producer  # its connections to X would outlive X's broker
+    ends = {p: BACKLOG for p in range(PARTITIONS)}
+    _commit(x, group, [(topic, p, e) for p, e in ends.items()])  # far ahead of the flow about to start
+    data = {
+        "clusters": {"X": {"bootstrap_servers": x, "client": SLOW_FETCH}, "B": {"bootstrap_servers": b}},
+        "flows": [{"source": "X", "target": "B", "topics": [topic], "groups": [group], "audit": False,
+                   "emit_checkpoints_interval_seconds": 1, "watermarks_interval_seconds": 1}],
+        "state_topic": unique_topic("mirrorlake.crash"),
+        "heartbeats_topic": unique_topic("heartbeats"),
+    }  # fmt: skip
+    path = tmp_path / "crash.yaml"
+    path.write_text(yaml.safe_dump(data))
+    config = parse_config(data, source="test_failover_unmapped")
+    child = subprocess.Popen([sys.executable, "-m", "mirrorlake.cli", "replicate", str(path)],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    try:
+
+        def checkpointed() -> bool:
+            found = {c.partition: c.upstream_offset for c in read_flow_state(config, FLOW).checkpoints.values()}
+            return found == ends
+
+        wait_for(checkpointed, "the group's checkpoints")
+        os.kill(child.pid, signal.SIGKILL)
+        source.kill()
+    finally:
+        if child.poll() is None:
+            child.kill()
+        child.wait()
+    plan = plan_failover(config, FLOW, groups=group, stale_after_s=0)
+    result = apply_failover(config, FLOW, groups=group, stale_after_s=0)
+    assert [g.outcome for g in result.groups] == ["moved"]
+    source.restart()  # only to read the ground truth
+    for row in plan.groups[0].partitions:
+        p = row.partition
+        on_x, on_b = read_partition(x, topic, p), read_partition(b, f"X.{topic}", p)
+        assert 0 < len(on_b) < BACKLOG  # the flow was behind the group when it died
+        assert _truth(on_x, on_b, ends[p], row.target_offset) == (row.records_lost, row.records_reread), row
+        upstream = {r.key: r.offset for r in on_x}
+        resumed = _resumed_reads(b, group, f"X.{topic}", p)
+        assert sum(1 for k in resumed if upstream[k] < ends[p]) == row.records_reread == 0, row
+        print(f"partition {p}: {row.unmapped_copies} unmapped copies, method {row.method}, resume {row.target_offset}")
+    # the case the issue measured: a group past the killed flow's unmapped copies, which it never re-reads
+    assert any(r.method == "after_presumed_copies" and r.unmapped_copies for r in plan.groups[0].partitions), plan
+
+
+def _end(bootstrap: str, topic: str, partition: int) -> int:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "end-probe"})
+    try:
+        return consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=10, cached=False)[1]
+    except KafkaException:
+        return 0
+    finally:
+        consumer.close()
