@@ -52,6 +52,7 @@ class ExitCode(IntEnum):
     TABLE_NOT_FOUND = 12
     AS_OF = 13
     UNSAFE_RETENTION = 14
+    INVALID_EVENT = 15
     TRANSLATION = 20
     FAILOVER = 21
     MISSING_PERMISSION = 22
@@ -110,6 +111,8 @@ class InvalidEventError(EventDecodeError):
     """A state-topic record decodes, but names nothing real (a negative partition, an illegal topic
     name, an audit window ending before it starts): forged or damaged, never fed to Kafka
     (``replicator.events.validity``)."""
+
+    exit_code = ExitCode.INVALID_EVENT
 
 
 class ReplicationError(MirrorlakeError):

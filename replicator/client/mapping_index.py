@@ -4,6 +4,14 @@ Feed it ``OffsetSync`` events in any order (from the state log, a replay, an MM2
 their points per (flow, source topic, partition) and rebuilds a partition's segments only when
 that partition got new points. ``translate`` is ``replicator.client.mapping.translate`` on them.
 
+Lives: a source topic deleted and created again (a new topic id) names other records at the same
+offsets. Each partition keeps one mapping per topic id (``OffsetSync.source_topic_id``), and the
+*current* life is the one that started last (its first event's emission time; a
+``TopicRecreated`` event starts a life before any of its copies). ``segments``, ``translate`` and
+``reverse`` use the current life only, so an offset of the new topic is never translated through
+copies of the old one. A sync without an id (v1 events, MM2 imports) belongs to the current life,
+and the first id seen is adopted by a partition whose syncs had none (an upgrade is not a new life).
+
 A partition started from segments (``seed``: a snapshot, or ``compact``) keeps them as its
 ``base`` and only the points added since. A rebuild redoes the tail of the base from the last
 segment that ends before the earliest new point, not the whole history: each base segment starts
@@ -29,7 +37,7 @@ from replicator.client.mapping import (
     points_from_sync,
     translate,
 )
-from replicator.events import Event, OffsetSync
+from replicator.events import Event, OffsetSync, TopicRecreated
 
 __all__ = ["MappingIndex", "PartitionKey"]
 
@@ -42,6 +50,43 @@ class _Partition:
     points: list[Point] = field(default_factory=list)  # added since the seed
     segments: list[Segment] | None = None  # None: stale, rebuild on demand
     target_topic: str = ""
+    started_ms: int | None = None  # the earliest emission of this life's events (None: seeded, oldest)
+
+
+@dataclass
+class _Lives:
+    """One partition's mappings by source topic id; ``current`` names the one in use."""
+
+    lives: dict[str | None, _Partition] = field(default_factory=dict)
+    current: str | None = None
+
+    def life(self, topic_id: str | None, started_ms: int | None, *, adopt: bool = True) -> _Partition:
+        """The life of ``topic_id`` (None: the current one, whose start is then left alone), made if new;
+        ``started_ms`` widens its start. ``adopt``: a first id takes over the life of the id-less syncs."""
+        if topic_id is None or topic_id == self.current:
+            part = self.lives.setdefault(self.current, _Partition())
+            if topic_id is None:
+                return part
+        elif topic_id in self.lives:
+            part = self.lives[topic_id]
+        elif self.current is None and adopt:  # the first id: adopted by the syncs that had none
+            part = self.lives.pop(None) if None in self.lives else _Partition()
+            self.lives[topic_id] = part
+            self.current = topic_id
+        else:
+            part = self.lives[topic_id] = _Partition()
+        if started_ms is not None and (part.started_ms is None or started_ms < part.started_ms):
+            part.started_ms = started_ms
+            self._elect()
+        return part
+
+    def _elect(self) -> None:
+        """The life that started last is the current one (a seeded life, with no start, is the oldest)."""
+        self.current = max(self.lives, key=lambda k: (self.lives[k].started_ms or -1, k is not None))
+
+    @property
+    def part(self) -> _Partition:
+        return self.lives.setdefault(self.current, _Partition())
 
 
 def _as_points(segments: Iterable[Segment]) -> list[Point]:
@@ -52,6 +97,12 @@ def _as_points(segments: Iterable[Segment]) -> list[Point]:
         if (seg.upstream_end, seg.downstream_end) != (seg.upstream_start, seg.downstream_start):
             points.append(Point(seg.upstream_end, seg.downstream_end, CONTINUES))
     return points
+
+
+def _segments(part: _Partition) -> list[Segment]:
+    if part.segments is None:
+        part.segments = _extend(part.base, part.points)
+    return part.segments
 
 
 def _extend(base: list[Segment], points: list[Point]) -> list[Segment]:
@@ -67,15 +118,25 @@ def _extend(base: list[Segment], points: list[Point]) -> list[Segment]:
 
 class MappingIndex:
     def __init__(self) -> None:
-        self._partitions: dict[PartitionKey, _Partition] = {}
+        self._lives: dict[PartitionKey, _Lives] = {}
 
     def add(self, events: Iterable[Event]) -> int:
-        """Take the offset syncs among ``events``; returns how many there were."""
+        """Take the offset syncs (and source ``TopicRecreated`` events) among ``events``; returns how
+        many syncs there were."""
         n = 0
         for e in events:
+            if isinstance(e, TopicRecreated):
+                if e.side == "source":
+                    for p in range(e.partitions):
+                        lives = self._lives.setdefault((e.flow, e.source_topic, p), _Lives())
+                        if e.previous_topic_id is not None:
+                            lives.life(e.previous_topic_id, None)  # the id-less syncs were the old life's
+                        lives.life(e.topic_id, e.emitted_at_ms, adopt=False)
+                continue
             if not isinstance(e, OffsetSync):
                 continue
-            part = self._partitions.setdefault((e.flow, e.source_topic, e.partition), _Partition())
+            lives = self._lives.setdefault((e.flow, e.source_topic, e.partition), _Lives())
+            part = lives.life(e.source_topic_id, e.emitted_at_ms)
             part.points += points_from_sync(
                 e.upstream_offset,
                 e.downstream_offset,
@@ -88,14 +149,23 @@ class MappingIndex:
             n += 1
         return n
 
-    def seed(self, flow: str, source_topic: str, partition: int, target_topic: str, segments: list[Segment]) -> None:
-        """Start a partition from segments (a snapshot) instead of the syncs that made them.
+    def seed(
+        self,
+        flow: str,
+        source_topic: str,
+        partition: int,
+        target_topic: str,
+        segments: list[Segment],
+        topic_id: str | None = None,
+        started_ms: int | None = None,
+    ) -> None:
+        """Start a partition's life ``topic_id`` from segments (a snapshot) instead of the syncs that made them.
 
         The segments stand for their two end points, the first a boundary (``_as_points``):
         ``build_segments`` gives the same segments back, and syncs added later extend or split
         them as they would have extended or split the original points.
         """
-        part = self._partitions.setdefault((flow, source_topic, partition), _Partition())
+        part = self._lives.setdefault((flow, source_topic, partition), _Lives()).life(topic_id, started_ms)
         if part.base or part.points:  # into a partition that has a mapping already: as points
             part.points = _as_points(part.base) + part.points + _as_points(segments)
             part.base = []
@@ -106,26 +176,29 @@ class MappingIndex:
 
     def compact(self) -> None:
         """Keep only the segments (as a seed would): memory bounded by segments, not by syncs read."""
-        for key, part in self._partitions.items():
-            segments = self.segments(*key)
-            part.base, part.points, part.segments = list(segments), [], segments
+        for lives in self._lives.values():
+            for part in lives.lives.values():
+                segments = _segments(part)
+                part.base, part.points, part.segments = list(segments), [], segments
 
     def segments(self, flow: str, source_topic: str, partition: int) -> list[Segment]:
-        part = self._partitions.get((flow, source_topic, partition))
-        if part is None:
-            return []
-        if part.segments is None:
-            part.segments = _extend(part.base, part.points)
-        return part.segments
+        """The current life's segments (``[]``: nothing of it copied yet)."""
+        lives = self._lives.get((flow, source_topic, partition))
+        return _segments(lives.part) if lives is not None else []
+
+    def life(self, flow: str, source_topic: str, partition: int) -> tuple[str | None, int | None]:
+        """(topic id, start) of the partition's current life; (None, None) when unknown."""
+        lives = self._lives.get((flow, source_topic, partition))
+        return (lives.current, lives.part.started_ms) if lives is not None else (None, None)
 
     def target_topic(self, flow: str, source_topic: str) -> str | None:
-        for (f, t, _p), part in self._partitions.items():
-            if f == flow and t == source_topic:
-                return part.target_topic
+        for (f, t, _p), lives in self._lives.items():
+            if f == flow and t == source_topic and lives.part.target_topic:
+                return lives.part.target_topic
         return None
 
     def partitions(self, flow: str | None = None) -> list[PartitionKey]:
-        return sorted(k for k in self._partitions if flow is None or k[0] == flow)
+        return sorted(k for k in self._lives if flow is None or k[0] == flow)
 
     def translate(self, flow: str, source_topic: str, partition: int, upstream: int) -> Translation | None:
         """Where a consumer that committed ``upstream`` resumes on the target (None: nothing copied)."""

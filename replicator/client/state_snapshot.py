@@ -62,7 +62,16 @@ SNAPSHOT_CONFIG = {"cleanup.policy": "compact", "min.compaction.lag.ms": "0", "s
 LatestKey = tuple[str, ...]
 
 # A replicator's sign of life: its latest event of these types (``FlowSnapshot.seen``).
-SEEN_TYPES = ("offset_sync", "checkpoint", "watermark", "lifecycle", "heartbeat", "failover", "failback")
+SEEN_TYPES = (
+    "offset_sync",
+    "checkpoint",
+    "watermark",
+    "lifecycle",
+    "heartbeat",
+    "failover",
+    "failback",
+    "topic_recreated",
+)
 # What a snapshot writer must decode from the log for its snapshot to be complete.
 SNAPSHOT_TYPES = (*SEEN_TYPES, "audit_window")
 
@@ -107,6 +116,8 @@ class FlowSnapshot:
     segments: dict[tuple[str, int], tuple[str, list[Segment]]] = field(default_factory=dict)
     latest: dict[LatestKey, Event] = field(default_factory=dict)
     seen: dict[str, int] = field(default_factory=dict)  # replicator id -> its latest event's emitted_at_ms
+    # (source topic id, start) of each partition's current life (``MappingIndex``): the segments' life
+    lives: dict[tuple[str, int], tuple[str | None, int | None]] = field(default_factory=dict)
 
     def keep(self, event: Event) -> None:
         if event.replicator_id and event.event_type in SEEN_TYPES:
@@ -120,9 +131,14 @@ def _key(kind: str, flow: str, *parts: object) -> bytes:
     return "|".join([_VERSION, kind, flow, *(str(p) for p in parts)]).encode()
 
 
-def _mapping_value(target_topic: str, segments: list[Segment]) -> bytes:
+def _mapping_value(
+    target_topic: str, segments: list[Segment], life: tuple[str | None, int | None] = (None, None)
+) -> bytes:
     rows = [[s.downstream_start, s.upstream_start, s.upstream_end, s.downstream_end] for s in segments]
-    return json.dumps({"target_topic": target_topic, "segments": rows}).encode()
+    doc: dict[str, Any] = {"target_topic": target_topic, "segments": rows}
+    if life != (None, None):
+        doc["topic_id"], doc["started_ms"] = life
+    return json.dumps(doc).encode()
 
 
 def write_snapshot(producer: Producer, state_topic: str, snap: FlowSnapshot, previous: FlowSnapshot | None) -> int:
@@ -145,9 +161,12 @@ def write_snapshot(producer: Producer, state_topic: str, snap: FlowSnapshot, pre
         written += 1
 
     old_segments = previous.segments if previous else {}
+    old_lives = previous.lives if previous else {}
     for (source_topic, partition), (target_topic, segs) in sorted(snap.segments.items()):
-        if old_segments.get((source_topic, partition)) != (target_topic, segs):
-            send(_key("mapping", snap.flow, source_topic, partition), _mapping_value(target_topic, segs))
+        life = snap.lives.get((source_topic, partition), (None, None))
+        changed = old_lives.get((source_topic, partition), (None, None)) != life
+        if changed or old_segments.get((source_topic, partition)) != (target_topic, segs):
+            send(_key("mapping", snap.flow, source_topic, partition), _mapping_value(target_topic, segs, life))
     old_latest = previous.latest if previous else {}
     for key, event in sorted(snap.latest.items()):
         if old_latest.get(key) != event:
@@ -253,6 +272,10 @@ def _take_mapping(snap: FlowSnapshot, parts: list[str], value: bytes) -> None:
         if seg.upstream_end < seg.upstream_start or seg.downstream_end < seg.downstream_start:
             raise ValueError(f"segment {seg} ends before it starts")
     snap.segments[(source_topic, partition)] = (target_topic, segments)
+    topic_id, started = doc.get("topic_id"), doc.get("started_ms")
+    if not (topic_id is None or isinstance(topic_id, str)) or not (started is None or isinstance(started, int)):
+        raise ValueError("a life's topic id or start is not of its type")
+    snap.lives[(source_topic, partition)] = (topic_id, started)
 
 
 def _take_seen(snap: FlowSnapshot, replicator_id: str, ms: object) -> None:

@@ -138,6 +138,13 @@ class FlowConfig(_Model):
     sync_topic_configs: bool = Field(default=True, description="MM2's sync.topic.configs.enabled")
     config_properties_exclude: tuple[str, ...] = DEFAULT_CONFIG_EXCLUDES
     sync_topic_acls: bool = Field(default=True, description="MM2's sync.topic.acls.enabled")
+    on_topic_recreated: Literal["continue", "stop"] = Field(
+        default="continue",
+        description="a source topic deleted and created again (a new topic id): continue copies the new "
+        "topic from its start into the same remote topic, as a new life of the offset mapping; stop fails "
+        "the flow with an error naming it (MM2's proposed fail-fast). Either way a topic_recreated event "
+        "is emitted first. Exactly-once flows always stop.",
+    )
     refresh_topics_interval_seconds: float = Field(default=5.0, gt=0, description="new topics and partitions")
     sync_topic_configs_interval_seconds: float = Field(default=10.0, gt=0, description="configs and ACLs")
     transaction_interval_seconds: float = Field(

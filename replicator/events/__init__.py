@@ -24,7 +24,9 @@ from replicator.events.model import (
     Heartbeat,
     Lifecycle,
     OffsetSync,
+    RecordsLostBeforeCopy,
     SyncReason,
+    TopicRecreated,
     Watermark,
 )
 
@@ -45,7 +47,9 @@ __all__ = [
     "Watermark",
     "Lifecycle",
     "OffsetSync",
+    "RecordsLostBeforeCopy",
     "SyncReason",
+    "TopicRecreated",
     "SchemaRegistry",
     "SchemaVersion",
     "decode",

@@ -28,6 +28,8 @@ __all__ = [
     "Failback",
     "FailbackOffset",
     "FailbackRange",
+    "TopicRecreated",
+    "RecordsLostBeforeCopy",
     "EVENT_TYPES",
     "SyncReason",
     "new_event_id",
@@ -118,6 +120,7 @@ class OffsetSync(Event):
     reason: str
     previous_upstream_offset: int | None = None
     previous_downstream_offset: int | None = None
+    source_topic_id: str | None = None  # v2: the source topic's life (``TopicRecreated``); None in v1 and MM2's
 
     @property
     def delta(self) -> int:
@@ -393,6 +396,59 @@ class Failback(Event):
         }
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TopicRecreated(Event):
+    """A topic of the flow was deleted and created again (a new topic id): its partitions start a new
+    life in the offset mapping. ``log_*_offsets`` are per partition of the new topic when noticed."""
+
+    event_type: ClassVar[str] = "topic_recreated"
+    source_cluster: str
+    target_cluster: str
+    side: str
+    topic: str
+    source_topic: str
+    topic_id: str
+    partitions: int
+    log_start_offsets: tuple[int, ...]
+    log_end_offsets: tuple[int, ...]
+    policy: str
+    noticed: str
+    previous_topic_id: str | None = None
+
+    @classmethod
+    def from_record(cls, record: dict[str, Any]) -> Self:
+        return super(TopicRecreated, cls).from_record(
+            {
+                **record,
+                "log_start_offsets": tuple(record["log_start_offsets"]),
+                "log_end_offsets": tuple(record["log_end_offsets"]),
+            }
+        )
+
+    def to_record(self) -> dict[str, Any]:
+        return {
+            **super(TopicRecreated, self).to_record(),
+            "log_start_offsets": list(self.log_start_offsets),
+            "log_end_offsets": list(self.log_end_offsets),
+        }
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RecordsLostBeforeCopy(Event):
+    """Source offsets ``[from_offset, to_offset)`` of one partition were deleted before the flow copied
+    them (the log start passed its position): lost to the target, counted."""
+
+    event_type: ClassVar[str] = "records_lost_before_copy"
+    source_cluster: str
+    target_cluster: str
+    source_topic: str
+    partition: int
+    from_offset: int
+    to_offset: int
+    records: int
+    noticed: str
+
+
 EVENT_TYPES: dict[str, type[Event]] = {
     cls.event_type: cls
     for cls in (
@@ -406,5 +462,7 @@ EVENT_TYPES: dict[str, type[Event]] = {
         AuditWindow,
         Failover,
         Failback,
+        TopicRecreated,
+        RecordsLostBeforeCopy,
     )
 }

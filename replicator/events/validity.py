@@ -97,6 +97,14 @@ RULES: dict[str, tuple[Rule, ...]] = {
         Rule("record_count", "offset"),
     ),
     "config_snapshot": (*_TOPICS("topic", "source_topic"), Rule("partitions", "offset")),
+    "topic_recreated": (*_TOPICS("topic", "source_topic"), Rule("partitions", "offset")),
+    "records_lost_before_copy": (
+        *_TOPICS("source_topic"),
+        Rule("partition", "partition"),
+        Rule("from_offset", "offset", at_most="to_offset"),
+        Rule("to_offset", "offset"),
+        Rule("records", "offset"),
+    ),
 }
 
 

@@ -21,7 +21,16 @@ from replicator.client.mapping_index import MappingIndex
 from replicator.client.state_reader import read_state_log
 from replicator.client.state_snapshot import SEEN_TYPES, FlowSnapshot, latest_key, load_snapshot
 from replicator.config import FlowConfig, MirrorlakeConfig
-from replicator.events import Checkpoint, Event, Failback, Failover, Lifecycle, OffsetSync, Watermark
+from replicator.events import (
+    Checkpoint,
+    Event,
+    Failback,
+    Failover,
+    Lifecycle,
+    OffsetSync,
+    TopicRecreated,
+    Watermark,
+)
 from replicator.events.model import now_ms
 from replicator.kafka.connectivity import wait_for_cluster
 
@@ -75,10 +84,11 @@ def flow_state_from_events(
     state = FlowState(flow, read_at_ms)
     if snapshot is not None:
         for (topic, partition), (target_topic, segments) in snapshot.segments.items():
-            state.index.seed(flow.name, topic, partition, target_topic, segments)
+            topic_id, started = snapshot.lives.get((topic, partition), (None, None))
+            state.index.seed(flow.name, topic, partition, target_topic, segments, topic_id, started)
         state.last_seen_ms.update(snapshot.seen)
         events = [*snapshot.latest.values(), *events]
-    state.index.add(e for e in events if isinstance(e, OffsetSync) and e.flow == flow.name)
+    state.index.add(e for e in events if isinstance(e, OffsetSync | TopicRecreated) and e.flow == flow.name)
     for e in events:
         if e.flow != flow.name:
             continue

@@ -69,8 +69,20 @@ class FlowCollector(Collector):
         recoveries = CounterMetricFamily(
             "mirrorlake_outage_recoveries", "cluster outages the flow waited out and resumed from", labels=["flow"]
         )
+        recreated = CounterMetricFamily(
+            "mirrorlake_topics_recreated",
+            "source topics found deleted and created again (a new topic id): a new life of the mapping",
+            labels=["flow"],
+        )
+        lost_before_copy = CounterMetricFamily(
+            "mirrorlake_records_lost_before_copy",
+            "source records deleted (retention, delete-records) before the flow copied them",
+            labels=["flow"],
+        )
         flows = self._flows()
         for name, stats in flows:
+            recreated.add_metric([name], stats.topics_recreated)
+            lost_before_copy.add_metric([name], stats.records_lost_before_copy)
             waits = waiting_for(stats)
             for side in ("source", "target", "loop"):
                 waiting.add_metric([name, side], 1.0 if side in waits else 0.0)
@@ -87,6 +99,7 @@ class FlowCollector(Collector):
             buckets, total = stats.latency.snapshot()
             latency.add_metric([name], buckets=buckets, sum_value=total)
         yield from (records, size, syncs, skipped, lag, age, latency, waiting, paused, recoveries)
+        yield from (recreated, lost_before_copy)
         yield from mm2_families([stats for _name, stats in flows])
         yield from connect_families(flows)
 

@@ -25,13 +25,15 @@ from collections.abc import Callable
 from typing import Protocol
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import OffsetSpec
 
+from replicator.client.group_offsets import committed_offsets
 from replicator.client.policy import ReplicationPolicy, policy_from_config
 from replicator.client.provenance import Provenance
 from replicator.config import FlowConfig, MirrorlakeConfig
 from replicator.config.topology import provenance_enabled
 from replicator.errors import ReplicationError
-from replicator.events import Lifecycle
+from replicator.events import Event, Lifecycle
 from replicator.flow.backpressure import Backpressure
 from replicator.flow.batching import Batcher
 from replicator.flow.caught_up import CaughtUpCheck
@@ -51,6 +53,8 @@ from replicator.flow.stop_requests import StopRequestWatcher
 from replicator.flow.sync_ledger import TP, SyncLedger
 from replicator.flow.tail_recovery import recover_orphan_copies
 from replicator.flow.topic_follower import TopicFollower
+from replicator.flow.topic_lives import TopicLives, log_offsets
+from replicator.kafka.admin import admin_client
 from replicator.kafka.permissions import AUTHORIZATION_CODES
 from replicator.kafka.settings import QUEUE_MAX_MESSAGES, consumer_group_id
 from replicator.kafka.state_log import StateLog
@@ -116,6 +120,7 @@ class FlowRunner:
         self._client_factory = clients
         self._task_factory = state_tasks
         self._assigned: set[TP] = set()
+        self._reset_due: list[TopicPartition] = []  # a re-created topic's starts, assigned and to commit
         self._rejoin = RejoinWatchdog(_REJOIN_AFTER_S)
         self._tasks: StateTasks | None = None
         self._clients: FlowClients | None = None
@@ -166,7 +171,13 @@ class FlowRunner:
         )  # fmt: skip
         self._state = StateLog(self._producer, self.config.state_topic)
         origin = SyncOrigin(self.flow.name, self.replicator_id, self.flow.source, self.flow.target)
-        self.ledger = SyncLedger(origin, self.flow.offset_lag_max, self._state, self._producer.poll)
+        topic_ids: dict[str, str] = {}  # the source topics' ids every sync carries (flow.topic_lives)
+        self.ledger = SyncLedger(origin, self.flow.offset_lag_max, self._state, self._producer.poll, topic_ids)
+        self._lives_admin = admin_client(self.config.cluster(self.flow.source).client_config())
+        self._lives = TopicLives(
+            self.flow, self.replicator_id, self._lives_admin, self._known_topic_id, self._emit_durably, self.stats,
+            topic_ids,
+        )  # fmt: skip
         self.commits: Commits
         if clients.positions is not None:
             self.commits = TransactionalCommits(
@@ -243,8 +254,10 @@ class FlowRunner:
         self._tasks = tasks
         self._stop_flag = _Either(stop, requested)
         try:
+            tasks.ctx.view.refresh()  # the mapping's lives: which topic id each source topic was copied under
+            if self._guarded(self._follower.refresh, "source", "target"):
+                self._guarded(lambda: self._check_lives("start"), "source")
             if not self.flow.exactly_once:  # exactly-once: copies without a sync were never committed
-                self._guarded(self._follower.refresh, "source", "target")
                 remote = self._remote.values()
                 selected = [(r.source_topic, r.target_topic, p) for r in remote for p in range(r.partitions)]
                 producer = self._clients.lifecycle_producer
@@ -295,6 +308,7 @@ class FlowRunner:
                 self._rejoin_group()
             if now >= next_refresh and self._guarded(self._follower.refresh, "source", "target"):
                 self._measure_lag()
+                self._guarded(lambda: self._check_lives("running"), "source")
                 next_refresh = now + self.flow.refresh_topics_interval_seconds
             if now >= next_metadata_sync and self._metadata_sync.start_if_due():
                 next_metadata_sync = now + self.flow.sync_topic_configs_interval_seconds
@@ -303,6 +317,8 @@ class FlowRunner:
                 messages = []
             else:
                 messages = next_batch()
+            if self._reset_due:
+                self._commit_resets()
             if messages:
                 copy_batch(messages)
             poll(0)
@@ -435,7 +451,12 @@ class FlowRunner:
     def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         _log.info("flow %s: assigned %s", self.flow.name, _names(partitions))
         self._rejoin.assigned()
-        self.commits.on_assign(consumer, partitions)
+        if self.flow.exactly_once:
+            self.commits.on_assign(consumer, partitions)
+        elif any((tp.topic, tp.partition) in self._lives.pending_reset for tp in partitions):
+            starts, reset = self._lives.starts_on_assign(partitions)  # a re-created topic's start anew
+            consumer.incremental_assign(starts)
+            self._reset_due += reset  # committed by the loop: the coordinator is busy inside this callback
         self._assigned.update((tp.topic, tp.partition) for tp in partitions)
         self.stats.assigned = sorted(self._assigned)
 
@@ -493,6 +514,66 @@ class FlowRunner:
             if tp.offset >= 0 and held is not None:
                 out[key] = min(tp.offset, oldest.get(key, tp.offset), held)
         return out
+
+    # -- topic lives ---------------------------------------------------------------------------
+    def _known_topic_id(self, topic: str) -> str | None:
+        """The id the mapping's current life of ``topic`` was copied under (None: unknown)."""
+        if self._tasks is None:
+            return None
+        index = self._tasks.ctx.view.index
+        for _f, t, partition in index.partitions(self.flow.name):
+            if t == topic and (topic_id := index.life(self.flow.name, topic, partition)[0]) is not None:
+                return topic_id
+        return None
+
+    def _check_lives(self, noticed: str) -> None:
+        """Re-created topics (``flow.topic_lives``); records deleted before their copy (``ledger.gaps``)."""
+        recreated = self._lives.check(self._remote, noticed)
+        if noticed == "start" and not self.flow.exactly_once:  # committed positions the log start passed
+            group = consumer_group_id(self.flow)
+            source = self.config.cluster(self.flow.source).client_config()
+            found = committed_offsets(source, group, list(self._remote))
+            self._lives.check_committed({(o.topic, o.partition): o.offset for o in found})
+        if recreated and noticed == "running":
+            self._drain()  # the old life's copies and syncs, under the old id
+        for r in recreated:
+            self._lives.adopt(r.topic)
+            if noticed == "running":
+                self._restart_topic(r.topic)
+                self._lives.announce(r.topic)
+        gaps, self.ledger.gaps = self.ledger.gaps, []
+        self._lives.check_gaps(gaps)
+
+    def _restart_topic(self, topic: str) -> None:
+        """Copy a re-created topic's assigned partitions from their log start, a new session each."""
+        mine = [tp for tp in self._assigned if tp[0] == topic]
+        starts = log_offsets(self._lives_admin, mine, OffsetSpec.earliest())
+        moved = [TopicPartition(t, p, starts.get((t, p), 0)) for t, p in mine]
+        self._copier.forget(set(mine))
+        self.ledger.forget(mine)
+        for tp in moved:
+            self._consumer.seek(tp)
+        if moved:
+            self._consumer.commit(offsets=moved, asynchronous=False)
+        self._lives.pending_reset -= set(mine)  # the others start at their log start when assigned
+
+    def _commit_resets(self) -> None:
+        """Commit the log starts a re-created topic's partitions were assigned at, then say so."""
+        reset, self._reset_due = self._reset_due, []
+        self._consumer.commit(offsets=reset, asynchronous=False)
+        for topic in sorted({tp.topic for tp in reset}):
+            self._lives.announce(topic)
+
+    def _emit_durably(self, event: Event) -> None:
+        if self._clients is None:
+            return
+        producer = self._clients.lifecycle_producer
+        log = StateLog(producer, self.config.state_topic)
+        log.emit(event)
+        if producer.flush(30) != 0 or log.failed is not None:
+            raise ReplicationError(
+                f"flow {self.flow.name}: {event.event_type} event not acknowledged by {self.flow.target}"
+            )
 
     # -- lifecycle ---------------------------------------------------------------------------
     def _emit_lifecycle(self, state: str, reason: str | None = None) -> None:

@@ -45,6 +45,8 @@ class FlowStats:
     paused: bool = False  # reading paused: the target is down or its queue is full
     recoveries: int = 0  # outages the flow waited out
     rejoins: int = 0  # consumer group joins forced after a loss with no new assignment (flow.rejoin)
+    topics_recreated: int = 0  # source topics found deleted and created again (flow.topic_lives)
+    records_lost_before_copy: int = 0  # source offsets deleted before the flow read them (flow.topic_lives)
     turned_at: float = field(default_factory=time.monotonic)  # the copy loop's last turn (liveness)
     source: str = ""  # the flow's source cluster alias (a label of the MM2-named metrics)
     target: str = ""

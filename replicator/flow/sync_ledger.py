@@ -10,6 +10,10 @@ Invariants the commit gating relies on (unit-tested in tests/test_flow_units.py)
   state topic): a crash replays, never skips, and every committed record has an exact mapping;
 - ``settled(tp)`` holds exactly when every acknowledged copy of ``tp`` is covered by a durable sync;
 - after ``forget``, a partition's next copy starts a new session (a ``first`` sync).
+
+It also keeps the upstream gaps its syncs reveal (``gaps``): offsets the flow read past without
+copying, which ``flow.topic_lives`` holds against the source's log start (records deleted before
+their copy, or only transaction markers and aborted records).
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from replicator.flow.offset_sync import OffsetSyncTracker, SyncOrigin
 __all__ = ["SyncLedger", "StateEmitter", "TP"]
 
 TP = tuple[str, int]
+_MARKER = 2  # a gap of one offset is a transaction marker: only wider gaps are worth a look
 
 
 class StateEmitter(Protocol):
@@ -39,11 +44,14 @@ class SyncLedger:
         offset_lag_max: int,
         state: StateEmitter,
         wait: Callable[[float], object],
+        topic_ids: dict[str, str] | None = None,
     ) -> None:
-        """``wait(seconds)`` serves deliveries while the producer's queue is full (``Producer.poll``)."""
+        """``wait(seconds)`` serves deliveries while the producer's queue is full (``Producer.poll``);
+        ``topic_ids``: the source topics' ids the syncs carry (``OffsetSyncTracker``)."""
         self._state = state
         self._wait = wait
-        self._tracker = OffsetSyncTracker(offset_lag_max, origin)
+        self._tracker = OffsetSyncTracker(offset_lag_max, origin, topic_ids)
+        self.gaps: list[tuple[str, int, int, int]] = []  # (topic, partition, first skipped, first copied after)
         self._pending: list[OffsetSync] = []
         self._covered: dict[TP, int] = {}  # last upstream offset a durable sync covers
         self._advanced: set[TP] = set()  # partitions whose durable coverage moved since last asked
@@ -79,6 +87,9 @@ class SyncLedger:
         """Emit every pending sync; each becomes 'durable' when the state topic acknowledges it."""
         pending, self._pending = self._pending, []
         for sync in pending:
+            prev = sync.previous_upstream_offset
+            if prev is not None and sync.upstream_offset - prev > _MARKER:  # a gap, whatever the delta did
+                self.gaps.append((sync.source_topic, sync.partition, prev + 1, sync.upstream_offset))
             durable = self._durable_callback((sync.source_topic, sync.partition), sync.upstream_offset)
             while True:
                 try:

@@ -87,7 +87,8 @@ class StateView:
         snap = load_snapshot(conf, self._config.state_topic, flow_name)
         if snap is not None:
             for (topic, partition), (target_topic, segments) in snap.segments.items():
-                self.index.seed(flow_name, topic, partition, target_topic, segments)
+                topic_id, started = snap.lives.get((topic, partition), (None, None))
+                self.index.seed(flow_name, topic, partition, target_topic, segments, topic_id, started)
             if flow_name == self._flow.name:
                 self._latest.seen.update(snap.seen)
             for event in snap.latest.values():
@@ -125,8 +126,9 @@ class StateView:
             )
             for _f, topic, partition in self.index.partitions(flow)
         }
+        lives = {(topic, p): self.index.life(flow, topic, p) for _f, topic, p in self.index.partitions(flow)}
         return FlowSnapshot(
-            flow, self._followers[0].positions, segments, dict(self._latest.latest), dict(self._latest.seen)
+            flow, self._followers[0].positions, segments, dict(self._latest.latest), dict(self._latest.seen), lives
         )
 
     def close(self) -> None:

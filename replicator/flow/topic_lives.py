@@ -1,0 +1,252 @@
+"""A flow's source topics' lives: a topic deleted and created again, and records deleted before their copy.
+
+Two ways a source partition's offsets stop meaning what the flow thinks, both silent in MM2:
+
+* **Re-created topic.** Deleted and created under the same name, a topic gets a new topic id and
+  its offsets start again: the flow's committed position (say 10,000) then names a record of the
+  new topic, and a flow that resumed there skipped the new topic's first 10,000 records. Each
+  refresh of the flow's topics asks the source for their ids (``replicator.metadata.topic_ids``)
+  and compares them with the ids the flow copied under (at start: the mapping's current life, kept
+  by the offset syncs' ``source_topic_id``). A new id is a ``TopicRecreated`` event (and the
+  ``mirrorlake_topics_recreated`` metric); then ``on_topic_recreated`` decides: ``stop`` fails
+  the flow naming the topic, ``continue`` (the default) copies the new topic from its log start
+  into the same remote topic. Its syncs carry the new id, so the mapping starts a new life and
+  never translates an offset of the new topic through copies of the old. The runner drains what
+  is in flight first (the old life's syncs keep the old id), then moves and commits each assigned
+  partition of the topic to its log start, so a crash afterwards cannot resume at the old position.
+* **Records deleted before their copy.** Retention or ``delete-records`` moved a partition's log
+  start past the flow's position: the consumer resets to the log start and the records in between
+  never reach the target. At assignment the committed position is compared with the log start;
+  while running, every upstream gap among the copies (``SyncLedger.gaps``) is compared with the
+  log start. Each loss is a ``RecordsLostBeforeCopy`` event with its offset range and count (and
+  the ``mirrorlake_records_lost_before_copy`` metric). The count is in offsets: where transaction
+  markers lie in a range, it is an upper bound on records.
+
+Exactly-once flows stop on a re-created topic whatever the setting: their positions live in the
+target's transactions, which this does not rewrite.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+
+from confluent_kafka import OFFSET_INVALID, KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient, OffsetSpec
+
+from replicator.config import FlowConfig
+from replicator.errors import ReplicationError
+from replicator.events import Event, RecordsLostBeforeCopy, TopicRecreated
+from replicator.flow.stats import FlowStats
+from replicator.metadata.topic_ids import topic_ids
+from replicator.metadata.topics import RemoteTopic
+
+__all__ = ["TopicLives", "Recreated", "log_offsets"]
+
+_log = logging.getLogger(__name__)
+_BOUNDS_TIMEOUT_S = 10.0
+
+
+@dataclass(frozen=True)
+class Recreated:
+    topic: str
+    previous_topic_id: str
+    topic_id: str
+
+
+class TopicLives:
+    """Topic ids of the flow's selection and the losses of its partitions, checked on demand.
+
+    ``known(topic)``: the id the flow copied the topic under before this process (the mapping's
+    current life; None when unknown). ``emit`` writes a state event durably; ``ids`` (topic -> id)
+    is shared with the sync tracker, which stamps every sync with it: a re-created topic's new id
+    goes there only when ``adopt`` says the old life's copies are all acknowledged.
+    """
+
+    def __init__(
+        self,
+        flow: FlowConfig,
+        replicator_id: str,
+        admin: AdminClient,
+        known: Callable[[str], str | None],
+        emit: Callable[[Event], None],
+        stats: FlowStats,
+        ids: dict[str, str],
+    ) -> None:
+        self._flow = flow
+        self._replicator_id = replicator_id
+        self._admin = admin
+        self._known = known
+        self._emit = emit
+        self._stats = stats
+        self.ids = ids
+        self._new: dict[str, str] = {}  # re-created topic -> its new id, until adopted
+        self._unannounced: dict[str, tuple[Recreated, RemoteTopic, str]] = {}
+        self.pending_reset: set[tuple[str, int]] = set()  # partitions to start at their log start when assigned
+
+    def adopt(self, topic: str) -> None:
+        """The syncs of ``topic`` carry its new id from now on (its old life's copies are settled)."""
+        if topic in self._new:
+            self.ids[topic] = self._new.pop(topic)
+
+    def check(self, remote: Mapping[str, RemoteTopic], noticed: str) -> list[Recreated]:
+        """Compare the selection's ids with the known ones; return the re-created topics.
+
+        The ``TopicRecreated`` event of one waits for ``announce``: the runner first moves (and
+        commits) the partitions it owns to the new log start, so a crash before that finds the old
+        id again at restart and does it then. A flow that stops on one emits the event and raises
+        ``ReplicationError`` here.
+        """
+        found = topic_ids(self._admin, list(remote))
+        out: list[Recreated] = []
+        for topic, topic_id in sorted(found.items()):
+            previous = self.ids.get(topic) or self._known(topic)
+            if previous is None or previous == topic_id:
+                self.ids[topic] = topic_id
+                continue
+            if self._new.get(topic) == topic_id:
+                continue  # noticed already, not adopted yet
+            recreated = Recreated(topic, previous, topic_id)
+            stop = self._flow.exactly_once or self._flow.on_topic_recreated == "stop"
+            self._new[topic] = topic_id
+            self._unannounced[topic] = (recreated, remote[topic], noticed)
+            self.pending_reset.update((topic, p) for p in range(remote[topic].partitions))
+            if stop:
+                self.announce(topic)
+            out.append(recreated)
+        return out
+
+    def announce(self, topic: str) -> None:
+        """Emit ``topic``'s ``TopicRecreated`` event (once); raise when the flow stops on it."""
+        if topic not in self._unannounced:
+            return
+        r, remote, noticed = self._unannounced.pop(topic)
+        flow = self._flow
+        stop = flow.exactly_once or flow.on_topic_recreated == "stop"
+        partitions = [(r.topic, p) for p in range(remote.partitions)]
+        starts = log_offsets(self._admin, partitions, OffsetSpec.earliest())
+        ends = log_offsets(self._admin, partitions, OffsetSpec.latest())
+        self._emit(
+            TopicRecreated(
+                flow=flow.name,
+                replicator_id=self._replicator_id,
+                event_id=_event_id(flow.name, "topic_recreated", r.topic, r.topic_id),
+                source_cluster=flow.source,
+                target_cluster=flow.target,
+                side="source",
+                topic=r.topic,
+                source_topic=r.topic,
+                previous_topic_id=r.previous_topic_id,
+                topic_id=r.topic_id,
+                partitions=remote.partitions,
+                log_start_offsets=tuple(starts.get(tp, -1) for tp in partitions),
+                log_end_offsets=tuple(ends.get(tp, -1) for tp in partitions),
+                policy="stop" if stop else "continue",
+                noticed=noticed,
+            )
+        )
+        self._stats.topics_recreated += 1
+        if stop:
+            why = "an exactly-once flow" if flow.exactly_once else "on_topic_recreated: stop"
+            raise ReplicationError(
+                f"flow {flow.name}: source topic {r.topic!r} was deleted and created again (topic id "
+                f"{r.previous_topic_id} -> {r.topic_id}); {why} stops here. Its new records have offsets the "
+                f"old copies on {flow.target} already use: to copy them after the old ones, set "
+                "on_topic_recreated: continue (at-least-once) and start the flow again"
+            )
+        _log.warning(
+            "flow %s: source topic %s was deleted and created again (topic id %s -> %s): copying the new topic "
+            "from its log start into %s, after the old copies (a new life of the offset mapping)",
+            flow.name, r.topic, r.previous_topic_id, r.topic_id, remote.target_topic,
+        )  # fmt: skip
+
+    def lost(self, topic: str, partition: int, position: int, log_start: int, noticed: str) -> None:
+        """Records ``[position, log_start)`` were deleted before the flow copied them: say so, once."""
+        if log_start <= position:
+            return
+        flow = self._flow
+        n = log_start - position
+        self._emit(
+            RecordsLostBeforeCopy(
+                flow=flow.name,
+                replicator_id=self._replicator_id,
+                event_id=_event_id(flow.name, "records_lost_before_copy", topic, partition, position, log_start),
+                source_cluster=flow.source,
+                target_cluster=flow.target,
+                source_topic=topic,
+                partition=partition,
+                from_offset=position,
+                to_offset=log_start,
+                records=n,
+                noticed=noticed,
+            )
+        )
+        self._stats.records_lost_before_copy += n
+        _log.warning(
+            "flow %s: %s[%d]: offsets %d..%d (%d records) were deleted on %s before the flow copied them: "
+            "they are not on %s",
+            flow.name, topic, partition, position, log_start - 1, n, flow.source, flow.target,
+        )  # fmt: skip
+
+    def check_committed(self, committed: Mapping[tuple[str, int], int]) -> None:
+        """At the flow's start: a committed position (``committed``, the flow group's) that the log start
+        has passed is a loss. Every process of the flow may say so: the event's id is the loss's own, so
+        readers count it once."""
+        behind = [tp for tp in committed if tp[0] not in {t for t, _p in self.pending_reset}]
+        starts = log_offsets(self._admin, behind, OffsetSpec.earliest())
+        for tp in behind:
+            if tp in starts:
+                self.lost(tp[0], tp[1], committed[tp], starts[tp], "start")
+
+    def starts_on_assign(
+        self, partitions: Iterable[TopicPartition]
+    ) -> tuple[list[TopicPartition], list[TopicPartition]]:
+        """At assignment: (the start of each partition, the starts to commit now). A re-created topic's
+        partition starts at its log start, committed at once so a crash cannot resume at the old
+        position; any other at its committed offset (``OFFSET_INVALID``). Only admin requests: the
+        consumer's own coordinator does not answer inside its rebalance callback."""
+        wanted = list(partitions)
+        reset_keys = [(tp.topic, tp.partition) for tp in wanted if (tp.topic, tp.partition) in self.pending_reset]
+        starts = log_offsets(self._admin, reset_keys, OffsetSpec.earliest())
+        out, reset = [], []
+        for tp in wanted:
+            key = (tp.topic, tp.partition)
+            if key in self.pending_reset:
+                reset.append(TopicPartition(tp.topic, tp.partition, starts.get(key, 0)))
+                out.append(reset[-1])
+            else:
+                out.append(TopicPartition(tp.topic, tp.partition, OFFSET_INVALID))  # committed, else auto.offset.reset
+        self.pending_reset -= {k for k in self.pending_reset if k[0] in {tp.topic for tp in wanted}}
+        return out, reset
+
+    def check_gaps(self, gaps: list[tuple[str, int, int, int]]) -> None:
+        """Hold each upstream gap the copies revealed against the log start: deleted before the copy?"""
+        if not gaps:
+            return
+        starts = log_offsets(self._admin, sorted({(t, p) for t, p, _f, _u in gaps}), OffsetSpec.earliest())
+        for topic, partition, first, upto in gaps:
+            low = starts.get((topic, partition))
+            if low is not None and low > first:
+                self.lost(topic, partition, first, min(low, upto), "running")
+
+
+def log_offsets(admin: AdminClient, partitions: list[tuple[str, int]], spec: OffsetSpec) -> dict[tuple[str, int], int]:
+    """Each partition's log start (``OffsetSpec.earliest()``) or end, in one ListOffsets request (a
+    partition that fails is left out)."""
+    if not partitions:
+        return {}
+    request = {TopicPartition(t, p): spec for t, p in partitions}
+    out: dict[tuple[str, int], int] = {}
+    for tp, future in admin.list_offsets(request, request_timeout=_BOUNDS_TIMEOUT_S).items():
+        try:
+            out[(tp.topic, tp.partition)] = future.result(timeout=_BOUNDS_TIMEOUT_S).offset
+        except KafkaException as exc:
+            _log.debug("log start of %s[%d]: %s", tp.topic, tp.partition, exc)
+    return out
+
+
+def _event_id(*parts: object) -> str:
+    """The same id for the same fact, whichever process of the flow states it."""
+    return str(uuid.uuid5(uuid.NAMESPACE_URL, "mirrorlake:" + "|".join(str(p) for p in parts)))

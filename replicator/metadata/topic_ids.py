@@ -1,0 +1,32 @@
+"""Kafka's topic ids: what tells a topic apart from one deleted and created again under its name."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from confluent_kafka import KafkaError, KafkaException, TopicCollection
+from confluent_kafka.admin import AdminClient
+
+from replicator.kafka.admin import ADMIN_TIMEOUT_S
+from replicator.kafka.errors import kafka_error
+
+__all__ = ["topic_ids"]
+
+
+def topic_ids(admin: AdminClient, topics: Sequence[str], *, timeout_s: float = ADMIN_TIMEOUT_S) -> dict[str, str]:
+    """Each existing topic's id (Kafka's Uuid, base64), in one DescribeTopics request; a topic that
+    does not exist (deleted, not yet re-created) is left out. Other failures raise ``KafkaException``."""
+    if not topics:
+        return {}
+    futures = admin.describe_topics(TopicCollection(sorted(set(topics))), request_timeout=timeout_s)
+    out: dict[str, str] = {}
+    for name, future in futures.items():
+        try:
+            description = future.result(timeout=timeout_s)
+        except KafkaException as exc:
+            err = kafka_error(exc)
+            if isinstance(err, KafkaError) and err.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
+                continue
+            raise
+        out[name] = str(description.topic_id)
+    return out

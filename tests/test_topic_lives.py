@@ -1,0 +1,217 @@
+"""Topics that come back and records deleted before their copy, on real clusters (issue 39, item 2).
+
+The issue's cases, each held to what the clusters hold (keys name their topic's life and offset):
+- ``acct`` (2 partitions, 10,000 records each) copied, the flow stopped, the topic deleted and
+  created again, 12,500 new records each (past the old end): the restarted flow resumed at the old
+  committed position (10,000) and 2,500..9,999 of the new topic never reached the target. Now
+  every new record is copied, a ``topic_recreated`` event says so, and a group of the new topic
+  is planned exactly (the mapping's new life);
+- the same while the flow runs;
+- ``on_topic_recreated: stop``: the flow fails naming the topic (exit 9), after the event;
+- 700 records deleted on the source (delete-records) before the stopped flow copied them: a
+  ``records_lost_before_copy`` event with that count and range; and the same while a slow flow runs.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from confluent_kafka import KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from mirrorlake.groundtruth import read_partition
+from mirrorlake.traffic import ensure_topic
+from replicator.client.state_reader import read_state_log
+from replicator.errors import ReplicationError
+from replicator.events import RecordsLostBeforeCopy, TopicRecreated
+from replicator.failover import plan_failover
+from replicator.flow.runtime import Replicator
+from replicator.tasks.observe import observe_once
+from tests.test_failover_unmapped import SLOW_FETCH
+from tests.test_state_events import _commit
+from tests.waiting import wait_for
+
+pytestmark = pytest.mark.kafka
+PARTITIONS, OLD, NEW = 2, 10_000, 12_500
+
+
+def _produce(bootstrap: str, topic: str, life: str, per_partition: int, start: int = 0) -> None:
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    for i in range(start, start + per_partition):
+        for p in range(PARTITIONS):
+            producer.produce(topic, key=f"{life}-{p}-{i}".encode(), value=b"v" * 20, partition=p)
+        producer.poll(0)
+    assert producer.flush(60) == 0
+
+
+def _recreate(bootstrap: str, topic: str) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.delete_topics([topic])[topic].result(timeout=30)
+    wait_for(lambda: topic not in admin.list_topics(timeout=30).topics, f"{topic} deleted")
+
+    def created() -> bool:
+        try:
+            admin.create_topics([NewTopic(topic, PARTITIONS, 1)])[topic].result(timeout=30)
+        except KafkaException as exc:  # the deletion still in progress: asked again
+            if exc.args[0].code() == KafkaError.TOPIC_ALREADY_EXISTS:
+                return False
+            raise
+        return True
+
+    wait_for(created, f"{topic} created again")
+
+
+def _config(kafka_clusters, unique_topic, topic: str, **flow):
+    return kafka_clusters.config(
+        flows=[{"source": "A", "target": "B", "topics": [topic], "audit": False, "emit_heartbeats": False,
+                "refresh_topics_interval_seconds": 1, **flow}],
+        state_topic=unique_topic("mirrorlake.lives"),
+        replicator_id="lives-test",
+    )  # fmt: skip
+
+
+def _events(config, kind):
+    conf = config.cluster("B").client_config()
+    return [e for e in read_state_log(conf, config.state_topic).events if isinstance(e, kind)]
+
+
+def _keys(bootstrap: str, topic: str) -> set[bytes]:
+    try:
+        return {r.key for p in range(PARTITIONS) for r in read_partition(bootstrap, topic, p)}
+    except KafkaException:  # the remote topic is not created yet
+        return set()
+
+
+def _new_life_planned_exactly(config, kafka_clusters, topic: str, group: str, committed: int) -> None:
+    """A group of the new topic, planned through the mapping's new life: every figure as a consumer of B
+    resuming at the planned offset would find it, by content."""
+    a, b = kafka_clusters.bootstrap("A"), kafka_clusters.bootstrap("B")
+    _commit(a, group, [(topic, p, committed) for p in range(PARTITIONS)])
+    assert observe_once(config) == {"A->B": {}}
+    (g,) = plan_failover(config, "A->B", groups=group, stale_after_s=0).groups
+    for row in g.partitions:
+        on_b = read_partition(b, f"A.{topic}", row.partition)
+        after = [r.key.decode() for r in on_b if r.offset >= row.target_offset]
+        new = [int(k.rsplit("-", 1)[1]) for k in after if k.startswith("new-")]
+        reread = sum(1 for i in new if i < committed)
+        lost = len(set(range(committed, NEW)) - set(new))
+        assert (row.method, row.records_lost, row.records_reread) == ("exact", lost, reread) == ("exact", 0, 0), row
+        assert not any(k.startswith("old-") for k in after)  # the old life's copies are all before it
+
+
+def test_a_topic_recreated_while_the_flow_was_stopped_is_copied_whole(kafka_clusters, unique_topic):
+    a, b = kafka_clusters.bootstrap("A"), kafka_clusters.bootstrap("B")
+    topic = unique_topic("acct")
+    ensure_topic(a, topic, PARTITIONS)
+    config = _config(kafka_clusters, unique_topic, topic)
+    _produce(a, topic, "old", OLD)
+    Replicator(config, status_port=None).run_until_caught_up()
+    _recreate(a, topic)
+    _produce(a, topic, "new", NEW)  # past the old topic's end: the old position names a new record
+    replicator = Replicator(config, status_port=None)
+    replicator.run_until_caught_up()
+    expected = {f"{life}-{p}-{i}".encode() for life, n in (("old", OLD), ("new", NEW)) for p in range(2)
+                for i in range(n)}  # fmt: skip
+    assert _keys(b, f"A.{topic}") == expected  # nothing of either life missing
+    (event,) = _events(config, TopicRecreated)
+    assert (event.topic, event.noticed, event.policy, event.partitions) == (topic, "start", "continue", PARTITIONS)
+    assert event.previous_topic_id and event.topic_id != event.previous_topic_id
+    assert event.log_end_offsets == (NEW, NEW)
+    assert replicator.flow_stats()["A->B"].topics_recreated == 1
+    _new_life_planned_exactly(config, kafka_clusters, topic, unique_topic("acct-app"), 7_500)
+
+
+def test_a_topic_recreated_while_the_flow_runs_is_copied_whole(kafka_clusters, unique_topic):
+    a, b = kafka_clusters.bootstrap("A"), kafka_clusters.bootstrap("B")
+    topic = unique_topic("acct-live")
+    ensure_topic(a, topic, PARTITIONS)
+    config = _config(kafka_clusters, unique_topic, topic)
+    _produce(a, topic, "old", OLD)
+    replicator = Replicator(config, status_port=None)
+    replicator.start()
+    try:
+        wait_for(lambda: len(_keys(b, f"A.{topic}")) == OLD * PARTITIONS, "the old life copied")
+        _recreate(a, topic)
+        _produce(a, topic, "new", NEW)
+        wanted = {f"new-{p}-{i}".encode() for p in range(PARTITIONS) for i in range(NEW)}
+        wait_for(lambda: wanted <= _keys(b, f"A.{topic}"), "every new record copied", timeout_s=120)
+        wait_for(lambda: bool(_events(config, TopicRecreated)), "the topic_recreated event")
+    finally:
+        replicator.stop()
+        replicator.wait(timeout=60)
+    (event,) = _events(config, TopicRecreated)
+    assert (event.topic, event.noticed) == (topic, "running")
+    _new_life_planned_exactly(config, kafka_clusters, topic, unique_topic("acct-live-app"), 7_500)
+
+
+def test_on_topic_recreated_stop_fails_the_flow_naming_the_topic(kafka_clusters, unique_topic, tmp_path: Path):
+    a = kafka_clusters.bootstrap("A")
+    topic = unique_topic("acct-stop")
+    ensure_topic(a, topic, PARTITIONS)
+    config = _config(kafka_clusters, unique_topic, topic, on_topic_recreated="stop")
+    _produce(a, topic, "old", 100)
+    Replicator(config, status_port=None).run_until_caught_up()
+    _recreate(a, topic)
+    _produce(a, topic, "new", 100)
+    with pytest.raises(ReplicationError, match=f"source topic '{topic}' was deleted and created again"):
+        Replicator(config, status_port=None).run_until_caught_up()
+    (event,) = _events(config, TopicRecreated)
+    assert event.policy == "stop"
+
+
+def test_records_deleted_before_the_stopped_flow_copied_them_are_counted(kafka_clusters, unique_topic):
+    a, b = kafka_clusters.bootstrap("A"), kafka_clusters.bootstrap("B")
+    topic = unique_topic("expired")
+    ensure_topic(a, topic, PARTITIONS)
+    config = _config(kafka_clusters, unique_topic, topic)
+    _produce(a, topic, "old", 1_000)
+    Replicator(config, status_port=None).run_until_caught_up()
+    _produce(a, topic, "old", 1_000, start=1_000)
+    admin = AdminClient({"bootstrap.servers": a})
+    for future in admin.delete_records([TopicPartition(topic, 0, 1_700)]).values():
+        assert future.result(timeout=30).low_watermark == 1_700
+    replicator = Replicator(config, status_port=None)
+    replicator.run_until_caught_up()
+    never = {f"old-0-{i}".encode() for i in range(1_000, 1_700)}
+    assert not never & _keys(b, f"A.{topic}")  # ground truth: never copied, and gone from A
+    (event,) = _events(config, RecordsLostBeforeCopy)
+    assert (event.partition, event.from_offset, event.to_offset, event.records) == (0, 1_000, 1_700, len(never))
+    assert event.noticed == "start"
+    assert replicator.flow_stats()["A->B"].records_lost_before_copy == len(never)
+
+
+def test_records_deleted_under_a_running_flow_before_it_copied_them_are_counted(kafka_clusters, unique_topic):
+    """A slow flow (``SLOW_FETCH``) is far behind when delete-records removes offsets below 10,000 of
+    partition 0: the consumer resets to the log start, and the gap its copies show is the loss."""
+    a, b = kafka_clusters.bootstrap("A"), kafka_clusters.bootstrap("B")
+    topic = unique_topic("expired-live")
+    ensure_topic(a, topic, PARTITIONS)
+    config = kafka_clusters.config(
+        clusters={"A": {"bootstrap_servers": a, "client": SLOW_FETCH}, "B": {"bootstrap_servers": b}},
+        flows=[{"source": "A", "target": "B", "topics": [topic], "audit": False, "emit_heartbeats": False,
+                "refresh_topics_interval_seconds": 1}],
+        state_topic=unique_topic("mirrorlake.lives"),
+    )  # fmt: skip
+    producer = Producer({"bootstrap.servers": a, "linger.ms": 5, "batch.num.messages": 20})
+    for i in range(20_000):
+        producer.produce(topic, key=f"old-0-{i}".encode(), value=b"v" * 20, partition=0)
+        producer.poll(0)
+    assert producer.flush(60) == 0
+    replicator = Replicator(config, status_port=None)
+    replicator.start()
+    try:
+        wait_for(lambda: len(_keys(b, f"A.{topic}")) > 100, "the flow copying, slowly")
+        admin = AdminClient({"bootstrap.servers": a})
+        for future in admin.delete_records([TopicPartition(topic, 0, 10_000)]).values():
+            assert future.result(timeout=30).low_watermark == 10_000
+        wait_for(lambda: bool(_events(config, RecordsLostBeforeCopy)), "the records_lost_before_copy event")
+    finally:
+        replicator.stop()
+        replicator.wait(timeout=60)
+    copied = {int(k.decode().rsplit("-", 1)[1]) for k in _keys(b, f"A.{topic}")}
+    below = sorted(i for i in copied if i < 10_000)
+    assert below == list(range(len(below)))  # copied in order up to the deletion
+    (event,) = _events(config, RecordsLostBeforeCopy)
+    assert (event.from_offset, event.to_offset, event.noticed) == (len(below), 10_000, "running")
+    assert event.records == 10_000 - len(below)  # ground truth: never copied, and gone from A
