@@ -25,6 +25,7 @@ lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy replicator ingest lakehouse dashboards mirrorlake examples
+	$(BIN)/lint-imports
 
 down: setup
 	$(BIN)/mirrorlake clusters down

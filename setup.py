@@ -1,4 +1,4 @@
-"""The one compiled module: the flow's produce path (``replicator/flow/_copycore.c``).
+"""The one compiled module: the flow's produce path (``replicator/flow/copying/_copycore.c``).
 
 Everything else is in pyproject.toml. The extension needs gcc, Python's headers and librdkafka's
 header (Debian: ``python3-dev``, ``librdkafka-dev``; scripts/bootstrap.sh installs them). It links no
@@ -11,8 +11,8 @@ from setuptools import Extension, setup
 setup(
     ext_modules=[
         Extension(
-            "replicator.flow._copycore",
-            sources=["replicator/flow/_copycore.c"],
+            "replicator.flow.copying._copycore",
+            sources=["replicator/flow/copying/_copycore.c"],
             libraries=["dl", "pthread"],
             extra_compile_args=["-O2", "-Wall", "-Wno-unused-parameter"],
             optional=True,

@@ -1,6 +1,6 @@
 """Benchmark: CPU microseconds per record of the copy hot path, without brokers.
 
-The flow's ``Copier`` copies batches of real ``confluent_kafka.Message`` objects through a real
+The flow's ``PythonCopier`` copies batches of real ``confluent_kafka.Message`` objects through a real
 ``Producer`` (pointed at a closed port: ``produce()`` enqueues in librdkafka, nothing is sent),
 then gets the delivery reports librdkafka would give: one per copy that asked for one (run-length
 tracking: run starts and ends and every ``offset_lag_max``-th copy), as ``Message`` objects with
@@ -28,11 +28,11 @@ from confluent_kafka import Message, Producer
 
 from replicator.client.provenance import Provenance
 from replicator.events import Event, encode
-from replicator.flow.copier import Copier
-from replicator.flow.offset_sync import SyncOrigin
-from replicator.flow.stats import FlowStats
-from replicator.flow.sync_ledger import SyncLedger
+from replicator.flow.copying.copier import PythonCopier
+from replicator.flow.syncs.offset_sync import SyncOrigin
+from replicator.flow.syncs.sync_ledger import SyncLedger
 from replicator.metadata.topics import RemoteTopic
+from replicator.metrics.stats import FlowStats
 
 _BATCH = 5000
 
@@ -74,7 +74,7 @@ def _messages(count: int, partitions: int, size: int) -> list[list[Message]]:
     return [msgs[i : i + _BATCH] for i in range(0, count, _BATCH)]
 
 
-def _reports(copier: Copier) -> list[Message]:
+def _reports(copier: PythonCopier) -> list[Message]:
     """The reports librdkafka would give for the copies that asked for one (downstream = upstream here)."""
     return [
         Message(topic=target, partition=partition, offset=u)
@@ -88,7 +88,7 @@ def run_once(batches: list[list[Message]], partitions: int) -> tuple[float, floa
     remote = {"orders": RemoteTopic("orders", "S.orders", partitions)}
     producer = _producer()
     ledger = SyncLedger(SyncOrigin("S->T", "bench", "S", "T"), 100, _EncodeOnly(), producer.poll)
-    copier = Copier("S->T", FlowStats(), Provenance("S", "T", enabled=False))
+    copier = PythonCopier("S->T", FlowStats(), Provenance("S", "T", enabled=False))
     copier.connect(producer, ledger, lambda topic, _p: remote[topic], lambda err: None)
     t0 = time.thread_time()
     for batch in batches:

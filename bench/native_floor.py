@@ -21,7 +21,7 @@ import subprocess
 from pathlib import Path
 
 from bench.measure import process_cpu
-from replicator.flow.copycore import CopyCoreUnavailable, bundled_librdkafka
+from replicator.flow.copying.copycore import CopyCoreUnavailable, bundled_librdkafka
 
 __all__ = ["NativeCopy", "NativeBuildError", "build_native_copy", "SOURCE"]
 

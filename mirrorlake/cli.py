@@ -10,13 +10,12 @@ import faulthandler
 import logging
 import os
 import sys
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
 
 import click
 
 from mirrorlake.cli_mm2 import takeover_mm2
+from mirrorlake.cli_options import config_argument_or_option, config_option, pick_config
 from mirrorlake.progress import Steps
 from mirrorlake.stopping import stopping_on_signals
 from replicator.config import load_config
@@ -25,43 +24,7 @@ from replicator.errors import ConfigError, ExitCode, MirrorlakeError, PortInUseE
 __all__ = ["main", "cli"]
 
 _log = logging.getLogger("mirrorlake")
-F = TypeVar("F", bound=Callable[..., Any])
-DEFAULT_CONFIG = os.environ.get("MIRRORLAKE_CONFIG", "conf/local.yaml")
 _FINAL_ROUND_S = 30.0  # after a stop is asked: a last round of state tasks, commits, closing clients
-
-
-def _config_option(func: F) -> F:
-    return click.option(
-        "--config",
-        "-c",
-        "config_path",
-        default=DEFAULT_CONFIG,
-        show_default=True,
-        type=click.Path(dir_okay=False, path_type=Path),
-        help="configuration file (YAML)",
-    )(func)
-
-
-def _config_argument_or_option(func: F) -> F:
-    """``--config PATH`` like every command, and the positional CONFIG these commands always took."""
-
-    func = click.argument(
-        "positional_config", metavar="[CONFIG]", required=False, type=click.Path(dir_okay=False, path_type=Path)
-    )(func)
-    return click.option(
-        "--config",
-        "-c",
-        "option_config",
-        default=None,
-        type=click.Path(dir_okay=False, path_type=Path),
-        help=f"configuration file (YAML or MM2 .properties)  [default: {DEFAULT_CONFIG}]",
-    )(func)
-
-
-def _pick_config(positional: Path | None, option: Path | None) -> Path:
-    if positional is not None and option is not None and positional != option:
-        raise click.UsageError(f"two configuration files given: {positional} and --config {option}; give one")
-    return positional or option or Path(DEFAULT_CONFIG)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -82,7 +45,7 @@ def clusters() -> None:
 
 
 @clusters.command("up")
-@_config_option
+@config_option
 def clusters_up(config_path: Path) -> None:
     """Resolve Kafka's jars, start the brokers, wait until each answers."""
     from mirrorlake.localkafka import up
@@ -92,7 +55,7 @@ def clusters_up(config_path: Path) -> None:
 
 
 @clusters.command("down")
-@_config_option
+@config_option
 def clusters_down(config_path: Path) -> None:
     """Stop the local brokers (by PID)."""
     from mirrorlake.localkafka import down
@@ -102,7 +65,7 @@ def clusters_down(config_path: Path) -> None:
 
 
 @clusters.command("status")
-@_config_option
+@config_option
 def clusters_status(config_path: Path) -> None:
     """Which local brokers run and answer metadata requests; exit 1 if any does not."""
     from mirrorlake.localkafka import status
@@ -119,7 +82,7 @@ def clusters_status(config_path: Path) -> None:
 
 # -- replication ------------------------------------------------------------------------------
 @cli.command()
-@_config_argument_or_option
+@config_argument_or_option
 @click.option("--flow", "flows", multiple=True, help="run only this flow (A->B); repeatable")
 @click.option("--clusters", "targets", multiple=True, help="run only the flows that target this cluster")
 @click.option("--until-caught-up", is_flag=True, help="stop once every flow has copied all it can see")
@@ -133,7 +96,7 @@ def replicate(
     status_port: int | None,
 ) -> None:
     """Run the enabled flows of CONFIG until SIGTERM/SIGINT (then drain and commit)."""
-    config_path = _pick_config(positional_config, option_config)
+    config_path = pick_config(positional_config, option_config)
     from replicator.flow.gc_tuning import tune_for_copying
     from replicator.flow.runtime import Replicator
 
@@ -164,7 +127,7 @@ def replicate(
 
 
 @cli.command()
-@_config_option
+@config_option
 @click.option("--flow", "flow", required=True, help="the flow the group fails over along (A->B)")
 @click.option("--group", required=True, help="the consumer group")
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
@@ -172,8 +135,8 @@ def translate(config_path: Path, flow: str, group: str, fmt: str) -> None:
     """Where GROUP resumes on the flow's target: its latest checkpoints, read from the event log."""
     import json
 
+    from replicator.access.permissions import naming_missing_acls
     from replicator.client.translation import translate_offsets
-    from replicator.kafka.permissions import naming_missing_acls
 
     config = load_config(config_path)
     with naming_missing_acls(config, [config.flow(flow)], "translate"):
@@ -200,12 +163,12 @@ def translate(config_path: Path, flow: str, group: str, fmt: str) -> None:
 
 
 @cli.command()
-@_config_argument_or_option
+@config_argument_or_option
 @click.option("--flow", "flows", multiple=True, help="observe only this flow (A->B); repeatable")
 def observe(positional_config: Path | None, option_config: Path | None, flows: tuple[str, ...]) -> None:
     """Emit each flow's watermarks, config snapshots, audits and checkpoints once, copying nothing."""
-    config_path = _pick_config(positional_config, option_config)
-    from replicator.kafka.permissions import naming_missing_acls
+    config_path = pick_config(positional_config, option_config)
+    from replicator.access.permissions import naming_missing_acls
     from replicator.tasks.observe import observe_once
 
     config = load_config(config_path)
@@ -219,17 +182,17 @@ def observe(positional_config: Path | None, option_config: Path | None, flows: t
 
 
 @cli.command("import-mm2")
-@_config_argument_or_option
+@config_argument_or_option
 @click.option("--flow", "flows", multiple=True, help="import only this flow (A->B); repeatable")
 @click.option("--follow", is_flag=True, help="keep importing until SIGTERM/SIGINT (default: stop when caught up)")
 def import_mm2(
     positional_config: Path | None, option_config: Path | None, flows: tuple[str, ...], follow: bool
 ) -> None:
     """Republish MirrorMaker 2's offset syncs, checkpoints and heartbeats as mirrorlake events."""
-    config_path = _pick_config(positional_config, option_config)
+    config_path = pick_config(positional_config, option_config)
     import threading
 
-    from replicator.kafka.permissions import naming_missing_acls
+    from replicator.access.permissions import naming_missing_acls
     from replicator.mm2.importer import import_mm2 as run_import
 
     stop = threading.Event()
@@ -260,7 +223,7 @@ def lakehouse() -> None:
 
 
 @lakehouse.command("build")
-@_config_option
+@config_option
 @click.option(
     "--full", is_flag=True, help="recompute every gold table from all of silver (default: MERGE what changed)"
 )
@@ -290,7 +253,7 @@ def lakehouse_build(config_path: Path, full: bool) -> None:
 
 
 @lakehouse.command("maintain")
-@_config_option
+@config_option
 @click.option("--retention-hours", type=float, default=168.0, show_default=True, help="VACUUM retention")
 @click.option("--force-unsafe-retention", is_flag=True, help="allow a retention below Delta's safe 168 h")
 def lakehouse_maintain(config_path: Path, retention_hours: float, force_unsafe_retention: bool) -> None:
@@ -312,7 +275,7 @@ def lakehouse_maintain(config_path: Path, retention_hours: float, force_unsafe_r
 
 
 @lakehouse.command("serve")
-@_config_option
+@config_option
 @click.option(
     "--interval", type=click.FloatRange(min=0), default=30.0, show_default=True, help="seconds between gold rebuilds"
 )
@@ -333,7 +296,7 @@ def lakehouse_serve(config_path: Path, interval: float, trigger: float) -> None:
 
 @cli.command()
 @click.argument("query")
-@_config_option
+@config_option
 @click.option(
     "--lakehouse", "lakehouse_path", type=click.Path(path_type=Path), help="lakehouse root (overrides config)"
 )
@@ -355,7 +318,7 @@ def sql(query: str, config_path: Path, lakehouse_path: Path | None, fmt: str, as
 
 
 @cli.command()
-@_config_option
+@config_option
 @click.option("--port", type=click.IntRange(1, 65535), default=8501, show_default=True, help="port on 127.0.0.1")
 def dashboard(config_path: Path, port: int) -> None:
     """Serve the Streamlit dashboard on 127.0.0.1."""
@@ -372,7 +335,7 @@ def dashboard(config_path: Path, port: int) -> None:
 
 
 @cli.command()
-@_config_option
+@config_option
 @click.option("--records", default=20_000, show_default=True, help="plain records to produce to A.orders")
 def demo(config_path: Path, records: int) -> None:
     """Local clusters, sample traffic, replication A->B, lakehouse build, and a summary."""
@@ -388,10 +351,10 @@ def _register() -> None:
     from mirrorlake.cli_check import check
     from mirrorlake.cli_failover import failback, failover
 
-    cli.add_command(_config_argument_or_option(check))
+    cli.add_command(config_argument_or_option(check))
     for group in (failover, failback):
         for command in group.commands.values():
-            _config_option(command)
+            config_option(command)
         cli.add_command(group)
 
 

@@ -15,9 +15,10 @@ from pathlib import Path
 
 import click
 
+from mirrorlake.cli_options import pick_config
+from replicator.access.acl_needs import COMMANDS, Command
 from replicator.config import load_config
 from replicator.errors import ExitCode
-from replicator.kafka.acl_needs import COMMANDS, Command
 
 __all__ = ["check"]
 
@@ -44,10 +45,9 @@ def check(
     """Before anything runs: does each flow's principal hold every ACL its features (or a command) need?
 
     ``--for failover`` before a disaster: the ACLs ``failover plan/apply`` will need on the target."""
-    from mirrorlake.cli import _pick_config
-    from replicator.kafka.permissions import check_permissions
+    from replicator.access.permissions import check_permissions
 
-    config = load_config(_pick_config(positional_config, option_config))
+    config = load_config(pick_config(positional_config, option_config))
     selected = config.selected_flows(flows)
     rows = check_permissions(config, selected, commands=commands or ("replicate",))
     shown = [r for r in rows if r.status != "OK"] if missing_only else rows

@@ -48,8 +48,8 @@ def failover() -> None:
 def plan_cmd(config_path: Path, flow: str, groups: str | None, at: str | None, stale_after: float, fmt: str) -> None:
     """Per group and partition: where it resumes on the target, records lost / re-read, what was
     never replicated, and the consistent cut. Reads only the target cluster; writes nothing."""
+    from replicator.access.permissions import naming_missing_acls
     from replicator.failover import parse_time, plan_failover
-    from replicator.kafka.permissions import naming_missing_acls
 
     at_ms = parse_time(at) if at is not None else None
     config = load_config(config_path)
@@ -86,8 +86,8 @@ def apply_cmd(
     """The plan, then: refuse while the flow runs (or stop it: --stop-replication), write offsets on
     the target for groups with no members there (a group_sync event each), record a failover event.
     A rerun is a no-op."""
+    from replicator.access.permissions import naming_missing_acls
     from replicator.failover import apply_failover, parse_time
-    from replicator.kafka.permissions import naming_missing_acls
 
     at_ms = parse_time(at) if at is not None else None
     config = load_config(config_path)

@@ -2,7 +2,7 @@
 # Installs what mirrorlake needs on a fresh Debian machine, idempotently:
 # Java 17, Maven and Chromium (apt-get, only if missing; Chromium drives the dashboard's browser
 # tests through Playwright), gcc with Python's and librdkafka's headers (the flow's compiled
-# produce path, replicator/flow/_copycore.c), a virtualenv with the package and its extras
+# produce path, replicator/flow/copying/_copycore.c), a virtualenv with the package and its extras
 # (pip, with pip's cache). Kafka jars (mvn) and Spark packages (ivy) are fetched on first use
 # into ${MIRRORLAKE_CACHE:-~/.cache/mirrorlake}. Re-running it after a pyproject change reinstalls.
 set -euo pipefail
@@ -35,7 +35,7 @@ if sys.version_info < (3, 11):
 PY
 
 # a change to the package's metadata or to the compiled module reinstalls (and rebuilds it)
-stamp="$VENV/.mirrorlake-installed-$(cat pyproject.toml setup.py replicator/flow/_copycore.c | sha256sum | cut -c1-16)"
+stamp="$VENV/.mirrorlake-installed-$(cat pyproject.toml setup.py replicator/flow/copying/_copycore.c | sha256sum | cut -c1-16)"
 if [ ! -f "$stamp" ]; then
   [ -x "$VENV/bin/python" ] || "$PYTHON" -m venv "$VENV"
   "$VENV/bin/pip" install -q --upgrade pip

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 
-from replicator.flow.background import BackgroundCall
+from replicator.flow.topics.background import BackgroundCall
 
 
 def test_one_run_at_a_time_and_the_failure_reaches_the_caller_once():

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from replicator.flow.batching import Batcher
+from replicator.flow.copying.batching import Batcher
 
 
 class _Queue:

@@ -35,10 +35,10 @@ from bench.faults import (
     write_replicator_config,
 )
 from mirrorlake.traffic import ensure_topic
-from replicator.flow.observability import waiting_for
-from replicator.flow.outage import Outages
-from replicator.flow.shutdown import StopBudget, StopTimedOut
-from replicator.flow.stats import FlowStats
+from replicator.flow.control.outage import Outages
+from replicator.flow.control.shutdown import StopBudget, StopTimedOut
+from replicator.metrics.observability import waiting_for
+from replicator.metrics.stats import FlowStats
 from tests.waiting import wait_for
 
 # outage lengths: the user's incident (target SIGKILLed for 30 s) in full, the others shorter
@@ -80,7 +80,7 @@ def test_the_replicator_waits_out_a_broker_fault_and_loses_nothing(fault_pair, t
 
 def test_an_outage_is_logged_once_with_bounded_back_off(caplog):
     outages = Outages("S->T", {"source": "S", "target": "T"}, {"source": {}, "target": {}})
-    with caplog.at_level(logging.INFO, logger="replicator.flow.outage"):
+    with caplog.at_level(logging.INFO, logger="replicator.flow.control.outage"):
         for _ in range(50):
             assert outages.failed("target", TimeoutError())
         delays = [outages.delay_left("target")]

@@ -18,15 +18,15 @@ from replicator.client.mapping import build_segments, points_from_sync, translat
 from replicator.client.policy import DefaultReplicationPolicy
 from replicator.client.provenance import PROVENANCE_HEADER, Provenance
 from replicator.events import Event, OffsetSync, SyncReason
-from replicator.flow.caught_up import CaughtUpCheck
-from replicator.flow.commits import AtLeastOnceCommits
-from replicator.flow.copier import Copier
-from replicator.flow.offset_sync import SyncOrigin
-from replicator.flow.stats import FlowStats
-from replicator.flow.sync_ledger import SyncLedger
-from replicator.flow.topic_follower import TopicFollower
+from replicator.flow.control.caught_up import CaughtUpCheck
+from replicator.flow.copying.copier import PythonCopier
+from replicator.flow.syncs.commits import AtLeastOnceCommits
+from replicator.flow.syncs.offset_sync import SyncOrigin
+from replicator.flow.syncs.sync_ledger import SyncLedger
+from replicator.flow.topics.topic_follower import TopicFollower
 from replicator.metadata.filters import RegexTopicFilter
 from replicator.metadata.topics import RemoteTopic, TopicSelector
+from replicator.metrics.stats import FlowStats
 
 ORIGIN = SyncOrigin("A->B", "r1", "A", "B")
 
@@ -339,7 +339,7 @@ class FakeProducer:
         self.produced.append((topic, partition, d, timestamp, headers))
         self.reports.append((callback, topic, partition, d))
 
-    def deliver_all(self, copier: Copier) -> None:
+    def deliver_all(self, copier: PythonCopier) -> None:
         """A report for each copy produced with a callback, in produce order (what librdkafka does)."""
         for callback, topic, partition, d in self.reports:
             if callback is not None:
@@ -348,10 +348,10 @@ class FakeProducer:
         self.produced.clear()
 
 
-def copier_for(producer: FakeProducer, led: SyncLedger, *, provenance: bool = False) -> tuple[Copier, FlowStats]:
+def copier_for(producer: FakeProducer, led: SyncLedger, *, provenance: bool = False) -> tuple[PythonCopier, FlowStats]:
     stats = FlowStats()
     remote = {"orders": RemoteTopic("orders", "A.orders", 2)}
-    copier = Copier("A->B", stats, Provenance("A", "B", enabled=provenance))
+    copier = PythonCopier("A->B", stats, Provenance("A", "B", enabled=provenance))
     copier.connect(producer, led, lambda topic, _p: remote[topic], lambda err: pytest.fail(str(err)))  # type: ignore[arg-type]
     return copier, stats
 
@@ -425,7 +425,7 @@ class FakePositionStore:
 
 
 def test_a_transaction_commits_drained_records_then_only_the_positions_that_changed():
-    from replicator.flow.commits import TransactionalCommits
+    from replicator.flow.syncs.commits import TransactionalCommits
 
     producer, store, drains = FakeTxProducer(), FakePositionStore(), []
     commits = TransactionalCommits(
@@ -473,7 +473,7 @@ def test_run_length_tracking_asks_few_reports_and_keeps_translation_exact_or_rer
     led = ledger(lag_max=100, state=state)
     producer = FakeProducer(foreign_every=foreign_every)
     stats = FlowStats()
-    copier = Copier("A->B", stats, Provenance("A", "B", enabled=False), track_every=100)
+    copier = PythonCopier("A->B", stats, Provenance("A", "B", enabled=False), track_every=100)
     remote = {"orders": RemoteTopic("orders", "A.orders", 1)}
     copier.connect(producer, led, lambda topic, _p: remote[topic], lambda err: pytest.fail(str(err)))  # type: ignore[arg-type]
     offsets = [u for u in range(1200) if u != 500]  # a marker at 500 on the source: two runs

@@ -10,10 +10,10 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from replicator.events.model import now_ms
-from replicator.flow.connect_metrics import connect_families
-from replicator.flow.mm2_metrics import SAMPLE_S, WindowedValue
-from replicator.flow.observability import FlowCollector
 from replicator.flow.runner import FlowStats
+from replicator.metrics.connect_metrics import connect_families
+from replicator.metrics.mm2_metrics import SAMPLE_S, WindowedValue
+from replicator.metrics.observability import FlowCollector
 
 BOARD = Path(__file__).parent.parent / "dashboards" / "grafana" / "mirrorlake-replicator.json"
 STRIMZI_MM2_BOARD = Path(__file__).parent / "data" / "strimzi-mm2-dashboard-metrics.txt"

@@ -1,4 +1,4 @@
-"""The compiled produce path (``replicator/flow/_copycore.c`` behind ``NativeCopier``) on a real target.
+"""The compiled produce path (``replicator/flow/copying/_copycore.c`` behind ``NativeCopier``) on a real target.
 
 Its delivery reports are served in C and handed to the ledger as segments; these tests read the
 target partitions back and hold every offset sync, and every translation, to where each copy
@@ -19,13 +19,13 @@ from replicator.client.provenance import PROVENANCE_HEADER, Provenance
 from replicator.config import FlowConfig, parse_config
 from replicator.errors import ConfigError
 from replicator.events import OffsetSync, SyncReason
-from replicator.flow import copycore
-from replicator.flow.copycore import CopyCoreUnavailable, copies_natively, load_copycore
-from replicator.flow.native_copier import NativeCopier
+from replicator.flow.copying import copycore
+from replicator.flow.copying.copycore import CopyCoreUnavailable, copies_natively, load_copycore
+from replicator.flow.copying.native_copier import NativeCopier
 from replicator.flow.runtime import Replicator
-from replicator.flow.stats import FlowStats
 from replicator.kafka.settings import producer_config
 from replicator.metadata.topics import RemoteTopic
+from replicator.metrics.stats import FlowStats
 from tests.test_flow_units import FakeMessage, FakeState, _mapping_of, ledger
 
 PARTITIONS = 2

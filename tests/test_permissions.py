@@ -1,4 +1,4 @@
-"""The pure half of ``replicator.kafka.permissions``: which ACLs each feature needs, and how broker answers read.
+"""The pure half of ``replicator.access.permissions``: which ACLs each feature needs, and how broker answers read.
 
 The half that asks real brokers runs in ``tests/test_secured_clusters.py`` (a principal with one ACL
 withheld, reported by ``mirrorlake check`` and by a failing run).
@@ -9,15 +9,15 @@ from __future__ import annotations
 import pytest
 from confluent_kafka import KafkaError, KafkaException
 
-from replicator.config import parse_config
-from replicator.errors import ReplicationError
-from replicator.kafka.acl_needs import _literal
-from replicator.kafka.permissions import (
+from replicator.access.acl_needs import _literal
+from replicator.access.permissions import (
     _status,
     authorization_failure,
     principal,
     required_permissions,
 )
+from replicator.config import parse_config
+from replicator.errors import ReplicationError
 
 
 def _config(**flow: object):

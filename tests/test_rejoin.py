@@ -2,7 +2,7 @@
 
 The hang itself (librdkafka not rejoining after a source restart, seen once in CI) cannot be
 produced on demand, so this drives the runner's own rejoin path on real clusters: the watchdog
-is told of a loss 31 s ago with no assignment since (``replicator.flow.rejoin``), the flow
+is told of a loss 31 s ago with no assignment since (``replicator.flow.control.rejoin``), the flow
 unsubscribes and subscribes anew, gets its partitions back, and copies every record produced
 before and after, none lost and none twice.
 """

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from replicator.flow.rejoin import RejoinWatchdog
+from replicator.flow.control.rejoin import RejoinWatchdog
 
 
 def test_nothing_is_due_without_a_loss():

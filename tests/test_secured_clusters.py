@@ -38,14 +38,14 @@ from confluent_kafka.admin import (
 from bench.faults import free_port, health, metrics
 from mirrorlake.localkafka import LocalBroker, resolve_kafka_jars
 from mirrorlake.localkafka.ports import find_free_port_pair
+from replicator.access.permissions import Permission, required_permissions
 from replicator.client.state_reader import read_state_log
 from replicator.config import LocalKafkaConfig, parse_config
 from replicator.config.cache import cache_root
 from replicator.errors import MissingPermissionError
 from replicator.events import Checkpoint
-from replicator.flow.outage import TRANSPORT_CODES
+from replicator.flow.control.outage import TRANSPORT_CODES
 from replicator.flow.runtime import Replicator
-from replicator.kafka.permissions import Permission, required_permissions
 from tests.bind_race import on_new_ports_after_a_bind_race
 from tests.waiting import wait_for
 

@@ -13,8 +13,8 @@ from replicator.client.state_reader import StateLogFollower, read_state_log
 from replicator.errors import ReplicationError
 from replicator.events import Heartbeat, Lifecycle, OffsetSync, encode
 from replicator.events.codec import MAGIC
-from replicator.flow.positions import PositionStore
 from replicator.kafka.log_bounds import partition_bounds, topic_bounds
+from replicator.kafka.position_store import PositionStore
 
 
 def _sync(u: int, d: int, reason: str = "delta_change", prev: tuple[int, int] | None = None) -> OffsetSync:

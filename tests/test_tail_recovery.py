@@ -5,8 +5,8 @@ from __future__ import annotations
 from mirrorlake.groundtruth import GroundTruth
 from replicator.client.mapping_index import MappingIndex
 from replicator.events import OffsetSync, SyncReason
-from replicator.flow.offset_sync import SyncOrigin
-from replicator.flow.tail_recovery import match_copies, recovery_syncs
+from replicator.flow.syncs.offset_sync import SyncOrigin
+from replicator.flow.syncs.tail_recovery import match_copies, recovery_syncs
 
 ORIGIN = SyncOrigin("A->B", "r1", "A", "B")
 

@@ -7,13 +7,12 @@ from typing import Any
 
 import yaml
 
+from replicator.config.files import MAX_CONFIG_BYTES, read_config_text
 from replicator.config.mm2_properties import load_mm2_properties
 from replicator.config.model import MirrorlakeConfig, parse_config
 from replicator.errors import ConfigError
 
 __all__ = ["load_config", "MAX_CONFIG_BYTES"]
-
-MAX_CONFIG_BYTES = 10 * 1024 * 1024  # a configuration is a few KB; a bigger file is not one
 
 
 class _UniqueKeyLoader(yaml.SafeLoader):
@@ -54,21 +53,3 @@ def _yaml_reason(exc: yaml.YAMLError) -> str:
         return " ".join(str(exc).split())
     where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
     return f"{problem}{where}"
-
-
-def read_config_text(path: Path, *, encoding: str) -> str:
-    """The file's text; ``ConfigError`` naming ``path`` if it is missing, unreadable, too big or not text."""
-    try:
-        with path.open("rb") as f:
-            raw = f.read(MAX_CONFIG_BYTES + 1)
-    except FileNotFoundError:
-        raise ConfigError(f"{path}: configuration file not found") from None
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read configuration file: {exc.strerror}") from None
-    if len(raw) > MAX_CONFIG_BYTES:
-        raise ConfigError(f"{path}: larger than {MAX_CONFIG_BYTES // (1024 * 1024)} MiB: not a configuration file")
-    try:
-        return raw.decode(encoding)
-    except UnicodeDecodeError as exc:
-        bad = raw[exc.start : exc.start + 1].hex()
-        raise ConfigError(f"{path}: not UTF-8 text (byte 0x{bad} at offset {exc.start})") from None

@@ -552,7 +552,7 @@ def mm2_to_config_dict(props: Mapping[str, str], *, source: str) -> dict[str, An
 
 def load_mm2_properties(path: Path) -> MirrorlakeConfig:
     """Read, translate and validate a ``connect-mirror-maker.properties`` file; errors name ``path``."""
-    from replicator.config.loading import read_config_text
+    from replicator.config.files import read_config_text
 
     text = read_config_text(path, encoding="iso-8859-1")  # what Properties.load(InputStream) assumes
     try:

@@ -7,9 +7,13 @@ cannot, so a cycle under it needs the provenance header. A config that would loo
 
 from __future__ import annotations
 
-from replicator.client.policy import ReplicationPolicy
+from typing import TYPE_CHECKING
+
 from replicator.config import FlowConfig, MirrorlakeConfig
 from replicator.errors import ConfigError
+
+if TYPE_CHECKING:  # config sits below the client core: the policy is only a type here
+    from replicator.client.policy import ReplicationPolicy
 
 __all__ = ["find_cycle", "provenance_enabled", "check_loop_free"]
 

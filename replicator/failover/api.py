@@ -12,7 +12,7 @@ is ``started`` and it emitted any event of the flow in the last ``stale_after_s`
 flow emits heartbeats and watermarks every few seconds; a killed one falls silent), or (b) the
 source answers and the flow's consumer group ``mirrorlake.<flow>`` has members there. ``apply``
 refuses while one runs: a replicator coming back would copy records behind the moved groups; with
-``stop_replication`` it asks them to stop (``replicator.flow.stop_requests``) and waits until none runs.
+``stop_replication`` it asks them to stop (``replicator.flow.control.stop_requests``) and waits until none runs.
 
 ``apply`` writes offsets on the target only for groups with no members there, through the
 replicator's own group-offset rules (``replicator.tasks.group_sync``: never while active, never
@@ -43,7 +43,7 @@ from replicator.failover.plan import FailoverPlan, GroupPlan, build_plan, select
 from replicator.failover.state import FlowState, read_flow_state
 from replicator.failover.target import group_activity, positions_at, read_present
 from replicator.failover.unmapped import PartitionRef, account_for_unmapped_copies
-from replicator.flow.stop_requests import STOP_REQUESTED
+from replicator.flow.control.stop_requests import STOP_REQUESTED
 from replicator.kafka.admin import admin_client, partition_counts
 from replicator.kafka.connectivity import answers_metadata
 from replicator.kafka.settings import consumer_group_id
@@ -220,7 +220,7 @@ def apply_failover(
     """Plan, then move the groups on the target; see the module doc for every rule.
 
     ``stop_replication``: instead of refusing while replicators of the flow run, ask them to stop
-    (``replicator.flow.stop_requests``) and wait, up to ``timeout_s``, until none runs.
+    (``replicator.flow.control.stop_requests``) and wait, up to ``timeout_s``, until none runs.
 
     ``planned``: poll (one state read per second) until nothing is pending, nobody runs the flow
     and every group's checkpoint equals its committed offset on the source, up to ``timeout_s``;

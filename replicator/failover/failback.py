@@ -14,7 +14,7 @@ ranges. A later run starts each partition after the ranges already recovered, so
 nothing twice; a run that dies before its commit leaves nothing visible to read_committed readers.
 
 Copies a SIGKILLed replicator wrote after its last durable offset sync have no row in the mapping
-until a replicator of the flow starts again (``replicator.flow.tail_recovery``), which after a
+until a replicator of the flow starts again (``replicator.flow.syncs.tail_recovery``), which after a
 failover may be never. So both steps first match the target's records past each partition's last
 known copy against the source by content (the same ``TailRecovery``): the copies found there are
 not listed (``orphan_copies`` counts them), and ``--recover`` publishes their offset syncs in its
@@ -47,8 +47,8 @@ from replicator.errors import FailoverError
 from replicator.events import Failback, FailbackRange, OffsetSync, encode
 from replicator.failover.api import STALE_AFTER_S, running_replicators, user_name
 from replicator.failover.state import FlowState, read_flow_state
-from replicator.flow.offset_sync import SyncOrigin
-from replicator.flow.tail_recovery import TailRecovery
+from replicator.flow.syncs.offset_sync import SyncOrigin
+from replicator.flow.syncs.tail_recovery import TailRecovery
 from replicator.kafka.clients import new_producer
 from replicator.kafka.connectivity import wait_for_cluster
 from replicator.kafka.errors import kafka_error_reason

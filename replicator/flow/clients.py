@@ -13,12 +13,12 @@ from typing import Any, Protocol
 from confluent_kafka import Consumer, Producer
 
 from replicator.config import FlowConfig, MirrorlakeConfig
-from replicator.flow.copycore import copies_natively
-from replicator.flow.outage import Outages
-from replicator.flow.positions import PositionStore
+from replicator.flow.control.outage import Outages
+from replicator.flow.copying.copycore import copies_natively
 from replicator.kafka.admin import admin_client
 from replicator.kafka.clients import new_consumer, new_producer
 from replicator.kafka.connectivity import wait_for_cluster
+from replicator.kafka.position_store import PositionStore
 from replicator.kafka.settings import consumer_config, idempotent_producer_config, producer_config
 from replicator.metadata.acls import TopicAclSync
 from replicator.metadata.topic_configs import DefaultConfigPropertyFilter, TopicConfigSync

@@ -7,11 +7,11 @@ Source partitions are shared among the processes of one flow by the consumer gro
 drained and its position committed before it is given up.
 
 Delivery: ``AtLeastOnceCommits`` by default, ``TransactionalCommits`` with ``exactly_once``
-(``replicator.flow.commits`` states both contracts).
+(``replicator.flow.syncs.commits`` states both contracts).
 
 The runner wires pieces that each have one job: its clients come from a factory it is given
 (``replicator.flow.clients``), the copy hot path is ``NativeCopier`` (the compiled produce path,
-``copy_engine`` auto or native) or ``Copier`` (pure Python; exactly-once), topic following is
+``copy_engine`` auto or native) or ``PythonCopier`` (pure Python; exactly-once), topic following is
 ``TopicFollower``, the stop condition of a batch run is ``CaughtUpCheck``, and the offset syncs
 and commit gating are ``SyncLedger`` and ``Commits``.
 """
@@ -27,6 +27,7 @@ from typing import Protocol
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import OffsetSpec
 
+from replicator.access.permissions import AUTHORIZATION_CODES
 from replicator.client.group_offsets import committed_offsets
 from replicator.client.policy import ReplicationPolicy, policy_from_config
 from replicator.client.provenance import Provenance
@@ -34,33 +35,33 @@ from replicator.config import FlowConfig, MirrorlakeConfig
 from replicator.config.topology import provenance_enabled
 from replicator.errors import ReplicationError
 from replicator.events import Event, Lifecycle
-from replicator.flow.backpressure import Backpressure
-from replicator.flow.batching import Batcher
-from replicator.flow.caught_up import CaughtUpCheck
 from replicator.flow.clients import ClientFactory, FlowClients, kafka_clients
-from replicator.flow.commits import AbortTransaction, AtLeastOnceCommits, Commits, TransactionalCommits
-from replicator.flow.connect_metrics import mm2_connectors
-from replicator.flow.copier import Copier
-from replicator.flow.metadata_sync import TopicMetadataSync
-from replicator.flow.native_copier import NativeCopier
-from replicator.flow.offset_sync import SyncOrigin
-from replicator.flow.outage import ADMIN_ERRORS, TRANSPORT_CODES, Side
-from replicator.flow.read_positions import ReadPositions
-from replicator.flow.rejoin import RejoinWatchdog
-from replicator.flow.shutdown import StopBudget, StopTimedOut
-from replicator.flow.stats import FlowStats
-from replicator.flow.stop_requests import StopRequestWatcher
-from replicator.flow.sync_ledger import TP, SyncLedger
-from replicator.flow.tail_recovery import recover_orphan_copies
-from replicator.flow.topic_follower import TopicFollower
-from replicator.flow.topic_lives import TopicLives, log_offsets
+from replicator.flow.control.caught_up import CaughtUpCheck
+from replicator.flow.control.outage import ADMIN_ERRORS, TRANSPORT_CODES, Side
+from replicator.flow.control.rejoin import RejoinWatchdog
+from replicator.flow.control.shutdown import StopBudget, StopTimedOut
+from replicator.flow.control.stop_requests import StopRequestWatcher
+from replicator.flow.copying import Copier
+from replicator.flow.copying.backpressure import Backpressure
+from replicator.flow.copying.batching import Batcher
+from replicator.flow.copying.copier import PythonCopier
+from replicator.flow.copying.native_copier import NativeCopier
+from replicator.flow.syncs.commits import AbortTransaction, AtLeastOnceCommits, Commits, TransactionalCommits
+from replicator.flow.syncs.offset_sync import SyncOrigin
+from replicator.flow.syncs.sync_ledger import TP, SyncLedger
+from replicator.flow.syncs.tail_recovery import recover_orphan_copies
+from replicator.flow.topics.metadata_sync import TopicMetadataSync
+from replicator.flow.topics.topic_follower import TopicFollower
+from replicator.flow.topics.topic_lives import TopicLives, log_offsets
 from replicator.kafka.admin import admin_client
-from replicator.kafka.permissions import AUTHORIZATION_CODES
 from replicator.kafka.settings import QUEUE_MAX_MESSAGES, consumer_group_id
 from replicator.kafka.state_log import StateLog
 from replicator.metadata.topics import RemoteTopic, flow_topic_selector
+from replicator.metrics.connect_metrics import mm2_connectors
+from replicator.metrics.stats import FlowStats
 from replicator.tasks.base import StateTasks
 from replicator.tasks.flow_tasks import flow_state_tasks
+from replicator.tasks.read_positions import ReadPositions
 
 __all__ = ["FlowRunner", "FlowStats", "consumer_group_id"]
 
@@ -147,7 +148,7 @@ class FlowRunner:
         self._consumer, self._producer = clients.consumer, clients.producer
         self._outages = clients.outages
         # the data producer: the compiled copier's own, or the Python producer that also writes the syncs
-        self._copier: Copier | NativeCopier
+        self._copier: Copier
         self._data: Producer | NativeCopier
         if clients.copy_settings is not None:
             _log.info("flow %s: records are produced on the compiled path (copy_engine %s)", self.flow.name,
@@ -159,7 +160,9 @@ class FlowRunner:
             )  # fmt: skip
         else:
             self.stats.copy_path = "python"
-            self._copier = Copier(self.flow.name, self.stats, self._provenance, track_every=self.flow.offset_lag_max)
+            self._copier = PythonCopier(
+                self.flow.name, self.stats, self._provenance, track_every=self.flow.offset_lag_max
+            )
             self._data = self._producer
         # the syncs' and lifecycle events' producer where it is not the data producer: polled, flushed
         # and purged beside it

@@ -8,30 +8,25 @@ failover): it returns once every flow has copied everything its source had.
 from __future__ import annotations
 
 import logging
-import os
-import socket
 import threading
 from dataclasses import dataclass
 from typing import Literal
 
 from prometheus_client import CollectorRegistry
 
+from replicator.access.permissions import authorization_failure
 from replicator.client.policy import policy_from_config
 from replicator.config import FlowConfig, MirrorlakeConfig
 from replicator.config.topology import check_loop_free
 from replicator.errors import ConfigError, MirrorlakeError, PortInUseError, ReplicationError
-from replicator.flow.copycore import copies_natively
-from replicator.flow.observability import FlowCollector, StatusServer, waiting_for
+from replicator.flow.copying.copycore import copies_natively
 from replicator.flow.runner import FlowRunner, FlowStats
-from replicator.kafka.permissions import authorization_failure
+from replicator.kafka.settings import default_replicator_id
+from replicator.metrics.observability import FlowCollector, StatusServer, waiting_for
 
-__all__ = ["Replicator", "default_replicator_id"]
+__all__ = ["Replicator"]
 
 _log = logging.getLogger(__name__)
-
-
-def default_replicator_id() -> str:
-    return f"{socket.gethostname()}-{os.getpid()}"
 
 
 @dataclass

@@ -8,13 +8,16 @@ linger) and for the flow's delivery mode; librdkafka's own log lines go to the
 from __future__ import annotations
 
 import logging
+import os
 import re
+import socket
 import uuid
 from typing import Any
 
 from replicator.config import FlowConfig
 
 __all__ = [
+    "default_replicator_id",
     "QUEUE_MAX_MESSAGES",
     "RDKAFKA_LOG",
     "RECONNECT",
@@ -41,7 +44,7 @@ class _LibrdkafkaLog:
 
     While a broker is down librdkafka logs a refused connection (``FAIL``) for every client and
     every reconnect attempt at ERROR. Those say nothing the flow's own "waiting for cluster X" line
-    does not (``replicator.flow.outage``), so they are demoted; every other line keeps its level.
+    does not (``replicator.flow.control.outage``), so they are demoted; every other line keeps its level.
     """
 
     _CHURN = re.compile(
@@ -93,6 +96,11 @@ def import_group_id(flow: str) -> str:
 def transactional_id(flow: FlowConfig, instance: str) -> str:
     """Stable across restarts, so a restarted process fences its killed predecessor at once."""
     return f"mirrorlake.{flow.name}.{instance}"
+
+
+def default_replicator_id() -> str:
+    """A replicator process's id when the config names none: host and process id."""
+    return f"{socket.gethostname()}-{os.getpid()}"
 
 
 def consumer_config(flow: FlowConfig, source: dict[str, str], client_id: str) -> dict[str, Any]:
@@ -151,7 +159,7 @@ def producer_config(flow: FlowConfig, target: dict[str, Any], client_id: str, in
     }
     if not flow.exactly_once:
         # a record waits for the target however long it is down (the flow pauses its consumer
-        # meanwhile, replicator.flow.outage): a finite timeout would fail the flow after 5 minutes
+        # meanwhile, replicator.flow.control.outage): a finite timeout would fail the flow after 5 minutes
         conf["message.timeout.ms"] = 0
     if flow.exactly_once:
         conf["transactional.id"] = transactional_id(flow, instance)

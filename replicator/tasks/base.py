@@ -20,17 +20,17 @@ from typing import Any, Protocol
 
 from confluent_kafka import Producer
 
+from replicator.access.permissions import authorization_failure
 from replicator.client.mapping_index import MappingIndex
 from replicator.client.state_reader import StateLogFollower
 from replicator.client.state_snapshot import SNAPSHOT_TYPES, FlowSnapshot, load_snapshot
 from replicator.config import FlowConfig, MirrorlakeConfig
 from replicator.events import Event
-from replicator.flow.mm2_metrics import Mm2Metrics
 from replicator.kafka.clients import new_producer
-from replicator.kafka.permissions import authorization_failure
 from replicator.kafka.settings import idempotent_producer_config
 from replicator.kafka.state_log import StateLog
 from replicator.metadata.topics import RemoteTopic
+from replicator.metrics.mm2_metrics import Mm2Metrics
 
 __all__ = ["StateTask", "StateTasks", "TaskContext", "StateView"]
 

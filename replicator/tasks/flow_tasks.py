@@ -6,16 +6,16 @@ from collections.abc import Callable
 
 from replicator.client.policy import ReplicationPolicy
 from replicator.config import FlowConfig, MirrorlakeConfig
-from replicator.flow.mm2_metrics import Mm2Metrics
-from replicator.flow.read_positions import PositionSnapshot
 from replicator.kafka.state_log import StateLog
 from replicator.metadata.topics import RemoteTopic
+from replicator.metrics.mm2_metrics import Mm2Metrics
 from replicator.tasks.audit import AuditTask
 from replicator.tasks.base import StateTask, StateTasks, StateView, TaskContext, task_producer
 from replicator.tasks.checkpoints import CheckpointTask
 from replicator.tasks.config_snapshots import ConfigSnapshotTask
 from replicator.tasks.heartbeats import HeartbeatEmitter, HeartbeatObserver
 from replicator.tasks.mm2_offset_syncs import Mm2OffsetSyncTask
+from replicator.tasks.read_positions import PositionSnapshot
 from replicator.tasks.state_snapshots import StateSnapshotTask
 from replicator.tasks.watermarks import WatermarkTask
 

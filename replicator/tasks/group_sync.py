@@ -20,11 +20,11 @@ from typing import TYPE_CHECKING, Any
 
 from confluent_kafka import ConsumerGroupState, ConsumerGroupTopicPartitions, KafkaException, TopicPartition
 
+from replicator.access.permissions import AUTHORIZATION_CODES
 from replicator.client.group_offsets import GroupOffset, committed_offsets
 from replicator.events import Checkpoint, GroupSync
 from replicator.kafka.admin import admin_client
 from replicator.kafka.errors import kafka_error, kafka_error_reason
-from replicator.kafka.permissions import AUTHORIZATION_CODES
 from replicator.kafka.positions_guard import is_real_position, real_positions
 
 if TYPE_CHECKING:

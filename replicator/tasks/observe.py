@@ -19,9 +19,9 @@ from functools import partial
 from replicator.client.policy import policy_from_config
 from replicator.client.state_snapshot import snapshot_topic
 from replicator.config import MirrorlakeConfig
-from replicator.flow.runtime import default_replicator_id
 from replicator.kafka.admin import admin_client, partition_counts
 from replicator.kafka.connectivity import wait_for_cluster
+from replicator.kafka.settings import default_replicator_id
 from replicator.metadata.filters import RegexTopicFilter
 from replicator.metadata.topics import TopicManager, TopicSelector
 from replicator.tasks.flow_tasks import flow_state_tasks

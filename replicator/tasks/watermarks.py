@@ -7,7 +7,7 @@ and side, emitted when it changed or when ``_REFRESH_S`` passed since the last o
 Source side (watermark v2): the flow's replicated position and the tail after it, measured by
 reading it (``replicator.tasks.tails``). The log end is listed first, the position asked second, so
 a record counted at risk really was not on the target when the position was taken. Positions come
-from the running copy loop (``replicator.flow.read_positions``) and, for partitions it does not
+from the running copy loop (``replicator.tasks.read_positions``) and, for partitions it does not
 hold (another process of the flow, or no loop at all: ``mirrorlake observe``), from the flow's
 committed positions (source group, or the target's positions topic in exactly-once mode).
 """
@@ -24,11 +24,11 @@ from confluent_kafka.admin import AdminClient, OffsetSpec
 from replicator.client.group_offsets import committed_offsets
 from replicator.events import Watermark
 from replicator.events.model import now_ms
-from replicator.flow.positions import PositionStore
-from replicator.flow.read_positions import PositionSnapshot
 from replicator.kafka.admin import admin_client
+from replicator.kafka.position_store import PositionStore
 from replicator.kafka.settings import consumer_group_id
 from replicator.tasks.base import TaskContext
+from replicator.tasks.read_positions import PositionSnapshot
 from replicator.tasks.tails import Tail, TailReader
 
 __all__ = ["WatermarkTask", "partition_watermarks"]

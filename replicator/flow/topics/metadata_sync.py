@@ -14,9 +14,9 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from replicator.config import FlowConfig
-from replicator.flow.background import BackgroundCall
 from replicator.flow.clients import FlowClients
-from replicator.flow.outage import ADMIN_ERRORS, Outages, Side
+from replicator.flow.control.outage import ADMIN_ERRORS, Outages, Side
+from replicator.flow.topics.background import BackgroundCall
 
 __all__ = ["TopicMetadataSync"]
 

@@ -1,6 +1,6 @@
 """What each flow's principal must be allowed to do, and whether the clusters allow it.
 
-``required_permissions`` (``replicator.kafka.acl_needs``) lists, per flow, per enabled feature and
+``required_permissions`` (``replicator.access.acl_needs``) lists, per flow, per enabled feature and
 per command, every (cluster, resource, operation) the clients use; ``check_permissions`` asks each
 cluster, with that flow's own credentials, which of them it grants. It never reads ACLs (that
 needs Describe on the cluster, which a least-privileged principal lacks): it asks for the
@@ -29,10 +29,10 @@ from typing import Any, Literal
 from confluent_kafka import KafkaError, KafkaException, TopicCollection
 from confluent_kafka.admin import AclOperation, AdminClient, NewTopic
 
+from replicator.access.acl_needs import COMMANDS, Command, Permission, required_permissions
 from replicator.client.policy import policy_from_config
 from replicator.config import FlowConfig, MirrorlakeConfig
 from replicator.errors import ClusterUnreachableError, MissingPermissionError
-from replicator.kafka.acl_needs import COMMANDS, Command, Permission, required_permissions
 from replicator.kafka.admin import admin_client
 from replicator.kafka.connectivity import wait_for_cluster
 from replicator.kafka.errors import AUTHORIZATION_CODES, kafka_error, kafka_error_reason

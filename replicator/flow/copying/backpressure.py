@@ -21,7 +21,7 @@ from collections.abc import Callable, Sized
 
 from confluent_kafka import Consumer, TopicPartition
 
-from replicator.flow.outage import Outages
+from replicator.flow.control.outage import Outages
 
 __all__ = ["Backpressure"]
 

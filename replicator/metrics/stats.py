@@ -6,8 +6,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from replicator.flow.mm2_metrics import Mm2Metrics, WindowedValue
-from replicator.flow.observability import LatencyHistogram
+from replicator.metrics.mm2_metrics import Mm2Metrics, WindowedValue
+from replicator.metrics.observability import LatencyHistogram
 
 __all__ = ["FlowStats"]
 

@@ -43,7 +43,7 @@ def bundled_librdkafka() -> Path:
 def load_copycore() -> ModuleType:
     """The ``_copycore`` module with librdkafka's functions looked up (idempotent)."""
     try:
-        module = importlib.import_module("replicator.flow._copycore")
+        module = importlib.import_module("replicator.flow.copying._copycore")
     except ImportError as exc:
         raise CopyCoreUnavailable(
             f"the compiled copy path is not built ({exc}); reinstall with gcc, python3-dev and librdkafka-dev "

@@ -7,7 +7,7 @@ so the wait is a trade between latency and per-batch cost:
   out: 20 ms of end-to-end latency on a lightly loaded flow, 3x MirrorMaker 2's;
 - no wait makes a busy flow copy whatever the fetcher has queued at that instant, often a few
   hundred records, and every batch costs the loop's own bookkeeping plus a delivery report per
-  run end (the run-length tracking in ``Copier`` tracks the last copy of each partition's run in a
+  run end (the run-length tracking in ``PythonCopier`` tracks the last copy of each partition's run in a
   batch): measured at 0.90x the throughput for 1 KiB records.
 
 ``Batcher`` switches on what the last batch held: after a batch of at least ``busy_at`` records

@@ -12,7 +12,7 @@ become underscores). ``observability.FlowCollector`` exports what this module ke
 those names, so the board's queries need no edit.
 
 Where MM2 measures per record, the copy loop measures per *run* of one partition in a consumed
-batch (``Copier.copy_batch`` already switches lanes only when the partition changes), so no
+batch (``PythonCopier.copy_batch`` already switches lanes only when the partition changes), so no
 per-record work is added:
 
 - ``record_count``/``byte_count``: exact, counted when produced (MM2: when acknowledged); bytes are

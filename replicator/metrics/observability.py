@@ -23,7 +23,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from replicator.flow.connect_metrics import connect_families
+from replicator.metrics.connect_metrics import connect_families
 
 __all__ = ["FlowCollector", "LatencyHistogram", "StatusServer", "LATENCY_BUCKETS", "mm2_families", "waiting_for"]
 
@@ -113,7 +113,7 @@ def mm2_families(flows: list[Any]) -> list[Metric]:
     """MM2's connector metrics of ``flows`` (``FlowStats``), named and labelled as Strimzi's JMX rules do.
 
     All gauges (Strimzi's rules type them so); min/max/avg are NaN while their 60 s window is
-    empty, as Kafka's metrics report them. See ``replicator.flow.mm2_metrics``.
+    empty, as Kafka's metrics report them. See ``replicator.metrics.mm2_metrics``.
     """
     labels = ["source", "target", "topic", "partition"]
     source: dict[str, GaugeMetricFamily] = {}

@@ -1,6 +1,6 @@
-"""``Copier``'s contract on the compiled produce path: the flow's records leave through a C producer.
+"""The ``Copier`` contract on the compiled produce path: the flow's records leave through a C producer.
 
-``NativeCopier`` is what ``Copier`` is to the runner (``copy_batch``, ``in_flight``,
+``NativeCopier`` is a ``Copier`` as ``PythonCopier`` is (``copy_batch``, ``in_flight``,
 ``delivery_error``, ``oldest_in_flight``), and it is also the flow's *data producer*: ``poll``,
 ``flush``, ``len``, ``purge`` and ``list_topics`` behave as confluent's ``Producer`` methods of those
 names, for the copies only. Offset syncs, lifecycle events and commits stay on the Python clients.
@@ -23,13 +23,13 @@ from confluent_kafka import KafkaError, KafkaException, Message
 
 from replicator.client.provenance import Provenance
 from replicator.errors import ReplicationError
-from replicator.flow.copycore import core_settings, load_copycore
-from replicator.flow.mm2_metrics import SourcePartitionMetrics
-from replicator.flow.stats import FlowStats
-from replicator.flow.sync_ledger import TP, SyncLedger
+from replicator.flow.copying.copycore import core_settings, load_copycore
+from replicator.flow.syncs.sync_ledger import TP, SyncLedger
 from replicator.kafka.clients import refused_config
 from replicator.kafka.settings import RDKAFKA_LOG
 from replicator.metadata.topics import RemoteTopic
+from replicator.metrics.mm2_metrics import SourcePartitionMetrics
+from replicator.metrics.stats import FlowStats
 
 __all__ = ["NativeCopier"]
 
@@ -75,7 +75,7 @@ class NativeCopier:
         consumer_error: Callable[[KafkaError], None],
         consumed: Callable[[tuple[str, int], int], None] | None = None,
     ) -> None:
-        """As ``Copier.connect``; ``producer`` is not used (this copier has its own), and there is no
+        """As ``PythonCopier.connect``; ``producer`` is not used (this copier has its own), and there is no
         exactly-once position hook (exactly-once flows copy on the Python path)."""
         if consumed is not None:
             raise ReplicationError(f"flow {self._flow}: exactly-once copies on the Python path, not the compiled one")

@@ -6,7 +6,7 @@ and every committed record has an exact mapping.
 
 ``TransactionalCommits`` (``exactly_once: true``): records, their offset syncs and the source
 positions are written to the *target* in one transaction; the positions live in the target's
-positions topic (``replicator.flow.positions``) and are read from there when partitions are assigned. A process
+positions topic (``replicator.kafka.position_store``) and are read from there when partitions are assigned. A process
 killed mid-transaction leaves an open transaction that its restarted successor (same
 ``transactional.id``) aborts at once, so read_committed consumers on the target never see a
 duplicate or a record without its sync.
@@ -22,12 +22,12 @@ from typing import TypeVar
 from confluent_kafka import OFFSET_INVALID, Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 from replicator.errors import ReplicationError
-from replicator.flow.mm2_metrics import WindowedValue
-from replicator.flow.outage import Outages
-from replicator.flow.positions import PositionStore
-from replicator.flow.shutdown import StopBudget
-from replicator.flow.sync_ledger import TP, SyncLedger
+from replicator.flow.control.outage import Outages
+from replicator.flow.control.shutdown import StopBudget
+from replicator.flow.syncs.sync_ledger import TP, SyncLedger
 from replicator.kafka.errors import kafka_error
+from replicator.kafka.position_store import PositionStore
+from replicator.metrics.mm2_metrics import WindowedValue
 
 __all__ = ["AbortTransaction", "AtLeastOnceCommits", "TransactionalCommits", "Commits"]
 

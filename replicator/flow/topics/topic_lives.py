@@ -39,9 +39,9 @@ from confluent_kafka.admin import AdminClient, OffsetSpec
 from replicator.config import FlowConfig
 from replicator.errors import ReplicationError
 from replicator.events import Event, RecordsLostBeforeCopy, TopicRecreated
-from replicator.flow.stats import FlowStats
 from replicator.metadata.topic_ids import topic_ids
 from replicator.metadata.topics import RemoteTopic
+from replicator.metrics.stats import FlowStats
 
 __all__ = ["TopicLives", "Recreated", "log_offsets"]
 

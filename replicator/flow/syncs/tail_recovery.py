@@ -37,7 +37,7 @@ from replicator.client.mapping_index import MappingIndex
 from replicator.config import FlowConfig, MirrorlakeConfig
 from replicator.errors import ReplicationError
 from replicator.events import OffsetSync, SyncReason
-from replicator.flow.offset_sync import SyncOrigin
+from replicator.flow.syncs.offset_sync import SyncOrigin
 from replicator.kafka.log_bounds import log_bounds, throwaway_reader
 from replicator.kafka.settings import consumer_group_id
 from replicator.kafka.state_log import StateLog

@@ -6,9 +6,9 @@
  * delivery reports through Python); bench/native_copy.c showed that the same copy with no Python
  * costs about what Python's produce-only costs alone. Python keeps everything that is not per
  * record: the consumer and its group, commits, outages, backpressure and the offset-sync rule
- * (replicator.flow.offset_sync), which this module feeds in bulk.
+ * (replicator.flow.syncs.offset_sync), which this module feeds in bulk.
  *
- * Contract (replicator.flow.native_copier wraps it):
+ * Contract (replicator.flow.copying.native_copier wraps it):
  * - CopyCore(config_items, librdkafka_path, every): its own idempotent producer on the target,
  *   built from the flow's producer settings (strings). librdkafka is not linked: its functions are
  *   looked up in the very library confluent-kafka loaded (dlopen of its path), so both sides of
@@ -963,7 +963,7 @@ static PyGetSetDef CopyCore_getset[] = {
 static PySequenceMethods CopyCore_seq = {.sq_length = (lenfunc)CopyCore_len};
 
 static PyTypeObject CopyCoreType = {
-    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "replicator.flow._copycore.CopyCore",
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "replicator.flow.copying._copycore.CopyCore",
     .tp_basicsize = sizeof(CopyCore),
     .tp_dealloc = (destructor)CopyCore_dealloc,
     .tp_flags = Py_TPFLAGS_DEFAULT,
@@ -980,7 +980,7 @@ static PyMethodDef module_methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
-static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "replicator.flow._copycore", NULL, -1, module_methods};
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "replicator.flow.copying._copycore", NULL, -1, module_methods};
 
 PyMODINIT_FUNC PyInit__copycore(void) {
 #define INTERN(var, s)                                                                                \

@@ -26,13 +26,13 @@ from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
 from replicator.client.provenance import Provenance
 from replicator.errors import ReplicationError
-from replicator.flow.mm2_metrics import SourcePartitionMetrics
-from replicator.flow.stats import FlowStats
-from replicator.flow.sync_ledger import SyncLedger
+from replicator.flow.syncs.sync_ledger import SyncLedger
 from replicator.kafka.errors import kafka_error
 from replicator.metadata.topics import RemoteTopic
+from replicator.metrics.mm2_metrics import SourcePartitionMetrics
+from replicator.metrics.stats import FlowStats
 
-__all__ = ["Copier"]
+__all__ = ["PythonCopier"]
 
 _log = logging.getLogger(__name__)
 
@@ -56,7 +56,7 @@ class _Lane:
         self.metrics = metrics
 
 
-class Copier:
+class PythonCopier:
     """Copies consumed batches to the target and turns delivery reports into ledger entries.
 
     Made before the flow's clients, then ``connect``-ed to them. ``remote_for(topic, partition)``
