@@ -1,9 +1,10 @@
 """Topics that come back and records deleted before their copy, on real clusters (issue 39, item 2).
 
 The issue's cases, each held to what the clusters hold (keys name their topic's life and offset):
-- ``acct`` (2 partitions, 10,000 records each) copied, the flow stopped, the topic deleted and
-  created again, 12,500 new records each (past the old end): the restarted flow resumed at the old
-  committed position (10,000) and 2,500..9,999 of the new topic never reached the target. Now
+- ``acct`` (2 partitions, 10,000 records each in the issue, 2,000 here) copied, the flow stopped,
+  the topic deleted and created again, more new records than old (12,500; 2,500 here): the
+  restarted flow resumed at the old committed position and the new topic's records before it never
+  reached the target. Now
   every new record is copied, a ``topic_recreated`` event says so, and a group of the new topic
   is planned exactly (the mapping's new life);
 - the same while the flow runs;
@@ -17,7 +18,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from confluent_kafka import KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from mirrorlake.groundtruth import read_partition
@@ -33,7 +34,7 @@ from tests.test_state_events import _commit
 from tests.waiting import wait_for
 
 pytestmark = pytest.mark.kafka
-PARTITIONS, OLD, NEW = 2, 10_000, 12_500
+PARTITIONS, OLD, NEW = 2, 2_000, 2_500  # the new topic grows past the old one's end
 
 
 def _produce(bootstrap: str, topic: str, life: str, per_partition: int, start: int = 0) -> None:
@@ -69,6 +70,18 @@ def _config(kafka_clusters, unique_topic, topic: str, **flow):
         state_topic=unique_topic("mirrorlake.lives"),
         replicator_id="lives-test",
     )  # fmt: skip
+
+
+def _ends(bootstrap: str, topic: str) -> list[int]:
+    """Each partition's log end (0 while the topic does not exist yet)."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "lives-probe"})
+    try:
+        return [consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10, cached=False)[1]
+                for p in range(PARTITIONS)]  # fmt: skip
+    except KafkaException:
+        return [0] * PARTITIONS
+    finally:
+        consumer.close()
 
 
 def _events(config, kind):
@@ -119,7 +132,7 @@ def test_a_topic_recreated_while_the_flow_was_stopped_is_copied_whole(kafka_clus
     assert event.previous_topic_id and event.topic_id != event.previous_topic_id
     assert event.log_end_offsets == (NEW, NEW)
     assert replicator.flow_stats()["A->B"].topics_recreated == 1
-    _new_life_planned_exactly(config, kafka_clusters, topic, unique_topic("acct-app"), 7_500)
+    _new_life_planned_exactly(config, kafka_clusters, topic, unique_topic("acct-app"), 1_500)
 
 
 def test_a_topic_recreated_while_the_flow_runs_is_copied_whole(kafka_clusters, unique_topic):
@@ -131,18 +144,20 @@ def test_a_topic_recreated_while_the_flow_runs_is_copied_whole(kafka_clusters, u
     replicator = Replicator(config, status_port=None)
     replicator.start()
     try:
-        wait_for(lambda: len(_keys(b, f"A.{topic}")) == OLD * PARTITIONS, "the old life copied")
+        wait_for(lambda: _ends(b, f"A.{topic}") == [OLD] * PARTITIONS, "the old life copied")
         _recreate(a, topic)
         _produce(a, topic, "new", NEW)
-        wanted = {f"new-{p}-{i}".encode() for p in range(PARTITIONS) for i in range(NEW)}
-        wait_for(lambda: wanted <= _keys(b, f"A.{topic}"), "every new record copied", timeout_s=120)
+        # every new record, after the old ones (some new ones may be copied twice: counted below)
+        wait_for(lambda: min(_ends(b, f"A.{topic}")) >= OLD + NEW, "the new life copied", timeout_s=120)
         wait_for(lambda: bool(_events(config, TopicRecreated)), "the topic_recreated event")
     finally:
         replicator.stop()
         replicator.wait(timeout=60)
+    wanted = {f"new-{p}-{i}".encode() for p in range(PARTITIONS) for i in range(NEW)}
+    assert wanted <= _keys(b, f"A.{topic}")  # nothing of the new life missing
     (event,) = _events(config, TopicRecreated)
     assert (event.topic, event.noticed) == (topic, "running")
-    _new_life_planned_exactly(config, kafka_clusters, topic, unique_topic("acct-live-app"), 7_500)
+    _new_life_planned_exactly(config, kafka_clusters, topic, unique_topic("acct-live-app"), 1_500)
 
 
 def test_on_topic_recreated_stop_fails_the_flow_naming_the_topic(kafka_clusters, unique_topic, tmp_path: Path):
@@ -182,7 +197,7 @@ def test_records_deleted_before_the_stopped_flow_copied_them_are_counted(kafka_c
 
 
 def test_records_deleted_under_a_running_flow_before_it_copied_them_are_counted(kafka_clusters, unique_topic):
-    """A slow flow (``SLOW_FETCH``) is far behind when delete-records removes offsets below 10,000 of
+    """A slow flow (``SLOW_FETCH``) is far behind when delete-records removes offsets below 5,000 of
     partition 0: the consumer resets to the log start, and the gap its copies show is the loss."""
     a, b = kafka_clusters.bootstrap("A"), kafka_clusters.bootstrap("B")
     topic = unique_topic("expired-live")
@@ -194,24 +209,24 @@ def test_records_deleted_under_a_running_flow_before_it_copied_them_are_counted(
         state_topic=unique_topic("mirrorlake.lives"),
     )  # fmt: skip
     producer = Producer({"bootstrap.servers": a, "linger.ms": 5, "batch.num.messages": 20})
-    for i in range(20_000):
+    for i in range(10_000):
         producer.produce(topic, key=f"old-0-{i}".encode(), value=b"v" * 20, partition=0)
         producer.poll(0)
     assert producer.flush(60) == 0
     replicator = Replicator(config, status_port=None)
     replicator.start()
     try:
-        wait_for(lambda: len(_keys(b, f"A.{topic}")) > 100, "the flow copying, slowly")
+        wait_for(lambda: _ends(b, f"A.{topic}")[0] > 100, "the flow copying, slowly")
         admin = AdminClient({"bootstrap.servers": a})
-        for future in admin.delete_records([TopicPartition(topic, 0, 10_000)]).values():
-            assert future.result(timeout=30).low_watermark == 10_000
+        for future in admin.delete_records([TopicPartition(topic, 0, 5_000)]).values():
+            assert future.result(timeout=30).low_watermark == 5_000
         wait_for(lambda: bool(_events(config, RecordsLostBeforeCopy)), "the records_lost_before_copy event")
     finally:
         replicator.stop()
         replicator.wait(timeout=60)
     copied = {int(k.decode().rsplit("-", 1)[1]) for k in _keys(b, f"A.{topic}")}
-    below = sorted(i for i in copied if i < 10_000)
+    below = sorted(i for i in copied if i < 5_000)
     assert below == list(range(len(below)))  # copied in order up to the deletion
     (event,) = _events(config, RecordsLostBeforeCopy)
-    assert (event.from_offset, event.to_offset, event.noticed) == (len(below), 10_000, "running")
-    assert event.records == 10_000 - len(below)  # ground truth: never copied, and gone from A
+    assert (event.from_offset, event.to_offset, event.noticed) == (len(below), 5_000, "running")
+    assert event.records == 5_000 - len(below)  # ground truth: never copied, and gone from A
