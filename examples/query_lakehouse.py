@@ -30,12 +30,13 @@ def main(argv: list[str] | None = None) -> int:
 
     groups = lake.query(
         'SELECT "group", source_topic, partition, committed_offset, translated_offset, method '
-        f"FROM group_offsets WHERE flow = '{args.flow}' ORDER BY 1, 2, 3"
+        "FROM group_offsets WHERE flow = ? ORDER BY 1, 2, 3",
+        [args.flow],
     )
     print(f"groups on {args.flow}: {groups['group'].nunique()}")
     print(groups.to_string(index=False))
 
-    cost = lake.query(f"SELECT * FROM failover_now('{args.flow}')")
+    cost = lake.query("SELECT * FROM failover_now(?)", [args.flow])
     if not cost.empty:
         lost, reread = int(cost["records_lost"].sum()), int(cost["records_reread"].sum())
         print(f"failover now: {lost} records lost, {reread} re-read")

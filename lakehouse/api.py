@@ -9,6 +9,7 @@ Spark reads the same tables with ``spark.read.format("delta").load(lakehouse.pat
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -73,11 +74,12 @@ class Lakehouse:
         finally:
             sql.close()
 
-    def query(self, sql_text: str, *, as_of: AsOf = None) -> pd.DataFrame:
-        """Run DuckDB SQL over the views and macros; ``SQLError`` with DuckDB's message on failure."""
+    def query(self, sql_text: str, params: Sequence[object] = (), *, as_of: AsOf = None) -> pd.DataFrame:
+        """Run one DuckDB ``SELECT`` over the views and macros, ``params`` filling its ``?``
+        placeholders (never splice a value into the text); ``SQLError`` with DuckDB's message on failure."""
         sql = self._open(as_of)
         try:
-            return sql.arrow(sql_text).to_pandas()
+            return sql.arrow(sql_text, list(params) or None).to_pandas()
         finally:
             sql.close()
 

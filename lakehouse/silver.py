@@ -29,6 +29,7 @@ from lakehouse.decode import (
     decode_events,
     decode_in_python,
 )
+from lakehouse.sql_quote import spark_path_ident
 from replicator.events import registry
 from replicator.events.validity import INVALID_PREFIX
 
@@ -77,7 +78,7 @@ def _ensure_table(
         missing = [f for f in schema.fields if f.name not in have]
         if missing:
             cols = ", ".join(f"`{f.name}` {f.dataType.simpleString()}" for f in missing)
-            spark.sql(f"ALTER TABLE delta.`{path}` ADD COLUMNS ({cols})")
+            spark.sql(f"ALTER TABLE {spark_path_ident(path)} ADD COLUMNS ({cols})")
         return table, False
     builder = DeltaTable.createIfNotExists(spark).location(path).addColumns(schema)
     if change_feed:
@@ -93,7 +94,7 @@ def _enable_change_feed(spark: SparkSession, paths: LakehousePaths) -> None:
             continue
         row = DeltaTable.forPath(spark, path).detail().select("properties").first()
         if row is not None and row[0].get("delta.enableChangeDataFeed") != "true":
-            spark.sql(f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES (delta.enableChangeDataFeed = true)")
+            spark.sql(f"ALTER TABLE {spark_path_ident(path)} SET TBLPROPERTIES (delta.enableChangeDataFeed = true)")
 
 
 def _merge_batch(spark: SparkSession, paths: LakehousePaths, batch: DataFrame, batch_id: int) -> None:

@@ -22,6 +22,7 @@ import duckdb
 from ingest.paths import LakehousePaths
 from lakehouse.catalog import table_paths
 from lakehouse.delta_log import REPAIR_HINT, delta_log_problem
+from lakehouse.sql_quote import duck_ident, duck_string
 from replicator.client.failover_cost import DELETED_ON_TARGET
 from replicator.errors import ExitCode, MirrorlakeError
 
@@ -39,6 +40,7 @@ __all__ = [
 ]
 
 _log = logging.getLogger(__name__)
+_READS = frozenset({duckdb.StatementType.SELECT, duckdb.StatementType.EXPLAIN})
 
 # Named macros. translate_offset: a committed source offset through the exact mapping (as
 # replicator.client.mapping.translate). translate_group: every partition of a group's latest checkpoint.
@@ -100,14 +102,14 @@ CREATE OR REPLACE MACRO failover_plan(f) AS TABLE
                 ELSE g.exact_offset END AS target_offset,
            g.records_lost_at_exact AS records_lost, g.records_deleted_on_target,
            CASE WHEN g.records_deleted_on_target > 0 AND g.records_lost_at_exact > 0
-                THEN '{DELETED_ON_TARGET}' END AS lost_cause,
+                THEN {DELETED_ON_TARGET} END AS lost_cause,
            g.records_reread_at_exact AS records_reread, g.records_unreplicated,
            r.records_unreplicated AS partition_records_unreplicated,
            r.bytes_unreplicated AS partition_bytes_unreplicated,
            r.seconds_unreplicated AS partition_seconds_unreplicated, g.as_of_ms
     FROM rpo_groups g LEFT JOIN rpo_now(f) r ON r.source_topic = g.source_topic AND r.partition = g.partition
     WHERE g.flow = f ORDER BY g."group", g.source_topic, g.partition;
-""".replace("{DELETED_ON_TARGET}", DELETED_ON_TARGET)
+""".replace("{DELETED_ON_TARGET}", duck_string(DELETED_ON_TARGET))
 # compacted_on_target: per source partition, the copies compaction removed from a compacted target
 # topic, summed over its audit windows read again after the cleaner ran (gold divergence's
 # target_records_compacted rows: source count - target count). Audited windows only; a group's exact
@@ -237,9 +239,18 @@ class LakehouseSQL:
     ``delta_scan(path, version := N)``; a timestamp picks, per table, the last version committed
     at or before it (commit times from the Delta log), so the tables agree with each other. A
     table that did not exist then (or has no such version) has no view.
+
+    Sandboxed unless ``unrestricted``: once the views and macros exist, DuckDB may open files only
+    under the lakehouse directory (``allowed_directories``, external access off), loads no more
+    extensions (installs none: no network), and its configuration is locked, so no query can give
+    any of that back; ``query`` and ``arrow`` take one statement, a ``SELECT`` (or ``EXPLAIN``):
+    no ``COPY``, ``ATTACH``, ``CREATE`` or ``INSTALL``, and so no write, even inside the lakehouse.
     """
 
-    def __init__(self, lakehouse_root: Path, *, as_of: int | datetime | None = None) -> None:
+    def __init__(
+        self, lakehouse_root: Path, *, as_of: int | datetime | None = None, unrestricted: bool = False
+    ) -> None:
+        self.unrestricted = unrestricted
         self.paths = LakehousePaths(Path(lakehouse_root).resolve())
         if not (self.paths.root / "tables").is_dir():
             raise TableNotFoundError(
@@ -247,7 +258,7 @@ class LakehouseSQL:
                 "run `mirrorlake lakehouse build` first or check lakehouse.path"
             )
         self.con = duckdb.connect()
-        self.con.execute(f"LOAD '{_extension_path()}'")
+        self.con.execute(f"LOAD {duck_string(str(_extension_path()))}")
         self.views: list[str] = []
         for view, path in table_paths(self.paths).items():
             if not is_delta_table(path):
@@ -259,13 +270,49 @@ class LakehouseSQL:
                 continue
             at = "" if version is None else f", version := {version}"
             try:
-                self.con.execute(f"CREATE VIEW {view} AS SELECT * FROM delta_scan('{path}'{at})")
+                scan = f"delta_scan({duck_string(str(path))}{at})"
+                self.con.execute(f"CREATE VIEW {duck_ident(view)} AS SELECT * FROM {scan}")
             except duckdb.Error as exc:
                 raise TableNotFoundError(f"{path} is not a readable Delta table: {_reason(exc)}") from None
             self.views.append(view)
         if as_of is not None and not self.views:
             raise AsOfError(f"no table of {self.paths.root} existed at --as-of {as_of}")
         install_macros(self.con, self.views)
+        if not unrestricted:
+            self._sandbox()
+
+    def _sandbox(self) -> None:
+        """Only the lakehouse directory, no more extensions, configuration locked (see the class doc)."""
+        root = duck_string(str(self.paths.root) + "/")
+        for setting in (
+            f"SET allowed_directories = [{root}]",
+            "SET enable_external_access = false",
+            "SET autoinstall_known_extensions = false",
+            "SET autoload_known_extensions = false",
+            "SET lock_configuration = true",
+        ):
+            self.con.execute(setting)
+
+    def _one_read(self, sql: str) -> None:
+        """Refuse, in the sandbox, anything but one ``SELECT``/``EXPLAIN`` statement, naming what was given."""
+        try:
+            statements = duckdb.extract_statements(sql)
+        except duckdb.Error as exc:
+            raise SQLError(_reason(exc)) from None
+        if not statements:
+            raise SQLError("no SQL statement given (an empty query, or only semicolons and comments)")
+        if self.unrestricted:
+            if len(statements) > 1:
+                raise SQLError(f"one statement at a time: {len(statements)} given")
+            return
+        if len(statements) > 1:
+            raise SQLError(f"one statement at a time: {len(statements)} given (mirrorlake sql runs one read)")
+        kind = statements[0].type
+        if kind not in _READS:
+            raise SQLError(
+                f"a {kind.name} statement: mirrorlake sql reads the lakehouse and nothing else, so only SELECT "
+                "(or EXPLAIN) runs here; --unrestricted gives DuckDB's full access, files and network included"
+            )
 
     @contextmanager
     def _sql_errors(self) -> Iterator[None]:
@@ -282,12 +329,14 @@ class LakehouseSQL:
 
     def query(self, sql: str, params: Sequence[object] | None = None) -> QueryResult:
         """Run one statement; ``params`` fill its ``?`` placeholders."""
+        self._one_read(sql)
         with self._sql_errors():
             rel = self._execute(sql, params)
             columns = [d[0] for d in rel.description] if rel.description else []
             return QueryResult(columns, rel.fetchall() if columns else [])
 
     def arrow(self, sql: str, params: Sequence[object] | None = None):  # -> pyarrow.Table
+        self._one_read(sql)
         with self._sql_errors():
             return self._execute(sql, params).to_arrow_table()
 

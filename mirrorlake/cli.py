@@ -302,15 +302,23 @@ def lakehouse_serve(config_path: Path, interval: float, trigger: float) -> None:
 )
 @click.option("--format", "fmt", type=click.Choice(["table", "json", "csv"]), default="table", show_default=True)
 @click.option("--as-of", "as_of", default=None, help="read the tables as of a VERSION or an ISO TIMESTAMP (UTC)")
-def sql(query: str, config_path: Path, lakehouse_path: Path | None, fmt: str, as_of: str | None) -> None:
+@click.option(
+    "--unrestricted",
+    is_flag=True,
+    help="DuckDB's full access: any statement, files anywhere, extensions (default: one SELECT over the lakehouse)",
+)
+def sql(
+    query: str, config_path: Path, lakehouse_path: Path | None, fmt: str, as_of: str | None, unrestricted: bool
+) -> None:
     """Run a DuckDB SQL QUERY over the lakehouse tables: a view per bronze/silver/gold table, and the
     macros translate_offset(flow, topic, partition, offset), translate_group(flow, group),
-    rpo_now(flow), failover_now(flow)."""
+    rpo_now(flow), failover_now(flow). One SELECT, reading the lakehouse and nothing else, unless
+    --unrestricted."""
     from lakehouse.sql import LakehouseSQL, format_result, parse_as_of
 
     moment = parse_as_of(as_of) if as_of is not None else None
     root = lakehouse_path or load_config(config_path).lakehouse.path
-    con = LakehouseSQL(root, as_of=moment)
+    con = LakehouseSQL(root, as_of=moment, unrestricted=unrestricted)
     try:
         click.echo(format_result(con.query(query), fmt))  # type: ignore[arg-type]
     finally:

@@ -12,7 +12,8 @@ import pyarrow as pa
 import pytest
 
 from lakehouse.duck.delta import register, replace_keys, replace_scope
-from lakehouse.duck.engine import keys_filter, quote
+from lakehouse.duck.engine import keys_filter
+from lakehouse.sql_quote import duck_value as quote
 
 
 def _rows(spark, path) -> set[tuple]:  # noqa: ANN001 - SparkSession

@@ -16,6 +16,8 @@ import pyarrow.compute as pc
 import pyarrow.dataset as pads
 from deltalake import DeltaTable, write_deltalake
 
+from lakehouse.sql_quote import duck_ident, duck_string
+
 __all__ = ["dataset", "register", "inserted", "table_schema", "replace_keys", "replace_scope", "TooManyRows"]
 
 _INSERTED = ("insert", "update_postimage")
@@ -47,9 +49,9 @@ def register(con: duckdb.DuckDBPyConnection, name: str, path: Path, version: int
     files = table.file_uris()
     plain = not table.protocol().reader_features and not meta.partition_columns
     if files and plain and "delta.columnMapping.mode" not in meta.configuration:
-        listed = ", ".join("'" + f.replace("'", "''") + "'" for f in files)
+        listed = ", ".join(duck_string(f) for f in files)
         scan = f"SELECT * FROM read_parquet([{listed}], union_by_name = true)"
-        con.execute(f'CREATE OR REPLACE TEMP VIEW "{name}" AS {scan}')
+        con.execute(f"CREATE OR REPLACE TEMP VIEW {duck_ident(name)} AS {scan}")
     else:
         con.register(name, table.to_pyarrow_dataset())
 

@@ -24,6 +24,7 @@ from deltalake.exceptions import DeltaError
 from ingest.paths import LakehousePaths
 from lakehouse.duck import delta
 from lakehouse.offset_mapping import MAPPING_KEY
+from lakehouse.sql_quote import duck_ident, duck_value
 from replicator.client.mapping import Segment
 from replicator.config import MirrorlakeConfig
 
@@ -36,7 +37,6 @@ __all__ = [
     "update_table",
     "as_segments",
     "keys_filter",
-    "quote",
 ]
 
 _log = logging.getLogger(__name__)
@@ -107,7 +107,7 @@ class DuckInputs:
         """Distinct keys of the new rows: ``columns[event_type]`` names the key in that type's rows
         (as ``lakehouse.gold.touched_keys``); only types with new rows contribute."""
         parts = [
-            f"SELECT {', '.join(_ident(c) for c in cols)} FROM {self.new(t)}"
+            f"SELECT {', '.join(duck_ident(c) for c in cols)} FROM {self.new(t)}"
             for t, cols in columns.items()
             if t in self.changes
         ]
@@ -201,17 +201,8 @@ def keys_filter(keys: pa.Table) -> str:
         by_prefix.setdefault(tuple(row[c] for c in prefix), []).append(row[last])
     tests = []
     for values, lasts in by_prefix.items():
-        same = [f"{_ident(c)} = {quote(v)}" for c, v in zip(prefix, values, strict=True)]
-        tests.append("(" + " AND ".join([*same, f"{_ident(last)} IN ({', '.join(quote(v) for v in lasts)})"]) + ")")
+        same = [f"{duck_ident(c)} = {duck_value(v)}" for c, v in zip(prefix, values, strict=True)]
+        tests.append(
+            "(" + " AND ".join([*same, f"{duck_ident(last)} IN ({', '.join(duck_value(v) for v in lasts)})"]) + ")"
+        )
     return "(" + (" OR ".join(tests) or "false") + ")"
-
-
-def quote(value: object) -> str:
-    """A SQL literal of a key value (a string or an integer)."""
-    if isinstance(value, bool) or not isinstance(value, (str, int)):
-        raise TypeError(f"a key value must be a string or an integer, not {value!r}")
-    return str(value) if isinstance(value, int) else "'" + value.replace("'", "''") + "'"
-
-
-def _ident(column: str) -> str:
-    return '"' + column.replace('"', '""') + '"'

@@ -18,6 +18,7 @@ import pyarrow as pa
 from lakehouse.duck.engine import DuckInputs, DuckTail, Twin, as_segments, keys_filter
 from lakehouse.group_offsets import GROUP_KEY
 from lakehouse.offset_mapping import MAPPING_KEY
+from lakehouse.sql_quote import duck_string
 from replicator.client.failover_cost import DELETED_ON_TARGET, deleted_on_target, failover_cost
 from replicator.client.mapping import Segment
 
@@ -29,7 +30,7 @@ _BY_KEY = " AND ".join(f"x.{k} = g.{k}" for k in MAPPING_KEY)
 
 def _latest_mark(watermarks: str, side: str, where: str, columns: str) -> str:
     return (
-        f"SELECT {_KEY}, {columns} FROM {watermarks} WHERE side = '{side}' AND {where} "
+        f"SELECT {_KEY}, {columns} FROM {watermarks} WHERE side = {duck_string(side)} AND {where} "
         f"QUALIFY row_number() OVER (PARTITION BY {_KEY} ORDER BY observed_at_ms DESC, event_id DESC) = 1"
     )
 
