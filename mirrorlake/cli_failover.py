@@ -202,28 +202,34 @@ def failback() -> None:
 
 @failback.command("plan")
 @click.option("--flow", required=True, help="the flow that was failed over (A->B)")
-@click.option("--export", "export", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="write the records as JSON lines (key/value base64, headers, timestamp, coordinates)")  # fmt: skip
+@click.option("--export", "export", default=None,
+              help="write the records as JSON lines (key/value base64, headers, timestamp, coordinates) to this "
+                   "file, created private (0600); - for standard output (the plan then goes to stderr)")  # fmt: skip
+@click.option("--force", is_flag=True, help="replace an existing --export file")
 @_FORMAT
-def failback_plan_cmd(flow: str, export: Path | None, fmt: str, config_path: Path) -> None:
+def failback_plan_cmd(flow: str, export: str | None, force: bool, fmt: str, config_path: Path) -> None:
     """Per partition, the source's records after the last copy (needs the source; changes nothing)."""
     from replicator.failover import failback_plan
     from replicator.failover.times import format_time
 
-    rows = failback_plan(load_config(config_path), flow, export=export)
+    rows = failback_plan(load_config(config_path), flow, export=export, force=force)
+    to_stderr = export == "-"  # standard output carries the records
     if fmt == "json":
-        click.echo(json.dumps([asdict(r) for r in rows], indent=2))
+        click.echo(json.dumps([asdict(r) for r in rows], indent=2), err=to_stderr)
         return
-    click.echo(f"  {'source topic':30} {'part':>4} {'offsets':>17} {'records':>8} {'bytes':>10}  time range")
+    click.echo(
+        f"  {'source topic':30} {'part':>4} {'offsets':>17} {'records':>8} {'bytes':>10}  time range", err=to_stderr
+    )
     for r in rows:
         span = f"{r.start_offset}-{r.end_offset}"
         times = f"{format_time(r.first_timestamp_ms)} .. {format_time(r.last_timestamp_ms)}" if r.records else "-"
         earlier = f"  ({r.recovered_records} recovered earlier)" if r.recovered_records else ""
         if r.orphan_copies:
             earlier += f"  ({r.orphan_copies} copies on the target had no offset sync: not listed)"
-        click.echo(f"  {r.source_topic:30} {r.partition:>4} {span:>17} {r.records:>8} {r.bytes:>10}  {times}{earlier}")
+        row = f"  {r.source_topic:30} {r.partition:>4} {span:>17} {r.records:>8} {r.bytes:>10}  {times}{earlier}"
+        click.echo(row, err=to_stderr)
     if export is not None:
-        click.echo(f"exported {sum(r.records for r in rows)} records to {export}")
+        click.echo(f"exported {sum(r.records for r in rows)} records to {export}", err=to_stderr)
 
 
 @failback.command("apply")

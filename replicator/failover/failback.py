@@ -46,6 +46,7 @@ from replicator.config.topology import provenance_enabled
 from replicator.errors import FailoverError
 from replicator.events import Failback, FailbackRange, OffsetSync, encode
 from replicator.failover.api import STALE_AFTER_S, running_replicators, user_name
+from replicator.failover.export import export_file
 from replicator.failover.state import FlowState, read_flow_state
 from replicator.flow.syncs.offset_sync import SyncOrigin
 from replicator.flow.syncs.tail_recovery import TailRecovery
@@ -221,24 +222,24 @@ def _walk(
     return result, orphans
 
 
-def failback_plan(config: MirrorlakeConfig, flow_name: str, *, export: Path | None = None) -> list[NeverReplicated]:
+def failback_plan(
+    config: MirrorlakeConfig, flow_name: str, *, export: Path | str | None = None, force: bool = False
+) -> list[NeverReplicated]:
     """Per partition of the flow, the source's records after the last copy (and after what earlier
-    ``--recover`` runs re-produced); ``export``: JSON lines.
+    ``--recover`` runs re-produced); ``export``: JSON lines, written as ``failover.export`` says
+    (0600, an existing file only with ``force``, ``-`` for standard output).
 
     Needs the source: ``ClusterUnreachableError`` when it does not answer.
     """
     state = read_flow_state(config, flow_name)
-    out = export.open("w", encoding="utf-8") if export is not None else None
+    if export is None:
+        return _walk(config, state, lambda _t, _p: None)[0]
+    with export_file(export, force=force) as out:
 
-    def write(msg: Message) -> None:
-        if out is not None:
+        def write(msg: Message) -> None:
             out.write(_line(msg) + "\n")
 
-    try:
         return _walk(config, state, lambda _t, _p: write)[0]
-    finally:
-        if out is not None:
-            out.close()
 
 
 @dataclass(frozen=True)

@@ -28,6 +28,8 @@ from replicator.metrics.connect_metrics import connect_families
 __all__ = ["FlowCollector", "LatencyHistogram", "StatusServer", "LATENCY_BUCKETS", "mm2_families", "waiting_for"]
 
 _log = logging.getLogger(__name__)
+MAX_CONNECTIONS = 16  # /metrics and /health connections served at once (a scrape and a probe need two)
+READ_TIMEOUT_S = 5.0  # a client that sends nothing this long is disconnected
 
 _STUCK_S = 10.0  # a copy loop that has not turned for this long is reported as waiting
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
@@ -188,12 +190,42 @@ class LatencyHistogram:
             return out, self._sum
 
 
+class _BoundedServer(ThreadingHTTPServer):
+    """A thread per connection, at most ``MAX_CONNECTIONS`` at once: a connection beyond them is
+    closed at once rather than given a thread (250 half-sent requests held 250 threads)."""
+
+    daemon_threads = True
+
+    def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler]) -> None:
+        super().__init__(address, handler)
+        self._slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
+        self.refused = 0  # connections closed because every slot was taken
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        if not self._slots.acquire(blocking=False):
+            self.refused += 1
+            self.shutdown_request(request)
+            return
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self._slots.release()
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self._slots.release()
+
+
 class StatusServer:
-    """Serves /metrics and /health from a daemon thread until ``close``."""
+    """Serves /metrics and /health from daemon threads until ``close``: at most ``MAX_CONNECTIONS``
+    at once, and a client that sends nothing for ``READ_TIMEOUT_S`` is disconnected."""
 
     def __init__(self, registry: CollectorRegistry, health: Callable[[], dict[str, Any]], *, host: str, port: int):
         handler = _handler(registry, health)
-        self._server = ThreadingHTTPServer((host, port), handler)
+        self._server = _BoundedServer((host, port), handler)
         self._thread = threading.Thread(target=self._server.serve_forever, name="mirrorlake-status", daemon=True)
         self._thread.start()
         _log.info("metrics on http://%s:%d/metrics, health on /health", host, self.port)
@@ -209,6 +241,8 @@ class StatusServer:
 
 def _handler(registry: CollectorRegistry, health: Callable[[], dict[str, Any]]) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
+        timeout = READ_TIMEOUT_S  # a socket timeout: a slow or silent client loses its connection
+
         def do_GET(self) -> None:  # noqa: N802 (http.server's name)
             if self.path.startswith("/metrics"):
                 self._send(200, generate_latest(registry), "text/plain; version=0.0.4; charset=utf-8")
