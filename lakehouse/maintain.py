@@ -12,6 +12,7 @@ incremental gold reads (a build then falls back to a full rebuild). Below 168 h 
 from __future__ import annotations
 
 import logging
+import math
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -52,9 +53,9 @@ class MaintenanceReport:
 
 
 def check_retention(retention_hours: float, *, force_unsafe_retention: bool) -> None:
-    """Raise ``UnsafeRetentionError`` for a retention below 168 h unless forced."""
-    if retention_hours < 0:
-        raise UnsafeRetentionError(f"--retention-hours must be >= 0, got {retention_hours}")
+    """Raise ``UnsafeRetentionError`` for a retention below 168 h unless forced, or not a number of hours."""
+    if not math.isfinite(retention_hours) or retention_hours < 0:  # nan passes every comparison below
+        raise UnsafeRetentionError(f"--retention-hours must be a number of hours >= 0, got {retention_hours}")
     if retention_hours < SAFE_RETENTION_HOURS and not force_unsafe_retention:
         raise UnsafeRetentionError(
             f"--retention-hours {retention_hours:g} is below Delta's safe minimum of {SAFE_RETENTION_HOURS} h: "

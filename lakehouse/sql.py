@@ -172,7 +172,7 @@ class QueryResult:
 def parse_as_of(value: str) -> int | datetime:
     """A table version (non-negative integer) or an ISO-8601 timestamp (UTC when no zone is given)."""
     text = value.strip()
-    if text.isdigit():
+    if re.fullmatch(r"[0-9]{1,18}", text, re.ASCII):  # not str.isdigit: "²" is a digit to it
         return int(text)
     try:
         moment = datetime.fromisoformat(text)
@@ -277,7 +277,12 @@ class LakehouseSQL:
             self.views.append(view)
         if as_of is not None and not self.views:
             raise AsOfError(f"no table of {self.paths.root} existed at --as-of {as_of}")
-        install_macros(self.con, self.views)
+        try:
+            install_macros(self.con, self.views)
+        except duckdb.Error as exc:  # a table without the columns this mirrorlake's macros read
+            raise TableNotFoundError(
+                f"{self.paths.root} is not a lakehouse of this mirrorlake: {_reason(exc)}{REPAIR_HINT}"
+            ) from None
         if not unrestricted:
             self._sandbox()
 

@@ -86,7 +86,12 @@ def clusters_status(config_path: Path) -> None:
 @click.option("--flow", "flows", multiple=True, help="run only this flow (A->B); repeatable")
 @click.option("--clusters", "targets", multiple=True, help="run only the flows that target this cluster")
 @click.option("--until-caught-up", is_flag=True, help="stop once every flow has copied all it can see")
-@click.option("--status-port", type=int, default=None, help="serve /metrics and /health here (default: config)")
+@click.option(
+    "--status-port",
+    type=click.IntRange(0, 65535),
+    default=None,
+    help="serve /metrics and /health here (default: config)",
+)
 def replicate(
     positional_config: Path | None,
     option_config: Path | None,
@@ -254,7 +259,9 @@ def lakehouse_build(config_path: Path, full: bool) -> None:
 
 @lakehouse.command("maintain")
 @config_option
-@click.option("--retention-hours", type=float, default=168.0, show_default=True, help="VACUUM retention")
+@click.option(
+    "--retention-hours", type=click.FloatRange(min=0), default=168.0, show_default=True, help="VACUUM retention"
+)
 @click.option("--force-unsafe-retention", is_flag=True, help="allow a retention below Delta's safe 168 h")
 def lakehouse_maintain(config_path: Path, retention_hours: float, force_unsafe_retention: bool) -> None:
     """OPTIMIZE (compact small files) and VACUUM every lakehouse table."""
@@ -375,8 +382,12 @@ def main() -> None:
     except click.exceptions.Abort:
         click.echo("aborted", err=True)
         sys.exit(ExitCode.INTERRUPTED)
+    except click.UsageError as exc:  # one line, as every error: what is wrong, then where to look
+        where = exc.ctx.command_path if exc.ctx is not None else "mirrorlake"
+        click.echo(f"error: {exc.format_message()} (see '{where} --help')", err=True)
+        sys.exit(exc.exit_code)
     except click.ClickException as exc:
-        exc.show()
+        click.echo(f"error: {exc.format_message()}", err=True)
         sys.exit(exc.exit_code)
     except MirrorlakeError as exc:
         click.echo(f"error: {exc}", err=True)

@@ -208,6 +208,21 @@ CASES = [
         names_file=False),
     Bad("serve into a path under a file", _a_file_where_a_dir_goes, ("lakehouse.path", "not-a-dir"),
         args=("lakehouse", "serve", "-c", "{path}"), names_file=False),
+    # -- issue 33, item 7: inputs that gave a traceback
+    Bad("YAML nested 100,000 deep", "a: " + "[" * 100_000, ("nested too deeply",)),
+    Bad("--as-of a unicode digit", "", ("--as-of '²'",), args=("sql", "SELECT 1", "--as-of", "²", "--lakehouse",
+        "{dir}"), code=13, names_file=False),
+    Bad("--at a unicode digit", A_B, ("--at '²'", "expected an ISO 8601 time"),
+        args=("failover", "plan", "-c", "{path}", "--flow", "A->B", "--at", "²"), code=21, names_file=False),
+    Bad("--status-port out of range", A_B, ("70000 is not in the range", "see 'mirrorlake replicate --help'"),
+        args=("replicate", "{path}", "--status-port", "70000"), names_file=False),
+    Bad("an unknown option, in the one-line form", A_B, ("No such option '--bogus'",),
+        args=("replicate", "{path}", "--bogus"), names_file=False),
+    Bad("--retention-hours nan", A_B, ("must be a number of hours", "nan"),
+        args=("lakehouse", "maintain", "-c", "{path}", "--retention-hours", "nan"), code=14, names_file=False),
+    Bad("a lakehouse table without the columns the macros read", lambda p: _delta_table(p.parent / "lh"),
+        ("is not a lakehouse of this mirrorlake",), args=("sql", "SELECT 1", "--lakehouse", "{dir}/lh"),
+        code=12, names_file=False),
 ]  # fmt: skip
 
 

@@ -82,3 +82,16 @@ def test_bronze_options_escape_the_jaas_password_and_translate_ssl_names():
 def test_an_ssl_setting_spark_cannot_use_is_named():
     with pytest.raises(ConfigError, match=r"clusters\.B\.client\.ssl\.certificate\.location"):
         kafka_options(config({"ssl.certificate.location": "/tls/client.pem"}), "B")
+
+
+@pytest.mark.parametrize(
+    ("path", "why"),
+    [("/bin/ls", "is not UTF-8 text"), ("/dev/zero", "is larger than 1048576 bytes")],
+    ids=["a-program", "never-ends"],
+)
+def test_a_secret_file_that_is_no_secret_is_one_named_error(path: str, why: str):
+    """A program read as a password gave a UnicodeDecodeError; /dev/zero was read without end (issue 33, item 7)."""
+    from replicator.config.secrets import resolve_references
+
+    with pytest.raises(ConfigError, match=f"sasl.password: {path} .*{why}"):
+        resolve_references(f"${{file:{path}}}", setting="sasl.password")

@@ -42,6 +42,8 @@ def load_config(path: str | Path) -> MirrorlakeConfig:
         data = yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 (a SafeLoader)
     except yaml.YAMLError as exc:
         raise ConfigError(f"{path}: not valid YAML: {_yaml_reason(exc)}") from None
+    except RecursionError:  # PyYAML composes nested collections recursively
+        raise ConfigError(f"{path}: not a configuration: its YAML is nested too deeply") from None
     return parse_config(data, source=str(path))
 
 

@@ -18,6 +18,7 @@ from replicator.errors import ConfigError
 __all__ = ["resolve_references"]
 
 _REFERENCE = re.compile(r"\$\{(env|file):([^}]+)\}")
+MAX_SECRET_BYTES = 1024 * 1024  # a password, a key or a certificate chain; more is not a secret file
 
 
 def resolve_references(value: str, *, setting: str) -> str:
@@ -30,8 +31,15 @@ def resolve_references(value: str, *, setting: str) -> str:
                 raise ConfigError(f"{setting}: environment variable {name} (from ${{env:{name}}}) is not set")
             return os.environ[name]
         try:
-            return Path(name).expanduser().read_text(encoding="utf-8").rstrip("\r\n")
+            with Path(name).expanduser().open("rb") as f:
+                raw = f.read(MAX_SECRET_BYTES + 1)  # bounded: ${file:/dev/zero} never ends
         except OSError as exc:
             raise ConfigError(f"{setting}: cannot read {name} (from ${{file:...}}): {exc.strerror}") from None
+        if len(raw) > MAX_SECRET_BYTES:
+            raise ConfigError(f"{setting}: {name} (from ${{file:...}}) is larger than {MAX_SECRET_BYTES} bytes")
+        try:
+            return raw.decode("utf-8").rstrip("\r\n")
+        except UnicodeDecodeError:
+            raise ConfigError(f"{setting}: {name} (from ${{file:...}}) is not UTF-8 text") from None
 
     return _REFERENCE.sub(replace, value)
