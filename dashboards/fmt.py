@@ -9,11 +9,31 @@ value is not a zero one.
 from __future__ import annotations
 
 import math
+import re
 from datetime import UTC, datetime
 
-__all__ = ["UNKNOWN", "missing", "utc", "ago", "when", "duration_ms", "count", "rate", "to_datetime"]
+from replicator.text import printable
+
+__all__ = ["UNKNOWN", "missing", "utc", "ago", "when", "duration_ms", "count", "rate", "to_datetime", "text", "code"]
 
 UNKNOWN = "—"
+_MARKDOWN = re.compile(r"([\\`*_\[\]<~|$])")  # what can start markup inside a line (and $: LaTeX)
+
+
+def text(value: object) -> str:
+    """``value`` (a name from a cluster or the state topic) as plain text inside Markdown: control
+    characters escaped (``replicator.text.printable``), every character that can start Markdown inside
+    a line backslash-escaped, so a forged flow or group name shows as what it is, never as a link,
+    an image, formatting or a formula."""
+    return _MARKDOWN.sub(r"\\\1", printable(str(value), limit=500))
+
+
+def code(value: object) -> str:
+    """``value`` as an inline code span: fenced by more backticks than it holds in a row (CommonMark)."""
+    shown = printable(str(value), limit=500)
+    longest = max((len(run) for run in re.findall(r"`+", shown)), default=0)
+    fence = "`" * (longest + 1)
+    return f"{fence} {shown} {fence}"
 
 
 def missing(value: object) -> bool:

@@ -25,6 +25,7 @@ from lakehouse.delta_log import REPAIR_HINT, delta_log_problem
 from lakehouse.sql_quote import duck_ident, duck_string
 from replicator.client.failover_cost import DELETED_ON_TARGET
 from replicator.errors import ExitCode, MirrorlakeError
+from replicator.text import printable
 
 __all__ = [
     "LakehouseSQL",
@@ -252,7 +253,11 @@ class LakehouseSQL:
     ) -> None:
         self.unrestricted = unrestricted
         self.paths = LakehousePaths(Path(lakehouse_root).resolve())
-        if not (self.paths.root / "tables").is_dir():
+        try:
+            found = (self.paths.root / "tables").is_dir()
+        except OSError as exc:  # a name too long, a loop of links: no lakehouse there either
+            raise TableNotFoundError(f"{self.paths.root}: {exc.strerror}") from None
+        if not found:
             raise TableNotFoundError(
                 f"{self.paths.root} is not a mirrorlake lakehouse (no tables/ directory): "
                 "run `mirrorlake lakehouse build` first or check lakehouse.path"
@@ -362,7 +367,7 @@ def format_result(result: QueryResult, fmt: Literal["table", "json", "csv"]) -> 
         writer.writerows(result.rows)
         return buf.getvalue()
     widths = [len(c) for c in result.columns]
-    cells = [[("NULL" if v is None else str(v)) for v in row] for row in result.rows]
+    cells = [[("NULL" if v is None else printable(str(v))) for v in row] for row in result.rows]
     for row in cells:
         widths = [max(w, len(v)) for w, v in zip(widths, row, strict=True)]
     line = "+".join("-" * (w + 2) for w in widths)

@@ -20,6 +20,7 @@ from mirrorlake.progress import Steps
 from mirrorlake.stopping import stopping_on_signals
 from replicator.config import load_config
 from replicator.errors import ConfigError, ExitCode, MirrorlakeError, PortInUseError
+from replicator.text import ERROR_LIMIT, printable
 
 __all__ = ["main", "cli"]
 
@@ -164,7 +165,8 @@ def translate(config_path: Path, flow: str, group: str, fmt: str) -> None:
         return
     click.echo(f"{'topic':30} {'partition':>9} {'offset':>12} {'source offset':>13}  method")
     for r in rows:
-        click.echo(f"{r['topic']:30} {r['partition']:>9} {r['offset']:>12} {r['source_offset']:>13}  {r['method']}")
+        row = f"{r['topic']:30} {r['partition']:>9} {r['offset']:>12} {r['source_offset']:>13}  {r['method']}"
+        click.echo(printable(row))
 
 
 @cli.command()
@@ -376,6 +378,11 @@ def _register() -> None:
 _register()
 
 
+def _error(message: str) -> None:
+    """The one ``error:`` line: names and values in it may come from a cluster or the command line."""
+    click.echo(f"error: {printable(message, limit=ERROR_LIMIT)}", err=True)
+
+
 def main() -> None:
     try:
         cli.main(standalone_mode=False)
@@ -384,13 +391,13 @@ def main() -> None:
         sys.exit(ExitCode.INTERRUPTED)
     except click.UsageError as exc:  # one line, as every error: what is wrong, then where to look
         where = exc.ctx.command_path if exc.ctx is not None else "mirrorlake"
-        click.echo(f"error: {exc.format_message()} (see '{where} --help')", err=True)
+        _error(f"{exc.format_message()} (see '{where} --help')")
         sys.exit(exc.exit_code)
     except click.ClickException as exc:
-        click.echo(f"error: {exc.format_message()}", err=True)
+        _error(exc.format_message())
         sys.exit(exc.exit_code)
     except MirrorlakeError as exc:
-        click.echo(f"error: {exc}", err=True)
+        _error(str(exc))
         sys.exit(exc.exit_code)
     except KeyboardInterrupt:
         sys.exit(ExitCode.INTERRUPTED)

@@ -12,6 +12,7 @@ from typing import Any
 import click
 
 from replicator.config import load_config
+from replicator.text import printable
 
 __all__ = ["failover", "failback"]
 
@@ -111,15 +112,20 @@ def apply_cmd(
         click.echo(json.dumps(out, indent=2))
         return
     _echo_plan(result.plan)
-    click.echo("")
+    _row("")
     for g in result.groups:
-        click.echo(f"group {g.group}: {g.outcome}" + (f" ({g.detail})" if g.detail else ""))
+        _row(f"group {g.group}: {g.outcome}" + (f" ({g.detail})" if g.detail else ""))
         for topic, partition, decision, before, after, why in g.decisions:
-            click.echo(f"  {topic}[{partition}] {decision}: {before} -> {after}" + (f" ({why})" if why else ""))
+            _row(f"  {topic}[{partition}] {decision}: {before} -> {after}" + (f" ({why})" if why else ""))
     if result.event is None:
-        click.echo("nothing moved: no failover event written")
+        _row("nothing moved: no failover event written")
     else:
-        click.echo(f"failover event {result.event.event_id} written ({', '.join(result.event.groups)})")
+        _row(f"failover event {result.event.event_id} written ({', '.join(result.event.groups)})")
+
+
+def _row(text: str = "", *, err: bool = False) -> None:
+    """One line of a table or a report: names in it came from a cluster (``replicator.text.printable``)."""
+    click.echo(printable(text), err=err)
 
 
 def _plan_json(plan: Any) -> dict[str, Any]:
@@ -141,50 +147,50 @@ def _n(value: Any) -> str:
 def _echo_plan(plan: Any) -> None:
     from replicator.failover.times import format_time
 
-    click.echo(f"failover plan {plan.flow}: {plan.target_cluster} takes over from {plan.source_cluster}")
-    click.echo(
+    _row(f"failover plan {plan.flow}: {plan.target_cluster} takes over from {plan.source_cluster}")
+    _row(
         f"  as of {format_time(plan.planned_at_ms)}"
         + (f", resuming at {format_time(plan.at_ms)}" if plan.at_ms is not None else "")
     )
     running = "; ".join(plan.running_replicators) or "none"
-    click.echo(f"  replicators still running: {running}")
-    click.echo(
+    _row(f"  replicators still running: {running}")
+    _row(
         f"  not replicated at the last observation: {_n(plan.records_unreplicated)} records, "
         f"{_n(plan.bytes_unreplicated)} bytes, oldest {_n(plan.seconds_unreplicated)} s"
     )
-    click.echo(f"  consistent cut: {format_time(plan.consistent_cut_ms)}")
+    _row(f"  consistent cut: {format_time(plan.consistent_cut_ms)}")
     for p in plan.partitions:
         if p.deleted_on_target:
-            click.echo(
+            _row(
                 f"  {p.source_topic}[{p.partition}]: {p.deleted_on_target} replicated records deleted from the "
                 f"target by retention/deletion (target offsets {p.deleted_target_range}, source offsets "
                 f"{p.deleted_source_range}): lost on failover"
             )
         if p.compacted_on_target:
-            click.echo(
+            _row(
                 f"  {p.source_topic}[{p.partition}]: {p.compacted_on_target} replicated records removed from "
                 f"{p.target_topic} by compaction (cleanup.policy=compact): lost on failover"
             )
-    click.echo("")
-    click.echo(f"  {'source topic':30} {'part':>4} {'records':>8} {'bytes':>10} {'seconds':>8}  exact  observed")
+    _row("")
+    _row(f"  {'source topic':30} {'part':>4} {'records':>8} {'bytes':>10} {'seconds':>8}  exact  observed")
     for p in plan.partitions:
-        click.echo(
+        _row(
             f"  {p.source_topic:30} {p.partition:>4} {_n(p.records):>8} {_n(p.bytes):>10} {_n(p.seconds):>8}  "
             f"{'yes' if p.exact else 'no ':5}  {format_time(p.observed_at_ms)}"
         )
     for g in plan.groups:
         state = f"ACTIVE on {plan.target_cluster} ({g.members_on_target} members)" if g.active_on_target else "inactive"
-        click.echo("")
-        click.echo(
+        _row("")
+        _row(
             f"group {g.group}: {state}; lost {g.total('records_lost')}, re-read {g.total('records_reread')}, "
             f"unreplicated {g.total('records_unreplicated')}, re-read at the cut {g.total('reread_at_cut')}"
         )
-        click.echo(
+        _row(
             f"  {'target topic':30} {'part':>4} {'committed':>10} {'resume at':>10} {'method':>16} "
             f"{'lost':>6} {'reread':>6} {'dup':>5} {'unrepl':>7} {'exact at':>9}"
         )
         for r in g.partitions:
-            click.echo(
+            _row(
                 f"  {r.target_topic:30} {r.partition:>4} {r.committed_offset:>10} {_n(r.target_offset):>10} "
                 f"{r.method:>16} {_n(r.records_lost):>6} {_n(r.records_reread):>6} {_n(r.records_duplicated):>5} "
                 f"{_n(r.records_unreplicated):>7} {_n(r.exact_offset):>9}"
@@ -192,7 +198,7 @@ def _echo_plan(plan: Any) -> None:
             gone = {"retention/deletion": r.records_deleted_on_target, "compaction": r.records_compacted_on_target}
             if r.lost_cause:
                 counts = ", ".join(f"{n} by {why}" for why, n in gone.items() if n)
-                click.echo(f"    of the lost records: {counts} ({r.lost_cause})")
+                _row(f"    of the lost records: {counts} ({r.lost_cause})")
 
 
 @click.group()
@@ -217,9 +223,7 @@ def failback_plan_cmd(flow: str, export: str | None, force: bool, fmt: str, conf
     if fmt == "json":
         click.echo(json.dumps([asdict(r) for r in rows], indent=2), err=to_stderr)
         return
-    click.echo(
-        f"  {'source topic':30} {'part':>4} {'offsets':>17} {'records':>8} {'bytes':>10}  time range", err=to_stderr
-    )
+    _row(f"  {'source topic':30} {'part':>4} {'offsets':>17} {'records':>8} {'bytes':>10}  time range", err=to_stderr)
     for r in rows:
         span = f"{r.start_offset}-{r.end_offset}"
         times = f"{format_time(r.first_timestamp_ms)} .. {format_time(r.last_timestamp_ms)}" if r.records else "-"
@@ -227,9 +231,9 @@ def failback_plan_cmd(flow: str, export: str | None, force: bool, fmt: str, conf
         if r.orphan_copies:
             earlier += f"  ({r.orphan_copies} copies on the target had no offset sync: not listed)"
         row = f"  {r.source_topic:30} {r.partition:>4} {span:>17} {r.records:>8} {r.bytes:>10}  {times}{earlier}"
-        click.echo(row, err=to_stderr)
+        _row(row, err=to_stderr)
     if export is not None:
-        click.echo(f"exported {sum(r.records for r in rows)} records to {export}", err=to_stderr)
+        _row(f"exported {sum(r.records for r in rows)} records to {export}", err=to_stderr)
 
 
 @failback.command("apply")
@@ -265,7 +269,7 @@ def failback_apply_cmd(
         starts = seed_reverse_flow(config, flow)
         out["reverse"] = [asdict(s) for s in starts]
         for s in starts if fmt == "table" else ():
-            click.echo(
+            _row(
                 f"  reverse flow start {s.topic}[{s.partition}]: {s.outcome}"
                 + (f" at {s.offset}" if s.offset is not None else "")
             )
@@ -276,24 +280,24 @@ def failback_apply_cmd(
             "failback_event_id": moved.event.event_id if moved.event else None,
         }
         for g in moved.groups if fmt == "table" else ():
-            click.echo(f"group {g.group}: {g.outcome}" + (f" ({g.detail})" if g.detail else ""))
+            _row(f"group {g.group}: {g.outcome}" + (f" ({g.detail})" if g.detail else ""))
             for topic, partition, decision, before, after, why in g.decisions:
-                click.echo(f"  {topic}[{partition}] {decision}: {before} -> {after}" + (f" ({why})" if why else ""))
+                _row(f"  {topic}[{partition}] {decision}: {before} -> {after}" + (f" ({why})" if why else ""))
         if fmt == "table":
-            click.echo("nothing moved" if moved.event is None else f"failback event {moved.event.event_id} written")
+            _row("nothing moved" if moved.event is None else f"failback event {moved.event.event_id} written")
     if fmt == "json":
         click.echo(json.dumps(out, indent=2))
 
 
 def _echo_recovery(result: Any, flow: str) -> None:
     for r in result.ranges:
-        click.echo(
+        _row(
             f"  {r.source_topic}[{r.partition}] {r.start_offset}-{r.end_offset} -> {r.target_topic}: "
             f"{r.records} records, {r.bytes} bytes re-produced"
         )
     if result.skipped_cycle:
-        click.echo(f"  {result.skipped_cycle} records came from {flow.split('->')[-1]}: not copied back")
+        _row(f"  {result.skipped_cycle} records came from {flow.split('->')[-1]}: not copied back")
     if result.event is None:
-        click.echo("nothing to recover: no failback event written")
+        _row("nothing to recover: no failback event written")
     else:
-        click.echo(f"failback event {result.event.event_id} written ({result.event.records} records recovered)")
+        _row(f"failback event {result.event.event_id} written ({result.event.records} records recovered)")

@@ -7,6 +7,7 @@ import pandas as pd
 import streamlit as st
 
 from dashboards import data_health as dh
+from dashboards import fmt
 from dashboards.view import View
 
 __all__ = ["flow_picker", "time_chart", "time_range", "time_line_chart", "Y_FORMAT"]
@@ -23,7 +24,7 @@ def flow_picker(view: View, *, key: str = "flow") -> str | None:
         st.info("No flow seen yet: run `mirrorlake replicate`, then `mirrorlake lakehouse build` (or `make demo`).")
         return None
     if len(flows) == 1:
-        st.caption(f"Flow **{flows[0]}**")
+        st.caption(f"Flow **{fmt.text(flows[0])}**")
         return flows[0]
     return st.selectbox("Flow", flows, key=key)
 

@@ -118,7 +118,8 @@ def plan_section(view: View, flow: str, groups: list[str]) -> None:
         st.info(
             "No plan yet: it needs group checkpoints and watermarks (`mirrorlake replicate`, then "
             "`mirrorlake lakehouse build`). The CLI gives the same figures: "
-            f"`mirrorlake failover plan --flow '{flow}'`."
+            + fmt.code("mirrorlake failover plan --flow " + repr(flow))
+            + "."
         )
     else:
         st.dataframe(
@@ -140,7 +141,8 @@ def plan_section(view: View, flow: str, groups: list[str]) -> None:
     st.subheader("Failovers applied")
     applied = view.get(data.failovers_applied, flow)
     if applied.empty:
-        st.caption(f"None. Applying stays a CLI action: `mirrorlake failover apply --flow '{flow}'`.")
+        command = fmt.code("mirrorlake failover apply --flow " + repr(flow))
+        st.caption(f"None. Applying stays a CLI action: {command}.")
     else:
         st.dataframe(
             pd.DataFrame(

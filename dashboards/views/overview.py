@@ -35,7 +35,7 @@ def render(view: View) -> None:
         lag_ms = None if health.seconds_at_risk is None else health.seconds_at_risk * 1000
         edges.append(FlowEdge(source, target, status.level, rates.replicated_per_s, health.records_at_risk, lag_ms))
         with st.container(border=True, key=f"flow-{source}-{target}"):
-            st.markdown(f"**{flow}** · {LEVEL_BADGE[status.level]} · {status.reason}")
+            st.markdown(f"**{fmt.text(flow)}** · {LEVEL_BADGE[status.level]} · {fmt.text(status.reason)}")
             cols = st.columns(5)
             cols[0].metric(
                 "Records/s", fmt.count(rates.replicated_per_s), help="copied, between the last two watermarks"
