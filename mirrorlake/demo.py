@@ -14,12 +14,12 @@ from confluent_kafka import Consumer, TopicPartition
 from ingest.spark import spark_session
 from lakehouse.build import BuildReport, build_lakehouse
 from lakehouse.sql import LakehouseSQL
-from mirrorlake.localkafka import up
+from mirrorlake.localkafka import local_brokers, up
 from mirrorlake.progress import Steps
 from mirrorlake.traffic import TrafficReport, ensure_topic, produce_sample_traffic
 from replicator.client.group_offsets import commit_offsets
 from replicator.client.translation import translate_offsets
-from replicator.config import MirrorlakeConfig
+from replicator.config import FlowConfig, MirrorlakeConfig
 from replicator.errors import ConfigError
 from replicator.flow.runtime import Replicator
 from replicator.kafka.log_bounds import topic_bounds
@@ -95,8 +95,20 @@ def run_demo(
         raise ConfigError(f"the demo needs an enabled flow whose topics include {DEMO_TOPIC!r}")
     flow = flows[0]
     steps = steps or Steps(rich=False)
+    running_before = {b.alias for b in local_brokers(config) if b.is_running()}
     with steps.step("start the local Kafka clusters"):
         up(config)
+    try:
+        return _demo_steps(config, flow, records, partitions, steps)
+    except BaseException:  # a failed demo leaves no broker of its own behind (those running before stay)
+        started = [b for b in local_brokers(config) if b.alias not in running_before]
+        _log.warning("demo failed: stopping the local brokers it started (%s)", ", ".join(b.alias for b in started))
+        for broker in started:
+            broker.stop()
+        raise
+
+
+def _demo_steps(config: MirrorlakeConfig, flow: FlowConfig, records: int, partitions: int, steps: Steps) -> DemoSummary:
     source = config.cluster(flow.source).bootstrap_servers
     with steps.step(f"produce {records} sample records to {DEMO_TOPIC}"):
         ensure_topic(source, DEMO_TOPIC, partitions)
