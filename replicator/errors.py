@@ -17,6 +17,7 @@ __all__ = [
     "MirrorlakeError",
     "ConfigError",
     "ClusterUnreachableError",
+    "AuthenticationFailedError",
     "ToolMissingError",
     "DependencyResolutionError",
     "PortInUseError",
@@ -56,6 +57,7 @@ class ExitCode(IntEnum):
     TRANSLATION = 20
     FAILOVER = 21
     MISSING_PERMISSION = 22
+    AUTHENTICATION = 23
     INTERRUPTED = 130
 
 
@@ -75,6 +77,12 @@ class ClusterUnreachableError(MirrorlakeError):
     """A Kafka cluster did not answer a metadata request within the bounded retry."""
 
     exit_code = ExitCode.CLUSTER_UNREACHABLE
+
+
+class AuthenticationFailedError(ClusterUnreachableError):
+    """A cluster refused the client's credentials (SASL, TLS): named at once, with the principal."""
+
+    exit_code = ExitCode.AUTHENTICATION
 
 
 class ToolMissingError(MirrorlakeError):

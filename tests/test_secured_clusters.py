@@ -36,16 +36,18 @@ from confluent_kafka.admin import (
 )
 
 from bench.faults import free_port, health, metrics
+from mirrorlake.cli import main
 from mirrorlake.localkafka import LocalBroker, resolve_kafka_jars
 from mirrorlake.localkafka.ports import find_free_port_pair
 from replicator.access.permissions import Permission, required_permissions
 from replicator.client.state_reader import read_state_log
 from replicator.config import LocalKafkaConfig, parse_config
 from replicator.config.cache import cache_root
-from replicator.errors import MissingPermissionError
+from replicator.errors import AuthenticationFailedError, MissingPermissionError
 from replicator.events import Checkpoint
 from replicator.flow.control.outage import TRANSPORT_CODES
 from replicator.flow.runtime import Replicator
+from replicator.kafka.connectivity import wait_for_cluster
 from tests.bind_race import on_new_ports_after_a_bind_race
 from tests.waiting import wait_for
 
@@ -662,3 +664,35 @@ def test_observe_and_import_mm2_as_a_least_privileged_principal_need_exactly_the
     assert observed.returncode == 0, (observed.stdout, observed.stderr[-3000:])
     assert "S->T: observed" in observed.stdout and "task errors" not in observed.stdout, observed.stdout
     assert "authoriz" not in (imported.stderr + observed.stderr).lower(), (imported.stderr + observed.stderr)[-3000:]
+
+
+def test_a_wrong_password_is_named_at_once_with_its_principal_and_cluster(secured, tmp_path, monkeypatch, capsys):
+    """The issue's case (33, item 8): after 30 s, 'cannot read state snapshot ...: Broker transport
+    failure'. Now the first request names the refusal, the principal and the cluster (exit 23), and
+    never the password."""
+    source, target = secured["S"], secured["T"]
+    wrong = "not-alices-password"
+
+    def client(broker: LocalBroker, mechanism: str, password: str) -> dict[str, str]:
+        conf = broker.client_config("alice", mechanism=mechanism)
+        return {**{k: v for k, v in conf.items() if k != "bootstrap.servers"}, "sasl.password": password}
+
+    with pytest.raises(AuthenticationFailedError, match=r"cluster T at .* refused the credentials of principal "
+                       r"'alice' \(PLAIN\)") as caught:  # fmt: skip
+        wait_for_cluster("T", {**target.client_config("alice", mechanism="PLAIN"), "sasl.password": wrong})
+    assert wrong not in str(caught.value)
+    data = {
+        "clusters": {
+            "S": {"bootstrap_servers": source.bootstrap, "client": client(source, "SCRAM-SHA-512", USERS["alice"])},
+            "T": {"bootstrap_servers": target.bootstrap, "client": client(target, "PLAIN", wrong)},
+        },
+        "flows": [{"source": "S", "target": "T", "topics": ["orders"]}],
+    }
+    path = tmp_path / "wrong.yaml"
+    path.write_text(yaml.safe_dump(data))
+    monkeypatch.setattr(sys, "argv", ["mirrorlake", "failover", "plan", "-c", str(path), "--flow", "S->T"])
+    with pytest.raises(SystemExit) as done:
+        main()
+    err = capsys.readouterr().err
+    assert done.value.code == AuthenticationFailedError.exit_code, err
+    assert err.startswith("error: cluster T at ") and "principal 'alice'" in err and wrong not in err, err

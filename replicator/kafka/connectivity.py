@@ -16,14 +16,17 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from confluent_kafka import KafkaException
+from confluent_kafka import KafkaError, KafkaException
 from tenacity import Retrying, retry_if_exception_type, stop_after_delay, wait_exponential
 
-from replicator.errors import ClusterUnreachableError, ConfigError
+from replicator.errors import AuthenticationFailedError, ClusterUnreachableError, ConfigError
 from replicator.kafka.clients import new_admin
 from replicator.kafka.errors import kafka_error_reason, scrub_values
 
 __all__ = ["MetadataProbe", "answers_metadata", "kafka_error_reason", "wait_for_cluster"]
+
+# what librdkafka reports when a broker refuses who we say we are (SASL) or our certificate (TLS)
+_REFUSED_CREDENTIALS = frozenset({KafkaError._AUTHENTICATION, KafkaError.SASL_AUTHENTICATION_FAILED})
 
 _log = logging.getLogger(__name__)
 _rdkafka_log = logging.getLogger(f"{__name__}.librdkafka")
@@ -49,8 +52,27 @@ class MetadataProbe:
 
     def __init__(self, client_config: Mapping[str, str]) -> None:
         self._config = dict(client_config)
-        conf: dict[str, Any] = {**_PROBE_DEFAULTS, **self._config, "logger": _DebugLogger()}
+        self.refused: KafkaError | None = None  # the cluster's last refusal of our credentials
+        conf: dict[str, Any] = {
+            **_PROBE_DEFAULTS,
+            **self._config,
+            "logger": _DebugLogger(),
+            "error_cb": self._on_error,
+        }
         self._admin = new_admin(conf)
+
+    def _on_error(self, err: KafkaError) -> None:
+        if err.code() in _REFUSED_CREDENTIALS:
+            self.refused = err
+
+    @property
+    def principal(self) -> str:
+        """Who the probe tried to be, in words (never a secret)."""
+        if user := self._config.get("sasl.username"):
+            return f"principal {user!r} ({self._config.get('sasl.mechanisms', 'SASL')})"
+        if self._config.get("ssl.certificate.location") or self._config.get("ssl.keystore.location"):
+            return "the client certificate"
+        return "the client"
 
     @property
     def bootstrap(self) -> str:
@@ -98,10 +120,25 @@ def wait_for_cluster(alias: str, client_config: dict[str, str], *, timeout_s: fl
     try:
         for attempt in retrying:
             with attempt:
-                probe.request(min(5.0, deadline - time.monotonic()))
+                try:
+                    probe.request(min(5.0, deadline - time.monotonic()))
+                except KafkaException:
+                    _refused(alias, probe)  # credentials do not get better by waiting
+                    raise
     except KafkaException as exc:
+        _refused(alias, probe)
         reason = probe.redact(kafka_error_reason(exc))
         raise ClusterUnreachableError(
             f"cluster {alias} at {probe.bootstrap} did not answer a metadata request within {timeout_s:g} s: {reason}"
         ) from exc
     _log.debug("cluster %s at %s answers metadata requests", alias, probe.bootstrap)
+
+
+def _refused(alias: str, probe: MetadataProbe) -> None:
+    """Raise ``AuthenticationFailedError`` if the cluster refused the probe's credentials."""
+    if probe.refused is not None:
+        reason = probe.redact(probe.refused.str())
+        raise AuthenticationFailedError(
+            f"cluster {alias} at {probe.bootstrap} refused the credentials of {probe.principal}: {reason}; "
+            "check the cluster's client settings (sasl.username, sasl.password, or the certificate)"
+        )
