@@ -4,7 +4,7 @@ Not a test: prints times measured side by side in one Spark session. Reads a bui
 (e.g. the one ``bench.lakehouse_scale --work-dir DIR`` leaves under ``DIR/lake-<n>``), copies its
 ``group_offsets`` rows under ``--groups-per-group`` new group names (its 3 groups become 102), and
 builds ``rpo_groups`` from them twice per round, in alternating order: as the table is built
-(``lakehouse.rpo_groups.rpo_groups``, the failover cost in Spark expressions), and with the cost
+(``lakehouse.tables.rpo_groups.spark.rpo_groups``, the failover cost in Spark expressions), and with the cost
 columns replaced by a Python UDF calling the reference rule ``failover_cost`` on all of the
 partition's segments (what the table did until 2026-11-25). Both results must be equal; the run fails otherwise.
 
@@ -61,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from pyspark.sql import functions as F
 
-    import lakehouse.rpo_groups as table
+    import lakehouse.tables.rpo_groups.spark as table
     from ingest.paths import LakehousePaths
     from ingest.spark import spark_session
     from lakehouse.gold import GoldInputs

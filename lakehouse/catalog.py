@@ -1,7 +1,7 @@
 """The lakehouse's tables by name and path, without Spark: what SQL, the API and the dashboard read.
 
-``lakehouse.gold_tables`` defines how each gold table is built (Spark); this module only names
-them, so DuckDB readers never import pyspark. A test holds the two lists equal.
+The names come from ``lakehouse.tables.GOLD_SPECS``, the one declaration every engine reads, so
+DuckDB readers never import pyspark.
 """
 
 from __future__ import annotations
@@ -9,22 +9,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from ingest.paths import LakehousePaths
+from lakehouse.tables import GOLD_SPECS
 from replicator.events import registry
 
 __all__ = ["GOLD_TABLE_NAMES", "table_paths"]
 
-# In build order, as ``lakehouse.gold_tables.GOLD_TABLES``.
-GOLD_TABLE_NAMES: tuple[str, ...] = (
-    "offset_mapping",
-    "group_offsets",
-    "rpo",
-    "rpo_groups",
-    "divergence",
-    "heartbeat_latency",
-    "topology",
-    "failovers",
-    "failbacks",
-)
+GOLD_TABLE_NAMES: tuple[str, ...] = tuple(spec.name for spec in GOLD_SPECS)  # in build order
 
 
 def table_paths(paths: LakehousePaths) -> dict[str, Path]:

@@ -24,6 +24,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from ingest.paths import LakehousePaths
+from lakehouse.tables.spec import GoldSpec, HasSpec
 from replicator.config import MirrorlakeConfig
 
 __all__ = [
@@ -58,26 +59,21 @@ class Tail:
 
 
 @dataclass(frozen=True)
-class GoldTable:
-    """One gold table: its name, key, row identity, the silver types it reads, and its two functions.
+class GoldTable(HasSpec):
+    """One gold table on Spark: its contract (``spec``, shared with every engine) and its functions.
 
     ``touched(changes)`` maps the new silver rows of each source type (only types that changed are
     present) to the distinct keys they affect; ``compute(inputs)`` returns the table's rows for
-    the keys of ``inputs`` (all keys when ``inputs.keys`` is None). ``row_id`` (a superset of
-    ``key``) is unique per row and is what the MERGE matches on (null-safe). ``tail(inputs)``,
-    where given, does an incremental build's work instead of ``compute`` (``Tail``); it reads the
-    new silver rows in ``inputs.changes`` and the table as it stands (``inputs.gold``).
+    the keys of ``inputs`` (all keys when ``inputs.keys`` is None). ``tail(inputs)``, where given,
+    does an incremental build's work instead of ``compute`` (``Tail``); it reads the new silver
+    rows in ``inputs.changes`` and the table as it stands (``inputs.gold``). A tail of a spec
+    without ``tail_order`` recomputes whole keys: its ``scope`` holds only the key columns.
     """
 
-    name: str
-    key: tuple[str, ...]
-    row_id: tuple[str, ...]
-    sources: tuple[str, ...]
+    spec: GoldSpec
     touched: Callable[[Mapping[str, DataFrame]], DataFrame]
     compute: Callable[[GoldInputs], DataFrame]
-    depends_on: tuple[str, ...] = ()
     tail: Callable[[GoldInputs], Tail] | None = None
-    tail_order: tuple[str, ...] = ()
 
 
 @dataclass

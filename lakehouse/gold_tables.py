@@ -1,36 +1,14 @@
-"""Every gold table, in build order (a table comes after the gold tables it reads)."""
+"""Every gold table on Spark, in build order: each spec's ``lakehouse.tables.<name>.spark.TABLE``."""
 
 from __future__ import annotations
 
-from lakehouse import (
-    divergence,
-    failbacks,
-    failovers,
-    group_offsets,
-    heartbeat_latency,
-    offset_mapping,
-    rpo,
-    rpo_groups,
-    topology,
-)
+import importlib
+
 from lakehouse.gold import GoldTable
+from lakehouse.tables import GOLD_SPECS
 
 __all__ = ["GOLD_TABLES"]
 
-GOLD_TABLES: tuple[GoldTable, ...] = (
-    offset_mapping.TABLE,
-    group_offsets.TABLE,
-    rpo.TABLE,
-    rpo_groups.TABLE,
-    divergence.TABLE,
-    heartbeat_latency.TABLE,
-    topology.TABLE,
-    failovers.TABLE,
-    failbacks.TABLE,
+GOLD_TABLES: tuple[GoldTable, ...] = tuple(
+    importlib.import_module(f"lakehouse.tables.{spec.name}.spark").TABLE for spec in GOLD_SPECS
 )
-
-
-_built: set[str] = set()
-for _spec in GOLD_TABLES:
-    assert set(_spec.depends_on) <= _built, f"{_spec.name} is listed before {_spec.depends_on}"
-    _built.add(_spec.name)

@@ -192,7 +192,8 @@ def _merge_touched(spark: SparkSession, target: str, spec: GoldTable, inputs: Go
         replaced, replaced_values = keys, values
         if scope is not None:
             # the tail's scope has a row per key: as values too when the keys were few
-            replaced_values = _few_rows(scope, (*spec.key, TAIL_FROM)) if values is not None else None
+            scope_columns = (*spec.key, TAIL_FROM) if spec.tail_order else spec.key
+            replaced_values = _few_rows(scope, scope_columns) if values is not None else None
             replaced = scope if replaced_values is not None else scope.localCheckpoint()
         # computed once: the MERGE reads it for tombstones, its join and its writes
         merge_keys(

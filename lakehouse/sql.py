@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import logging
 import re
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -23,7 +23,7 @@ from ingest.paths import LakehousePaths
 from lakehouse.catalog import table_paths
 from lakehouse.delta_log import REPAIR_HINT, delta_log_problem
 from lakehouse.sql_quote import duck_ident, duck_string
-from replicator.client.failover_cost import DELETED_ON_TARGET
+from lakehouse.tables.macros import install_macros
 from replicator.errors import ExitCode, MirrorlakeError
 from replicator.text import printable
 
@@ -36,111 +36,11 @@ __all__ = [
     "is_delta_table",
     "parse_as_of",
     "format_result",
-    "install_macros",
     "commit_times",
 ]
 
 _log = logging.getLogger(__name__)
 _READS = frozenset({duckdb.StatementType.SELECT, duckdb.StatementType.EXPLAIN})
-
-# Named macros. translate_offset: a committed source offset through the exact mapping (as
-# replicator.client.mapping.translate). translate_group: every partition of a group's latest checkpoint.
-# rpo_now: each partition's latest RPO observation of a flow. failover_now: per group and
-# partition, what a failover now loses and re-reads (gold rpo_groups).
-_TRANSLATE = """
-CREATE OR REPLACE MACRO translate_offset(f, t, p, c) AS (
-    SELECT CASE WHEN covering.d IS NOT NULL THEN covering.d
-                WHEN before.d IS NOT NULL THEN before.d
-                ELSE after_.d END
-    FROM (SELECT max_by(c + delta, downstream_start) AS d FROM offset_mapping
-          WHERE flow = f AND source_topic = t AND partition = p
-            AND upstream_start <= c AND c <= upstream_end) covering,
-         (SELECT arg_max(downstream_end + 1, struct_pack(e := upstream_end, d := downstream_end)) AS d
-          FROM offset_mapping WHERE flow = f AND source_topic = t AND partition = p AND upstream_end < c) before,
-         (SELECT arg_min(downstream_start, struct_pack(s := upstream_start, d := -downstream_start)) AS d
-          FROM offset_mapping WHERE flow = f AND source_topic = t AND partition = p AND upstream_start > c) after_
-);
-"""
-_GROUP_MACROS = """
-CREATE OR REPLACE MACRO translate_group(f, g) AS TABLE
-    SELECT source_topic, target_topic, partition, committed_offset,
-           translate_offset(flow, source_topic, partition, committed_offset) AS target_offset,
-           translated_offset AS checkpoint_offset, method, as_of_ms
-    FROM group_offsets WHERE flow = f AND "group" = g ORDER BY source_topic, partition;
-"""
-_RPO_MACROS = """
-CREATE OR REPLACE MACRO rpo_now(f) AS TABLE
-    SELECT * FROM rpo WHERE flow = f
-    QUALIFY row_number() OVER (PARTITION BY source_topic, partition
-                               ORDER BY observed_at_ms DESC, watermark_event_id DESC) = 1
-    ORDER BY source_topic, partition;
-"""
-_FAILOVER_MACROS = """
-CREATE OR REPLACE MACRO failover_now(f) AS TABLE
-    SELECT * FROM rpo_groups WHERE flow = f ORDER BY "group", source_topic, partition;
-"""
-# consistent_cut: the latest time up to which every partition of the flow was replicated at its last
-# observation (the first unreplicated record's timestamp; the observation time when none; null when
-# unknown). failover_plan: per group and partition, the exact translation's cost beside the RPO of
-# the partition (replicator.failover.plan computes the same from the state topic alone); copies
-# deleted from the target count as lost with their cause, a translation below the target's log
-# start resumes at it.
-_CUT_MACROS = """
-CREATE OR REPLACE MACRO consistent_cut(f) AS TABLE
-    SELECT CASE WHEN count(*) FILTER (WHERE records_unreplicated > 0 AND seconds_unreplicated IS NULL) > 0
-                THEN NULL
-                ELSE min(CASE WHEN records_unreplicated = 0 THEN observed_at_ms
-                              ELSE observed_at_ms - CAST(round(seconds_unreplicated * 1000) AS BIGINT) END)
-           END AS cut_ms,
-           count(*) AS partitions,
-           sum(records_unreplicated) AS records_unreplicated
-    FROM rpo_now(f);
-"""
-_PLAN_MACROS = """
-CREATE OR REPLACE MACRO failover_plan(f) AS TABLE
-    SELECT g."group", g.source_topic, g.partition, g.committed_offset,
-           CASE WHEN g.exact_offset < g.target_log_start_offset THEN g.target_log_start_offset
-                ELSE g.exact_offset END AS target_offset,
-           g.records_lost_at_exact AS records_lost, g.records_deleted_on_target,
-           CASE WHEN g.records_deleted_on_target > 0 AND g.records_lost_at_exact > 0
-                THEN {DELETED_ON_TARGET} END AS lost_cause,
-           g.records_reread_at_exact AS records_reread, g.records_unreplicated,
-           r.records_unreplicated AS partition_records_unreplicated,
-           r.bytes_unreplicated AS partition_bytes_unreplicated,
-           r.seconds_unreplicated AS partition_seconds_unreplicated, g.as_of_ms
-    FROM rpo_groups g LEFT JOIN rpo_now(f) r ON r.source_topic = g.source_topic AND r.partition = g.partition
-    WHERE g.flow = f ORDER BY g."group", g.source_topic, g.partition;
-""".replace("{DELETED_ON_TARGET}", duck_string(DELETED_ON_TARGET))
-# compacted_on_target: per source partition, the copies compaction removed from a compacted target
-# topic, summed over its audit windows read again after the cleaner ran (gold divergence's
-# target_records_compacted rows: source count - target count). Audited windows only; a group's exact
-# figure comes from ``mirrorlake failover plan``, which reads which copies the target still holds.
-_COMPACTED_MACROS = r"""
-CREATE OR REPLACE MACRO compacted_on_target(f) AS TABLE
-    SELECT source_topic, partition,
-           sum(CAST(regexp_extract(source_value, 'count=(\d+)', 1) AS BIGINT)
-               - CAST(regexp_extract(target_value, 'count=(\d+)', 1) AS BIGINT)) AS records_compacted_on_target,
-           count(*) AS windows, max(observed_at_ms) AS observed_at_ms
-    FROM divergence WHERE flow = f AND kind = 'target_records_compacted'
-    GROUP BY source_topic, partition;
-"""
-_MACROS = (
-    (("offset_mapping",), _TRANSLATE),
-    (("divergence",), _COMPACTED_MACROS),
-    (("offset_mapping", "group_offsets"), _GROUP_MACROS),
-    (("rpo",), _RPO_MACROS),
-    (("rpo_groups",), _FAILOVER_MACROS),
-    (("rpo",), _CUT_MACROS),
-    (("rpo", "rpo_groups"), _PLAN_MACROS),
-)
-
-
-def install_macros(con: duckdb.DuckDBPyConnection, views: Collection[str]) -> None:
-    """Create every named macro whose tables exist among ``views`` (also on a bare connection, as
-    the engine-equality tests do with an in-memory ``offset_mapping``)."""
-    for needs, macro in _MACROS:
-        if all(v in views for v in needs):
-            con.execute(macro)
 
 
 class SQLError(MirrorlakeError):

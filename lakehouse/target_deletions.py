@@ -15,7 +15,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from lakehouse.intervals import merged, size
-from lakehouse.offset_mapping import MAPPING_KEY
+from lakehouse.tables.offset_mapping import MAPPING_KEY
 
 __all__ = ["segments_by_partition", "deleted_copies", "DELETED"]
 

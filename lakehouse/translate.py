@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from lakehouse.offset_mapping import MAPPING_KEY
+from lakehouse.tables.offset_mapping import MAPPING_KEY
 from replicator.client.mapping import TranslationMethod
 
 __all__ = ["translate_offsets"]

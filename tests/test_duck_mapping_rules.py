@@ -1,7 +1,7 @@
 """The DuckDB twins' mapping rules against the Python reference, without Spark.
 
-``lakehouse.duck.offset_mapping.segments_sql`` builds a partition's segments from its syncs and
-``lakehouse.duck.group_offsets.translated`` translates committed offsets through them; Hypothesis
+``lakehouse.tables.offset_mapping.duck.segments_sql`` builds a partition's segments from its syncs and
+``lakehouse.tables.group_offsets.duck.translated`` translates committed offsets through them; Hypothesis
 generates replications with gaps, foreign records on the target, crashes and at-least-once replays
 (``tests.test_mapping_properties.replication_runs``), and both must give what
 ``replicator.client.mapping`` gives (``build_segments``, ``translate``).
@@ -14,8 +14,8 @@ import pyarrow as pa
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lakehouse.duck.group_offsets import translated
-from lakehouse.duck.offset_mapping import segments_sql
+from lakehouse.tables.group_offsets.duck import translated
+from lakehouse.tables.offset_mapping.duck import segments_sql
 from replicator.client.mapping import Segment, build_segments, translate
 from tests.test_mapping_properties import points_of, replication_runs
 

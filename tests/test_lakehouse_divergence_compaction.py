@@ -7,8 +7,8 @@ from __future__ import annotations
 import duckdb
 import pytest
 
-from lakehouse.divergence import divergence
-from lakehouse.sql import install_macros
+from lakehouse.tables.divergence.spark import divergence
+from lakehouse.tables.macros import install_macros
 from replicator.events import AuditWindow, ConfigSnapshot, Event
 from tests.test_lakehouse_failovers import T0, _silver
 

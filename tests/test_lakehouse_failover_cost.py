@@ -1,4 +1,4 @@
-"""``lakehouse.rpo_groups.failover_cost_column`` (Spark expressions) equals the Python rule
+"""``lakehouse.tables.rpo_groups.spark.failover_cost_column`` (Spark expressions) equals the Python rule
 ``failover_cost`` on every row: random segments (overlapping replays, gaps, negative and positive
 deltas, empty and null lists), committed offsets and resume offsets, with nulls where the columns
 allow them; no Kafka needed."""
@@ -19,7 +19,7 @@ def test_failover_cost_column_equals_the_python_rule_on_every_row(spark):
     from pyspark.sql import functions as F
     from pyspark.sql import types as T
 
-    from lakehouse.rpo_groups import failover_cost_column
+    from lakehouse.tables.rpo_groups.spark import failover_cost_column
     from lakehouse.target_deletions import segments_type
 
     rng = random.Random(7)

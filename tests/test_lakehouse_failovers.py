@@ -1,16 +1,16 @@
 """Gold ``failovers``' measured outcome and gold ``failbacks``, on hand-made silver rows (Spark, no cluster).
 
 The outcome of a failover of A->B is what the reverse flow B->A's checkpoints saw of each moved
-group on B afterwards (``lakehouse.failovers``): its first and latest committed offsets there.
+group on B afterwards (``lakehouse.tables.failovers``): its first and latest committed offsets there.
 """
 
 from __future__ import annotations
 
 import pytest
 
-from lakehouse.failbacks import failbacks
-from lakehouse.failovers import failovers
 from lakehouse.silver import silver_schema
+from lakehouse.tables.failbacks.spark import failbacks
+from lakehouse.tables.failovers.spark import failovers
 from replicator.events import Checkpoint, Event, Failback, FailbackOffset, FailbackRange, Failover, FailoverOffset
 
 pytestmark = pytest.mark.spark

@@ -45,11 +45,11 @@ def _rounds() -> list[list]:
 
 def test_a_build_merges_only_the_touched_topic(spark, tmp_path):
     from ingest.paths import LakehousePaths
-    from lakehouse.divergence import TABLE as DIVERGENCE
     from lakehouse.gold import GoldInputs
     from lakehouse.incremental import silver_versions, update_gold
-    from lakehouse.offset_mapping import TABLE as MAPPING
     from lakehouse.silver import update_silver
+    from lakehouse.tables.divergence.spark import TABLE as DIVERGENCE
+    from lakehouse.tables.offset_mapping.spark import TABLE as MAPPING
 
     paths = LakehousePaths(tmp_path / "lake")
     updates = []

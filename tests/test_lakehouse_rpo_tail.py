@@ -2,7 +2,7 @@
 
 rpo counts, per watermark observation, the replicated records whose every copy lies below the
 target's log start, under the mapping *as it is now*. An incremental build recomputes only the
-tail of a touched partition, so older rows need their own pass (``lakehouse.rpo._deleted_again``)
+tail of a touched partition, so older rows need their own pass (``lakehouse.tables.rpo.spark._deleted_again``)
 where the target's log start lies above the partition's first copy: here a replay copies records
 the target had deleted once more at offsets above its log start, and the older row's count must
 drop with it. On either engine of the incremental build (Spark's tail, and its DuckDB twin).
@@ -38,9 +38,9 @@ def test_an_older_rows_deleted_copies_follow_the_mapping_in_an_incremental_build
     from ingest.paths import LakehousePaths
     from lakehouse.gold import GoldInputs
     from lakehouse.incremental import silver_versions, update_gold
-    from lakehouse.offset_mapping import TABLE as MAPPING
-    from lakehouse.rpo import TABLE as RPO
     from lakehouse.silver import update_silver
+    from lakehouse.tables.offset_mapping.spark import TABLE as MAPPING
+    from lakehouse.tables.rpo.spark import TABLE as RPO
     from replicator.events import encode
 
     paths = LakehousePaths(tmp_path / "lakehouse")

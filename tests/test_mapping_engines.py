@@ -1,7 +1,7 @@
 """One rule, three engines: Python, Spark and DuckDB build and translate the same offset mapping.
 
 The Python reference (``replicator.client.mapping``), the Spark gold table
-(``lakehouse.offset_mapping`` + ``lakehouse.translate``) and the DuckDB macro
+(``lakehouse.tables.offset_mapping`` + ``lakehouse.translate``) and the DuckDB macro
 (``translate_offset`` in ``lakehouse.sql``) each implement the mapping rule. Hypothesis generates
 replications with gaps, foreign records on the target, crashes and at-least-once replays
 (``tests.test_mapping_properties.replication_runs``); each example is a batch of partitions, so
@@ -15,8 +15,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from lakehouse.offset_mapping import offset_mapping
-from lakehouse.sql import install_macros
+from lakehouse.tables.macros import install_macros
+from lakehouse.tables.offset_mapping.spark import offset_mapping
 from lakehouse.translate import translate_offsets
 from mirrorlake.groundtruth import expected_translation
 from replicator.client.mapping import Segment, build_segments, translate

@@ -62,19 +62,42 @@ def test_lazy_surface_resolves_each_name_to_its_home():
         _ = replicator.nope
 
 
-def test_sql_readers_load_no_spark():
-    """DuckDB readers (sql, api, dashboard) name tables from the pyspark-free catalogue."""
-    code = "import sys\nimport lakehouse.sql, lakehouse.catalog\nprint('\\n'.join(sorted(sys.modules)))\n"
+def test_sql_readers_and_twins_load_no_spark():
+    """DuckDB readers (sql, api, dashboard) and the DuckDB twins read each table's contract from its
+    pyspark-free spec, never from the Spark module beside it."""
+    code = (
+        "import sys\nimport lakehouse.sql, lakehouse.catalog, lakehouse.duck.tables\n"
+        "print('\\n'.join(sorted(sys.modules)))\n"
+    )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
     assert [m for m in result.stdout.split() if m.split(".")[0] in ("pyspark", "delta")] == []
 
 
-def test_catalogue_names_every_gold_table_in_build_order():
+def test_every_engine_reads_the_one_spec_of_each_gold_table():
+    """A gold table's contract is declared once (``lakehouse.tables.<name>.SPEC``): the Spark table,
+    the DuckDB twin and the SQL catalogue hold that very object, in build order."""
     from lakehouse.catalog import GOLD_TABLE_NAMES
+    from lakehouse.duck.tables import TWINS
     from lakehouse.gold_tables import GOLD_TABLES
+    from lakehouse.tables import GOLD_SPECS
 
-    assert tuple(spec.name for spec in GOLD_TABLES) == GOLD_TABLE_NAMES
+    assert [t.spec for t in GOLD_TABLES] == list(GOLD_SPECS)
+    assert all(t.spec is s for t, s in zip(GOLD_TABLES, GOLD_SPECS, strict=True))
+    assert all(TWINS[s.name].spec is s for s in GOLD_SPECS)
+    assert tuple(s.name for s in GOLD_SPECS) == GOLD_TABLE_NAMES
+    assert len(GOLD_TABLE_NAMES) == 9
+
+
+def test_a_spec_refuses_no_row_id_and_a_table_listed_before_its_inputs():
+    from lakehouse.tables import _check_order
+    from lakehouse.tables.spec import GoldSpec
+
+    with pytest.raises(ValueError, match="row_id"):
+        GoldSpec(name="t", key=("flow",), row_id=(), sources=("checkpoint",))
+    later = GoldSpec(name="b", key=("k",), row_id=("k",), sources=("x",), depends_on=("a",))
+    with pytest.raises(ValueError, match="gold b is listed before"):
+        _check_order((later, GoldSpec(name="a", key=("k",), row_id=("k",), sources=("x",))))
 
 
 def test_every_error_exit_code_is_declared_once():

@@ -23,8 +23,9 @@ from deltalake.exceptions import DeltaError
 
 from ingest.paths import LakehousePaths
 from lakehouse.duck import delta
-from lakehouse.offset_mapping import MAPPING_KEY
 from lakehouse.sql_quote import duck_ident, duck_value
+from lakehouse.tables.offset_mapping import MAPPING_KEY
+from lakehouse.tables.spec import GoldSpec, HasSpec
 from replicator.client.mapping import Segment
 from replicator.config import MirrorlakeConfig
 
@@ -115,14 +116,12 @@ class DuckInputs:
 
 
 @dataclass(frozen=True)
-class Twin:
-    """A gold table's DuckDB twin: ``tail(inputs)`` for the keys its new rows touch, and how its
-    rows are matched (the Spark table's ``key``, ``row_id``, ``tail_order``). ``needs``: the silver
-    tables it cannot do without (until they exist, Spark builds the table)."""
+class Twin(HasSpec):
+    """A gold table's DuckDB twin: its contract (``spec``, the one the Spark table has) and
+    ``tail(inputs)`` for the keys its new rows touch. ``needs``: the silver tables it cannot do
+    without (until they exist, Spark builds the table)."""
 
-    key: tuple[str, ...]
-    row_id: tuple[str, ...]
-    tail_order: tuple[str, ...]
+    spec: GoldSpec
     tail: Callable[[DuckInputs], DuckTail]
     needs: tuple[str, ...] = ()
 

@@ -1,16 +1,16 @@
-"""``offset_mapping``'s tail in DuckDB: the twin of ``lakehouse.offset_mapping._tail``.
+"""``offset_mapping``'s tail in DuckDB: the twin of ``lakehouse.tables.offset_mapping.spark._tail``.
 
 Same rule: a new point at (d0, u0) can change only the segment holding the last point before it
 and what follows, so each touched partition is recomputed from the start of its last segment that
 starts before its first new point (the whole partition when none does), from the silver syncs
-whose points lie there. Points and segments follow ``lakehouse.offset_mapping`` step by step; a
+whose points lie there. Points and segments follow ``lakehouse.tables.offset_mapping`` step by step; a
 partition's names (clusters, target topic) are the least of its syncs' (one row in practice).
 """
 
 from __future__ import annotations
 
 from lakehouse.duck.engine import DuckInputs, DuckTail, Twin, keys_filter
-from lakehouse.offset_mapping import MAPPING_KEY
+from lakehouse.tables.offset_mapping import MAPPING_KEY, SPEC
 from replicator.client.mapping import BOUNDARY, CONTINUES, SESSION_START
 from replicator.events.model import SyncReason
 
@@ -25,7 +25,7 @@ _HAS_PREV = "previous_upstream_offset IS NOT NULL AND previous_downstream_offset
 
 
 def _points(syncs: str) -> str:
-    """SQL: each sync's point and its predecessor's (``lakehouse.offset_mapping._points`` before its
+    """SQL: each sync's point and its predecessor's (``lakehouse.tables.offset_mapping.spark._points`` before its
     grouping), with the sync's names and emission time."""
     adjacent = "upstream_offset - previous_upstream_offset = 1 AND downstream_offset - previous_downstream_offset = 1"
     own_start = (
@@ -43,7 +43,7 @@ def _points(syncs: str) -> str:
 def segments_sql(syncs: str, scope: str) -> str:
     """SQL: the segments of ``syncs`` (a query with the sync columns it reads) from each scope
     partition's tail start on (``_tail_downstream_start``/``_tail_upstream_start`` of the view
-    ``scope``; null: the whole partition), as ``lakehouse.offset_mapping`` builds them."""
+    ``scope``; null: the whole partition), as ``lakehouse.tables.offset_mapping`` builds them."""
     return f"""
         WITH syncs AS ({syncs}),
         points AS (
@@ -114,10 +114,4 @@ def _tail(inputs: DuckInputs) -> DuckTail:
     return DuckTail(rows, scope)
 
 
-TWIN = Twin(
-    key=MAPPING_KEY,
-    row_id=(*MAPPING_KEY, "downstream_start", "upstream_start"),
-    tail_order=("downstream_start", "upstream_start"),
-    tail=_tail,
-    needs=("offset_sync",),
-)
+TWIN = Twin(SPEC, tail=_tail, needs=("offset_sync",))

@@ -13,10 +13,9 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from lakehouse.gold import GoldInputs, GoldTable, touched_keys
+from lakehouse.tables.failbacks import KEY, SPEC
 
 __all__ = ["failbacks", "TABLE"]
-
-KEY = ("flow",)
 
 
 def failbacks(events: DataFrame) -> DataFrame:
@@ -45,10 +44,7 @@ def _compute(inputs: GoldInputs) -> DataFrame:
 
 
 TABLE = GoldTable(
-    name="failbacks",
-    key=KEY,
-    row_id=("failback_event_id",),
-    sources=("failback",),
+    SPEC,
     touched=lambda changes: touched_keys(changes, {"failback": KEY}),
     compute=_compute,
 )

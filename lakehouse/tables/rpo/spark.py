@@ -36,7 +36,8 @@ from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
 from lakehouse.gold import TAIL_FROM, GoldInputs, GoldTable, Tail, touched_keys
-from lakehouse.offset_mapping import MAPPING_KEY
+from lakehouse.tables.offset_mapping import MAPPING_KEY
+from lakehouse.tables.rpo import SPEC
 from lakehouse.target_deletions import deleted_copies, segments_by_partition
 
 __all__ = ["rpo", "TABLE", "last_replicated"]
@@ -241,13 +242,8 @@ def _deleted_again(held: DataFrame, mapping: DataFrame) -> DataFrame:
 
 
 TABLE = GoldTable(
-    name="rpo",
-    key=MAPPING_KEY,
-    row_id=(*MAPPING_KEY, "watermark_event_id"),
-    sources=("watermark", "offset_sync"),
+    SPEC,
     touched=lambda changes: touched_keys(changes, {"watermark": MAPPING_KEY, "offset_sync": MAPPING_KEY}),
     compute=_compute,
-    depends_on=("offset_mapping",),
     tail=_tail,
-    tail_order=("observed_at_ms",),
 )

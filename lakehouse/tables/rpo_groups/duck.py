@@ -1,4 +1,4 @@
-"""``rpo_groups``' tail in DuckDB: the twin of ``lakehouse.rpo_groups._tail``.
+"""``rpo_groups``' tail in DuckDB: the twin of ``lakehouse.tables.rpo_groups.spark._tail``.
 
 DuckDB gathers each touched partition's groups, segments, latest watermarks and the largest offset
 any sync copied (from the rows the table holds and the new syncs; silver's syncs only for a
@@ -16,9 +16,10 @@ from typing import Any
 import pyarrow as pa
 
 from lakehouse.duck.engine import DuckInputs, DuckTail, Twin, as_segments, keys_filter
-from lakehouse.group_offsets import GROUP_KEY
-from lakehouse.offset_mapping import MAPPING_KEY
 from lakehouse.sql_quote import duck_string
+from lakehouse.tables.group_offsets import GROUP_KEY
+from lakehouse.tables.offset_mapping import MAPPING_KEY
+from lakehouse.tables.rpo_groups import SPEC
 from replicator.client.failover_cost import DELETED_ON_TARGET, deleted_on_target, failover_cost
 from replicator.client.mapping import Segment
 
@@ -114,7 +115,7 @@ def _lt(a: int | None, b: int | None) -> bool:
 
 
 def _row(r: dict[str, Any]) -> dict[str, Any]:
-    """One group's row from its joined inputs (the rules of ``lakehouse.rpo_groups.rpo_groups``)."""
+    """One group's row from its joined inputs (the rules of ``lakehouse.tables.rpo_groups.spark.rpo_groups``)."""
     segments = as_segments(r["segs"])
     c = r["committed_offset"]
     log_start = r["target_log_start_offset"]
@@ -164,7 +165,7 @@ def _row(r: dict[str, Any]) -> dict[str, Any]:
 
 
 def _near(segments: Sequence[Segment], c: int | None, *resume_at: int | None) -> list[Segment]:
-    """The segments a cost can count (``lakehouse.rpo_groups._near``): records at or after ``c`` or
+    """The segments a cost can count (``lakehouse.tables.rpo_groups.spark._near``): records at or after ``c`` or
     copies at or after the lowest resume offset; near the head a few of thousands."""
     starts = [t for t in resume_at if t is not None]
     if c is None or not starts:
@@ -192,4 +193,4 @@ def _deleted(
     return deleted_on_target(segments, log_start, 0 if since is None else since).records
 
 
-TWIN = Twin(key=MAPPING_KEY, row_id=GROUP_KEY, tail_order=(), tail=_tail, needs=("offset_sync",))
+TWIN = Twin(SPEC, tail=_tail, needs=("offset_sync",))

@@ -17,12 +17,12 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from lakehouse.gold import TAIL_FROM, GoldInputs, GoldTable, Tail, touched_keys
+from lakehouse.tables.offset_mapping import MAPPING_KEY, SPEC
 from replicator.client.mapping import BOUNDARY, CONTINUES, SESSION_START
 from replicator.events.model import SyncReason
 
-__all__ = ["offset_mapping", "MAPPING_KEY", "TABLE"]
+__all__ = ["offset_mapping", "TABLE"]
 
-MAPPING_KEY = ("flow", "source_topic", "partition")
 _NAMES = ("flow", "source_topic", "source_cluster", "target_cluster", "target_topic")
 _KEY = ("_topic", "partition")  # MAPPING_KEY with (flow, source topic) as an id (``_named``)
 _NO_BOUND = -(2**63)  # a partition recomputed whole: no bound on the target offsets
@@ -184,12 +184,8 @@ def _tail(inputs: GoldInputs) -> Tail:
 
 
 TABLE = GoldTable(
-    name="offset_mapping",
-    key=MAPPING_KEY,
-    row_id=(*MAPPING_KEY, "downstream_start", "upstream_start"),
-    sources=("offset_sync",),
+    SPEC,
     touched=lambda changes: touched_keys(changes, {"offset_sync": MAPPING_KEY}),
     compute=_compute,
     tail=_tail,
-    tail_order=("downstream_start", "upstream_start"),
 )

@@ -1,4 +1,4 @@
-"""``divergence`` in DuckDB for the touched (flow, source topic) keys: the twin of ``lakehouse.divergence``.
+"""``divergence`` in DuckDB for the touched (flow, source topic) keys: the twin of ``lakehouse.tables.divergence``.
 
 DuckDB picks the latest config snapshots, audit windows and target watermarks of the touched keys;
 the rows are then built in Python from those few (a topic's snapshot pair, the audit windows that
@@ -14,9 +14,9 @@ from typing import Any
 
 import pyarrow as pa
 
-from lakehouse.divergence import COLUMNS, KEY, exclusions
 from lakehouse.duck.engine import DuckInputs, DuckTail, Twin, as_segments, keys_filter
-from lakehouse.offset_mapping import MAPPING_KEY
+from lakehouse.tables.divergence import COLUMNS, KEY, SPEC, exclusions
+from lakehouse.tables.offset_mapping import MAPPING_KEY
 from replicator.client.failover_cost import deleted_on_target
 from replicator.config.patterns import compile_pattern
 
@@ -129,7 +129,7 @@ def _as_dict(value: Any) -> dict[str, Any]:
 
 
 def _first_match(key: str, patterns: Mapping[str, str]) -> str | None:
-    """The reason of the last listed pattern ``key`` matches whole (``lakehouse.divergence._first_match``)."""
+    """The reason of the last listed pattern ``key`` matches whole (as ``.spark._first_match``)."""
     reason = None
     for pattern, why in patterns.items():
         if compile_pattern(pattern).fullmatch(key):
@@ -254,4 +254,4 @@ def _deleted_rows(con: Any, inputs: DuckInputs, where: str) -> list[dict[str, An
     return out
 
 
-TWIN = Twin(key=KEY, row_id=(*KEY, "kind", "item", "partition"), tail_order=(), tail=_tail)
+TWIN = Twin(SPEC, tail=_tail)

@@ -12,11 +12,10 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from lakehouse.gold import GoldInputs, GoldTable, latest, touched_keys
-from lakehouse.heartbeat_latency import observations
+from lakehouse.tables.heartbeat_latency.spark import observations
+from lakehouse.tables.topology import KEY, SPEC
 
 __all__ = ["topology", "TABLE"]
-
-KEY = ("origin_cluster", "cluster")
 
 
 def topology(latencies: DataFrame) -> DataFrame:
@@ -38,11 +37,7 @@ def _compute(inputs: GoldInputs) -> DataFrame:
 
 
 TABLE = GoldTable(
-    name="topology",
-    key=KEY,
-    row_id=KEY,
-    sources=("heartbeat",),
+    SPEC,
     touched=lambda changes: touched_keys({t: observations(df) for t, df in changes.items()}, {"heartbeat": KEY}),
     compute=_compute,
-    depends_on=("heartbeat_latency",),
 )

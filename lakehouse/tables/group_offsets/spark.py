@@ -13,25 +13,12 @@ from __future__ import annotations
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from lakehouse.gold import TAIL_FROM, GoldInputs, GoldTable, Tail, latest, touched_keys
-from lakehouse.offset_mapping import MAPPING_KEY
+from lakehouse.gold import GoldInputs, GoldTable, Tail, latest, touched_keys
+from lakehouse.tables.group_offsets import FROM_CHECKPOINT, GROUP_KEY, SPEC
+from lakehouse.tables.offset_mapping import MAPPING_KEY
 from lakehouse.translate import translate_offsets
 
-__all__ = ["group_offsets", "TABLE", "GROUP_KEY", "FROM_CHECKPOINT"]
-
-GROUP_KEY = ("flow", "group", "source_topic", "partition")
-# (checkpoint field, table column): a row keeps every field of its checkpoint that the table reads
-FROM_CHECKPOINT = (
-    *((c, c) for c in ("flow", "source_cluster", "target_cluster", "group", "source_topic", "target_topic")),
-    ("partition", "partition"),
-    ("upstream_offset", "committed_offset"),
-    ("downstream_offset", "translated_offset"),
-    ("method", "method"),
-    ("error_bound", "error_bound"),
-    ("emitted_at_ms", "as_of_ms"),
-    ("replicator_id", "replicator_id"),
-    ("event_id", "checkpoint_event_id"),
-)
+__all__ = ["group_offsets", "TABLE"]
 
 
 def group_offsets(checkpoints: DataFrame, mapping: DataFrame) -> DataFrame:
@@ -61,18 +48,13 @@ def _tail(inputs: GoldInputs) -> Tail:
     if "checkpoint" in inputs.changes:
         candidates = held.unionByName(inputs.restrict(inputs.changes["checkpoint"]).select(*held.columns))
     assert inputs.keys is not None
-    scope = inputs.keys.withColumn(TAIL_FROM, F.lit(None).cast("struct<as_of_ms:bigint>"))
+    scope = inputs.keys  # whole partitions: the spec has no tail order
     return Tail(group_offsets(candidates, inputs.restrict(inputs.gold("offset_mapping"))), scope)
 
 
 TABLE = GoldTable(
-    name="group_offsets",
-    key=MAPPING_KEY,  # a mapping change re-translates every group of its partition
-    row_id=GROUP_KEY,
-    sources=("checkpoint", "offset_sync"),
+    SPEC,
     touched=lambda changes: touched_keys(changes, {"checkpoint": MAPPING_KEY, "offset_sync": MAPPING_KEY}),
     compute=_compute,
-    depends_on=("offset_mapping",),
     tail=_tail,
-    tail_order=("as_of_ms",),  # every tail is the whole partition (TAIL_FROM null)
 )

@@ -1,4 +1,4 @@
-"""``rpo``'s tail in DuckDB: the twin of ``lakehouse.rpo._tail``.
+"""``rpo``'s tail in DuckDB: the twin of ``lakehouse.tables.rpo.spark._tail``.
 
 A row depends on the syncs and target watermarks up to its observation (running maxima) and on the
 mapping. For a touched partition whose new syncs and watermarks all come after its row at ``B``
@@ -16,7 +16,8 @@ from typing import Any
 import pyarrow as pa
 
 from lakehouse.duck.engine import DuckInputs, DuckTail, Twin, as_segments, keys_filter
-from lakehouse.offset_mapping import MAPPING_KEY
+from lakehouse.tables.offset_mapping import MAPPING_KEY
+from lakehouse.tables.rpo import SPEC
 from replicator.client.failover_cost import deleted_on_target
 from replicator.client.mapping import Segment
 
@@ -95,7 +96,7 @@ def _tail(inputs: DuckInputs) -> DuckTail:
 
 def _rows(con: Any, syncs: str, marks: str) -> pa.Table:
     """The source observations after each tail start, with the running maxima and the rules of
-    ``lakehouse.rpo.rpo`` (all but the deleted copies, ``_with_deleted``)."""
+    ``lakehouse.tables.rpo.spark.rpo`` (all but the deleted copies, ``_with_deleted``)."""
     return con.sql(
         f"""
         WITH marks AS ({marks}),
@@ -188,10 +189,4 @@ def _empty(inputs: DuckInputs) -> pa.Table:
     return table_schema(inputs.paths.gold("rpo")).empty_table()
 
 
-TWIN = Twin(
-    key=MAPPING_KEY,
-    row_id=(*MAPPING_KEY, "watermark_event_id"),
-    tail_order=("observed_at_ms",),
-    tail=_tail,
-    needs=("offset_sync",),
-)
+TWIN = Twin(SPEC, tail=_tail, needs=("offset_sync",))

@@ -14,10 +14,9 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from lakehouse.gold import GoldInputs, GoldTable, touched_keys
+from lakehouse.tables.heartbeat_latency import HEARTBEAT_KEY, SPEC
 
-__all__ = ["heartbeat_latency", "observations", "TABLE", "HEARTBEAT_KEY"]
-
-HEARTBEAT_KEY = ("origin_cluster", "origin_timestamp_ms")
+__all__ = ["heartbeat_latency", "observations", "TABLE"]
 
 
 def observations(heartbeats: DataFrame) -> DataFrame:
@@ -67,10 +66,7 @@ def _compute(inputs: GoldInputs) -> DataFrame:
 
 
 TABLE = GoldTable(
-    name="heartbeat_latency",
-    key=HEARTBEAT_KEY,
-    row_id=(*HEARTBEAT_KEY, "event_id"),
-    sources=("heartbeat",),
+    SPEC,
     touched=lambda changes: touched_keys(changes, {"heartbeat": HEARTBEAT_KEY}),
     compute=_compute,
 )

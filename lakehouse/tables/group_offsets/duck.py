@@ -1,4 +1,4 @@
-"""``group_offsets``' tail in DuckDB: the twin of ``lakehouse.group_offsets._tail``.
+"""``group_offsets``' tail in DuckDB: the twin of ``lakehouse.tables.group_offsets.spark._tail``.
 
 A touched partition's rows come from the rows the table holds and the new checkpoints, never
 silver: a row keeps every field of its group's latest checkpoint, so the latest of (the row, the
@@ -9,8 +9,8 @@ as this build left it (the twin of ``lakehouse.translate.translate_offsets``).
 from __future__ import annotations
 
 from lakehouse.duck.engine import DuckInputs, DuckTail, Twin, keys_filter
-from lakehouse.group_offsets import FROM_CHECKPOINT, GROUP_KEY
-from lakehouse.offset_mapping import MAPPING_KEY
+from lakehouse.tables.group_offsets import FROM_CHECKPOINT, GROUP_KEY, SPEC
+from lakehouse.tables.offset_mapping import MAPPING_KEY
 from replicator.client.mapping import TranslationMethod
 
 __all__ = ["TWIN", "translated"]
@@ -70,4 +70,4 @@ def _tail(inputs: DuckInputs) -> DuckTail:
     return DuckTail(rows, keys)
 
 
-TWIN = Twin(key=MAPPING_KEY, row_id=GROUP_KEY, tail_order=(), tail=_tail)
+TWIN = Twin(SPEC, tail=_tail)

@@ -33,49 +33,12 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from lakehouse.gold import GoldInputs, GoldTable, latest, touched_keys
-from lakehouse.offset_mapping import MAPPING_KEY
+from lakehouse.tables.divergence import COLUMNS, KEY, SPEC, exclusions
+from lakehouse.tables.offset_mapping import MAPPING_KEY
 from lakehouse.target_deletions import deleted_copies, segments_by_partition
-from replicator.config import DEFAULT_CONFIG_EXCLUDES, MirrorlakeConfig
+from replicator.config import MirrorlakeConfig
 
-__all__ = ["divergence", "TABLE", "EXCLUSION_REASONS", "COLUMNS", "exclusions"]
-
-KEY = ("flow", "source_topic")
-_TIMESTAMP = "they would reject or re-stamp the copied CreateTime timestamps"
-EXCLUSION_REASONS: dict[str, str] = {
-    r"follower\.replication\.throttled\.replicas": "throttling is the target cluster's own (MM2 default exclusion)",
-    r"leader\.replication\.throttled\.replicas": "throttling is the target cluster's own (MM2 default exclusion)",
-    r"message\.timestamp\.difference\.max\.ms": _TIMESTAMP,
-    r"message\.timestamp\.before\.max\.ms": _TIMESTAMP,
-    r"message\.timestamp\.after\.max\.ms": _TIMESTAMP,
-    r"message\.timestamp\.type": _TIMESTAMP,
-    r"unclean\.leader\.election\.enable": "the target's durability is its own (MM2 default exclusion)",
-    r"min\.insync\.replicas": "the target's durability is its own (MM2 default exclusion)",
-}
-_CUSTOM_REASON = "excluded from sync by the flow's config_properties_exclude"
-
-COLUMNS = (
-    "flow",
-    "source_topic",
-    "target_topic",
-    "kind",
-    "item",
-    "partition",
-    "window_start",
-    "window_end",
-    "source_value",
-    "target_value",
-    "expected",
-    "exclusion_reason",
-    "observed_at_ms",
-)
-
-
-def exclusions(config: MirrorlakeConfig | None) -> dict[str, dict[str, str]]:
-    """Per flow (``"*"`` for flows the config does not name): pattern -> why it is not synced."""
-    out = {"*": {p: EXCLUSION_REASONS.get(p, _CUSTOM_REASON) for p in DEFAULT_CONFIG_EXCLUDES}}
-    for flow in config.flows if config else ():
-        out[flow.name] = {p: EXCLUSION_REASONS.get(p, _CUSTOM_REASON) for p in flow.config_properties_exclude}
-    return out
+__all__ = ["divergence", "TABLE"]
 
 
 def _first_match(config_key: Column, patterns: Mapping[str, str]) -> Column:
@@ -306,13 +269,9 @@ def _compute(inputs: GoldInputs) -> DataFrame:
 
 
 TABLE = GoldTable(
-    name="divergence",
-    key=KEY,
-    row_id=(*KEY, "kind", "item", "partition"),
-    sources=("config_snapshot", "audit_window", "watermark", "offset_sync"),
+    SPEC,
     touched=lambda changes: touched_keys(
         changes, {"config_snapshot": KEY, "audit_window": KEY, "watermark": KEY, "offset_sync": KEY}
     ),
     compute=_compute,
-    depends_on=("offset_mapping",),
 )

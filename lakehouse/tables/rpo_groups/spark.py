@@ -35,10 +35,11 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from lakehouse.gold import TAIL_FROM, GoldInputs, GoldTable, Tail, latest, touched_keys
-from lakehouse.group_offsets import GROUP_KEY
+from lakehouse.gold import GoldInputs, GoldTable, Tail, latest, touched_keys
 from lakehouse.intervals import clipped_total, union_size
-from lakehouse.offset_mapping import MAPPING_KEY
+from lakehouse.tables.group_offsets import GROUP_KEY
+from lakehouse.tables.offset_mapping import MAPPING_KEY
+from lakehouse.tables.rpo_groups import SPEC
 from lakehouse.target_deletions import deleted_copies, segments_by_partition, segments_type
 from replicator.client.failover_cost import DELETED_ON_TARGET
 
@@ -205,20 +206,15 @@ def _tail(inputs: GoldInputs) -> Tail:
         None,
         copied,
     )
-    scope = inputs.keys.withColumn(TAIL_FROM, F.lit(None).cast("struct<as_of_ms:bigint>"))
+    scope = inputs.keys  # whole partitions: the spec has no tail order
     return Tail(rows, scope)
 
 
 TABLE = GoldTable(
-    name="rpo_groups",
-    key=MAPPING_KEY,
-    row_id=GROUP_KEY,
-    sources=("checkpoint", "offset_sync", "watermark"),
+    SPEC,
     touched=lambda changes: touched_keys(
         changes, {"checkpoint": MAPPING_KEY, "offset_sync": MAPPING_KEY, "watermark": MAPPING_KEY}
     ),
     compute=_compute,
-    depends_on=("offset_mapping", "group_offsets"),
     tail=_tail,
-    tail_order=("as_of_ms",),  # every tail is the whole partition (TAIL_FROM null)
 )

@@ -29,10 +29,9 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from lakehouse.gold import GoldInputs, GoldTable, touched_keys
+from lakehouse.tables.failovers import KEY, SPEC
 
 __all__ = ["failovers", "forward_flow", "TABLE"]
-
-KEY = ("flow",)
 
 
 def failovers(events: DataFrame, checkpoints: DataFrame) -> DataFrame:
@@ -123,10 +122,7 @@ def _compute(inputs: GoldInputs) -> DataFrame:
 
 
 TABLE = GoldTable(
-    name="failovers",
-    key=KEY,
-    row_id=("failover_event_id", "group", "source_topic", "partition"),
-    sources=("failover", "checkpoint"),
+    SPEC,
     touched=lambda changes: touched_keys(
         changes,
         {"failover": KEY, "checkpoint": [forward_flow(F.col("source_cluster"), F.col("target_cluster")).alias("flow")]},

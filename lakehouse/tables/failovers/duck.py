@@ -1,4 +1,4 @@
-"""``failovers`` in DuckDB for the touched flows: the twin of ``lakehouse.failovers``.
+"""``failovers`` in DuckDB for the touched flows: the twin of ``lakehouse.tables.failovers``.
 
 A flow's rows are its failover events' offsets, each with the outcome the reverse flow's
 checkpoints show after it; any new checkpoint of a reverse flow touches its forward flow, so a
@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from lakehouse.duck.delta import table_schema
 from lakehouse.duck.engine import DuckInputs, DuckTail, Twin, keys_filter
+from lakehouse.tables.failovers import SPEC
 
 __all__ = ["TWIN"]
 
@@ -74,6 +75,4 @@ def _tail(inputs: DuckInputs) -> DuckTail:
     return DuckTail(rows, keys)
 
 
-TWIN = Twin(
-    key=("flow",), row_id=("failover_event_id", "group", "source_topic", "partition"), tail_order=(), tail=_tail
-)
+TWIN = Twin(SPEC, tail=_tail)

@@ -1,0 +1,57 @@
+"""Gold ``divergence``'s contract: where a flow's target differs from its source, one row per
+difference; and which config keys a flow never syncs, and why.
+"""
+
+from __future__ import annotations
+
+from lakehouse.tables.spec import GoldSpec
+from replicator.config import DEFAULT_CONFIG_EXCLUDES, MirrorlakeConfig
+
+__all__ = ["SPEC", "KEY", "COLUMNS", "EXCLUSION_REASONS", "exclusions"]
+
+KEY = ("flow", "source_topic")
+_TIMESTAMP = "they would reject or re-stamp the copied CreateTime timestamps"
+EXCLUSION_REASONS: dict[str, str] = {
+    r"follower\.replication\.throttled\.replicas": "throttling is the target cluster's own (MM2 default exclusion)",
+    r"leader\.replication\.throttled\.replicas": "throttling is the target cluster's own (MM2 default exclusion)",
+    r"message\.timestamp\.difference\.max\.ms": _TIMESTAMP,
+    r"message\.timestamp\.before\.max\.ms": _TIMESTAMP,
+    r"message\.timestamp\.after\.max\.ms": _TIMESTAMP,
+    r"message\.timestamp\.type": _TIMESTAMP,
+    r"unclean\.leader\.election\.enable": "the target's durability is its own (MM2 default exclusion)",
+    r"min\.insync\.replicas": "the target's durability is its own (MM2 default exclusion)",
+}
+_CUSTOM_REASON = "excluded from sync by the flow's config_properties_exclude"
+
+COLUMNS = (
+    "flow",
+    "source_topic",
+    "target_topic",
+    "kind",
+    "item",
+    "partition",
+    "window_start",
+    "window_end",
+    "source_value",
+    "target_value",
+    "expected",
+    "exclusion_reason",
+    "observed_at_ms",
+)
+
+
+def exclusions(config: MirrorlakeConfig | None) -> dict[str, dict[str, str]]:
+    """Per flow (``"*"`` for flows the config does not name): pattern -> why it is not synced."""
+    out = {"*": {p: EXCLUSION_REASONS.get(p, _CUSTOM_REASON) for p in DEFAULT_CONFIG_EXCLUDES}}
+    for flow in config.flows if config else ():
+        out[flow.name] = {p: EXCLUSION_REASONS.get(p, _CUSTOM_REASON) for p in flow.config_properties_exclude}
+    return out
+
+
+SPEC = GoldSpec(
+    name="divergence",
+    key=KEY,
+    row_id=(*KEY, "kind", "item", "partition"),
+    sources=("config_snapshot", "audit_window", "watermark", "offset_sync"),
+    depends_on=("offset_mapping",),
+)

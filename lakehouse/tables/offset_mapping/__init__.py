@@ -1,0 +1,19 @@
+"""Gold ``offset_mapping``'s contract: one row per run of constant ``downstream - upstream`` per
+(flow, source topic, partition), the exact external offset mapping.
+"""
+
+from __future__ import annotations
+
+from lakehouse.tables.spec import GoldSpec
+
+__all__ = ["SPEC", "MAPPING_KEY"]
+
+MAPPING_KEY = ("flow", "source_topic", "partition")
+
+SPEC = GoldSpec(
+    name="offset_mapping",
+    key=MAPPING_KEY,
+    row_id=(*MAPPING_KEY, "downstream_start", "upstream_start"),
+    sources=("offset_sync",),
+    tail_order=("downstream_start", "upstream_start"),
+)
