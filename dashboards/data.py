@@ -12,6 +12,8 @@ import pandas as pd
 
 from dashboards.data_health import frame, has
 from lakehouse.sql import LakehouseSQL
+from replicator.client.mapping import Segment, TranslationMethod
+from replicator.client.mapping import reverse_translate as reverse_translate_segments
 
 __all__ = [
     "mapping_segments",
@@ -51,28 +53,38 @@ def translate(sql: LakehouseSQL, flow: str, topic: str, partition: int, offset: 
 
 @dataclass(frozen=True)
 class ReverseTranslation:
-    upstream: int  # the source offset whose copy sits at the target offset
-    copies: int  # how many copies of that source record the mapping knows (> 1 after a replay)
+    upstream: int  # where a consumer at the target offset resumes on the source
+    method: str  # exact (the offset is a copy of ``upstream``), after_last_copy or before_first_copy
+    copies: int  # how many copies of ``upstream`` the mapping knows (> 1 after a replay; 0 if not a copy)
 
 
 def reverse_translate(
     sql: LakehouseSQL, flow: str, topic: str, partition: int, target_offset: int
 ) -> ReverseTranslation | None:
-    """Which source record the target offset is a copy of; None when it is no copy (foreign or unknown)."""
+    """The source position of a target offset, by the client core's rule
+    (``replicator.client.mapping.reverse_translate``); None when the partition has no copies.
+
+    Only two segments decide it, so only they are read: the last one starting at or before the
+    offset (it holds the offset, or is the last copy before it) and the one with the first source
+    record (for an offset before every copy)."""
+    key = "flow = ? AND source_topic = ? AND partition = ?"
     rows = sql.query(
-        "SELECT ? - delta FROM offset_mapping WHERE flow = ? AND source_topic = ? AND partition = ? "
-        "AND downstream_start <= ? AND ? <= downstream_end",
-        [target_offset, flow, topic, partition, target_offset, target_offset],
+        f"(SELECT downstream_start, upstream_start, upstream_end, downstream_end FROM offset_mapping "
+        f"WHERE {key} AND downstream_start <= ? ORDER BY downstream_start DESC LIMIT 1) UNION ALL "
+        f"(SELECT downstream_start, upstream_start, upstream_end, downstream_end FROM offset_mapping "
+        f"WHERE {key} ORDER BY upstream_start, downstream_start DESC LIMIT 1)",
+        [flow, topic, partition, target_offset, flow, topic, partition],
     ).rows
-    if not rows:
+    found = reverse_translate_segments([Segment(*(int(v) for v in row)) for row in rows], target_offset)
+    if found is None:
         return None
-    upstream = int(rows[0][0])
-    copies = sql.query(
-        "SELECT count(*) FROM offset_mapping WHERE flow = ? AND source_topic = ? AND partition = ? "
-        "AND upstream_start <= ? AND ? <= upstream_end",
-        [flow, topic, partition, upstream, upstream],
-    ).rows[0][0]
-    return ReverseTranslation(upstream, int(copies))
+    copies = 0
+    if found.method == TranslationMethod.EXACT:
+        copies = sql.query(
+            f"SELECT count(*) FROM offset_mapping WHERE {key} AND upstream_start <= ? AND ? <= upstream_end",
+            [flow, topic, partition, found.upstream, found.upstream],
+        ).rows[0][0]
+    return ReverseTranslation(found.upstream, str(found.method), int(copies))
 
 
 def groups(sql: LakehouseSQL, flow: str) -> pd.DataFrame:

@@ -115,7 +115,7 @@ def _translate_boxes(view: View, flow: str, topic: str, partition: int, part: pd
             back = view.get(data.reverse_translate, flow, topic, partition, int(target))
             return_note = (
                 f"Offset {offset} was copied: the consumer resumes on its latest copy."
-                if back is not None and back.upstream == offset
+                if back is not None and back.method == "exact" and back.upstream == offset
                 else f"Offset {offset} has no copy (yet): the consumer resumes right after the last copy before it."
             )
         st.caption(return_note)
@@ -124,8 +124,15 @@ def _translate_boxes(view: View, flow: str, topic: str, partition: int, part: pd
         target_offset = st.number_input("Target offset", min_value=0, value=0, step=1, key="reverse_offset")
         found = view.get(data.reverse_translate, flow, topic, partition, int(target_offset))
         if found is None:
+            st.metric("Copy of source offset", "no copies yet")
+            st.caption("Nothing of this partition is replicated yet.")
+        elif found.method != "exact":
             st.metric("Copy of source offset", "not a copy")
-            st.caption("No segment covers it: a record another producer wrote, or beyond the last sync.")
+            where = "after the last copy before it" if found.method == "after_last_copy" else "at the first copy"
+            st.caption(
+                f"No segment covers it (a record another producer wrote, or beyond the last sync): "
+                f"a consumer here resumes on the source at {found.upstream}, {where}."
+            )
         else:
             st.metric("Copy of source offset", f"{found.upstream}")
             if found.copies > 1:

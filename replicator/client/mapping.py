@@ -23,7 +23,16 @@ from enum import StrEnum
 
 from replicator.events.model import SyncReason
 
-__all__ = ["Segment", "Point", "points_from_sync", "build_segments", "translate", "Translation", "TranslationMethod"]
+__all__ = [
+    "Segment",
+    "Point",
+    "points_from_sync",
+    "build_segments",
+    "translate",
+    "reverse_translate",
+    "Translation",
+    "TranslationMethod",
+]
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -138,4 +147,27 @@ def translate(segments: list[Segment], upstream: int) -> Translation | None:
     if after:
         seg = min(after, key=lambda s: (s.upstream_start, -s.downstream_start))
         return Translation(upstream, seg.downstream_start, TranslationMethod.BEFORE_FIRST_COPY)
+    return None
+
+
+def reverse_translate(segments: list[Segment], downstream: int) -> Translation | None:
+    """The source position of target offset ``downstream``, the one meaning of reverse translation
+    (failback, the reverse flow's checkpoints, the dashboard): a consumer on the target at
+    ``downstream`` resumes at the returned ``Translation.upstream`` on the source.
+
+    ``exact`` when ``downstream`` is a copy (downstream ranges of a partition never overlap: at most
+    one segment holds it); otherwise ``after_last_copy``, one past the last source record copied
+    before ``downstream``; ``before_first_copy`` (the first source record copied) when no copy lies
+    before it; None when the partition has no copies at all.
+    """
+    holding = [s for s in segments if s.downstream_start <= downstream <= s.downstream_end]
+    if holding:
+        seg = holding[0]
+        return Translation(downstream - seg.delta, downstream, TranslationMethod.EXACT)
+    before = [s for s in segments if s.downstream_end < downstream]
+    if before:
+        seg = max(before, key=lambda s: s.downstream_end)
+        return Translation(seg.upstream_end + 1, downstream, TranslationMethod.AFTER_LAST_COPY)
+    if segments:
+        return Translation(min(s.upstream_start for s in segments), downstream, TranslationMethod.BEFORE_FIRST_COPY)
     return None

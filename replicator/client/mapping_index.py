@@ -32,9 +32,9 @@ from replicator.client.mapping import (
     Point,
     Segment,
     Translation,
-    TranslationMethod,
     build_segments,
     points_from_sync,
+    reverse_translate,
     translate,
 )
 from replicator.events import Event, OffsetSync, TopicRecreated
@@ -205,21 +205,6 @@ class MappingIndex:
         return translate(self.segments(flow, source_topic, partition), upstream)
 
     def reverse(self, flow: str, source_topic: str, partition: int, downstream: int) -> Translation | None:
-        """The source position of the target position ``downstream``: a consumer on the target at
-        ``downstream`` resumes at the returned ``Translation.upstream`` on the source (failback).
-
-        ``exact`` when ``downstream`` is a copy of the latest run that holds it; otherwise one past
-        the last upstream record copied before ``downstream``.
-        """
-        segs = self.segments(flow, source_topic, partition)
-        holding = [s for s in segs if s.downstream_start <= downstream <= s.downstream_end]
-        if holding:
-            seg = holding[0]
-            return Translation(downstream - seg.delta, downstream, TranslationMethod.EXACT)
-        before = [s for s in segs if s.downstream_end < downstream]
-        if before:
-            seg = max(before, key=lambda s: s.downstream_end)
-            return Translation(seg.upstream_end + 1, downstream, TranslationMethod.AFTER_LAST_COPY)
-        if segs:
-            return Translation(min(s.upstream_start for s in segs), downstream, TranslationMethod.BEFORE_FIRST_COPY)
-        return None
+        """The source position of the target position ``downstream`` (``mapping.reverse_translate``):
+        a consumer on the target at ``downstream`` resumes at ``Translation.upstream`` on the source."""
+        return reverse_translate(self.segments(flow, source_topic, partition), downstream)
