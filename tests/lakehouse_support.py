@@ -113,6 +113,46 @@ def append_bronze(spark, bronze: str, start: int, bodies: Sequence[bytes]) -> No
     spark.createDataFrame(rows, schema).write.format("delta").mode("append").save(bronze)
 
 
+class EngineLakehouses:
+    """Two lakehouses sharing one silver (the DuckDB one's): gold built incrementally by the DuckDB
+    twins in one and by Spark in the other, from the same rounds of state events."""
+
+    ENGINES = ("duckdb", "spark")
+
+    def __init__(self, root: Path) -> None:
+        from ingest.paths import LakehousePaths
+
+        self.paths = {engine: LakehousePaths(root / engine) for engine in self.ENGINES}
+        (self.paths["spark"].root / "tables").mkdir(parents=True)
+        (self.paths["spark"].root / "tables" / "silver").symlink_to(self.paths["duckdb"].root / "tables" / "silver")
+        self._offset = 0
+
+    def round(self, spark, bodies: Sequence[bytes]) -> dict[str, list]:  # noqa: ANN001 - SparkSession
+        """Append ``bodies`` to bronze, update silver, then gold on each engine; each engine's updates."""
+        from lakehouse.incremental import update_gold
+        from lakehouse.silver import update_silver
+
+        if bodies:
+            append_bronze(spark, str(self.paths["duckdb"].bronze), self._offset, bodies)
+            self._offset += len(bodies)
+        update_silver(spark, self.paths["duckdb"])
+        return {e: update_gold(spark, self.paths[e], config=engine_config(e)) for e in self.ENGINES}
+
+    def assert_equal_to_full_builds(self, spark, what: str) -> None:  # noqa: ANN001 - SparkSession
+        """Every gold table of both lakehouses equals Spark's full compute over the shared silver."""
+        from lakehouse.gold import GoldInputs
+        from lakehouse.gold_tables import GOLD_TABLES
+        from lakehouse.incremental import silver_versions
+
+        silver = self.paths["duckdb"]
+        versions = silver_versions(spark, silver)
+        for table in GOLD_TABLES:
+            full = table.compute(GoldInputs(spark, silver, versions, None, None)).localCheckpoint()
+            for engine in self.ENGINES:
+                built = spark.read.format("delta").load(str(self.paths[engine].gold(table.name)))
+                assert_same_rows(built, full, f"{engine} incremental against Spark full, {what}: {table.name}")
+
+
 def sync(p: int, u: int, d: int, t: int, reason: str, prev: tuple[int, int] | None = None) -> OffsetSync:
     return OffsetSync(
         flow=FLOW,

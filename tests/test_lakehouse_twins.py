@@ -20,38 +20,23 @@ ENGINES: tuple[Literal["duckdb", "spark"], ...] = ("duckdb", "spark")
 
 
 def test_an_incremental_build_on_either_engine_equals_a_full_compute(spark, tmp_path):
-    from ingest.paths import LakehousePaths
     from lakehouse.duck.tables import TWINS
-    from lakehouse.gold import GoldInputs
     from lakehouse.gold_tables import GOLD_TABLES
-    from lakehouse.incremental import silver_versions, update_gold
-    from lakehouse.silver import update_silver
 
     assert set(TWINS) == {spec.name for spec in GOLD_TABLES}  # every table has a twin
-    paths = {engine: LakehousePaths(tmp_path / engine) for engine in ENGINES}
-    (paths["spark"].root / "tables").mkdir(parents=True)
-    (paths["spark"].root / "tables" / "silver").symlink_to(paths["duckdb"].root / "tables" / "silver")
+    lakes = ev.EngineLakehouses(tmp_path)
+    paths = lakes.paths
     engines: dict[str, list[dict[str, str]]] = {engine: [] for engine in ENGINES}
     reasons: dict[str, list[dict[str, str]]] = {engine: [] for engine in ENGINES}
-    offset = 0
     # a fifth round: retention on the target deletes copies (rpo, rpo_groups, divergence count them)
     rounds = [*ev.rounds(), [ev.watermark(0, 120, 210, 1000, side="target")]]
     for n, events in enumerate(rounds):
-        ev.append_bronze(spark, str(paths["duckdb"].bronze), offset, [encode(e) for e in events])
-        offset += len(events)
-        update_silver(spark, paths["duckdb"])
-        for engine in ENGINES:
-            updates = update_gold(spark, paths[engine], config=ev.engine_config(engine))
+        for engine, updates in lakes.round(spark, [encode(e) for e in events]).items():
             engines[engine].append({u.table: f"{u.mode} on {u.engine}" for u in updates})
             reasons[engine].append({u.table: u.reason for u in updates})
         if n in (0, 3):
             continue  # round 1 is a full build on both; round 4 changes nothing (asserted below)
-        versions = silver_versions(spark, paths["duckdb"])
-        for spec in GOLD_TABLES:
-            full = spec.compute(GoldInputs(spark, paths["duckdb"], versions, None, None)).localCheckpoint()
-            for engine in ENGINES:
-                table = spark.read.format("delta").load(str(paths[engine].gold(spec.name)))
-                ev.assert_same_rows(table, full, f"{engine}, round {n + 1}: {spec.name}")
+        lakes.assert_equal_to_full_builds(spark, f"round {n + 1}")
     deleted = spark.read.format("delta").load(str(paths["duckdb"].gold("divergence")))
     assert deleted.where("kind = 'target_records_deleted'").count() == 1
     for engine, modes in engines.items():

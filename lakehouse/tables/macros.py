@@ -101,11 +101,14 @@ CREATE OR REPLACE MACRO failover_now(f) AS TABLE
     Macro(
         "consistent_cut",
         "the latest time up to which every partition of the flow was replicated at its last observation "
-        "(the first unreplicated record's timestamp; the observation time when none; null when unknown)",
+        "(the first unreplicated record's timestamp, never after the observation; the observation time when "
+        "none; null when unknown: a "
+        "partition with records at risk whose tail was not measured, a v1 watermark, whose age is only a "
+        "bound), as replicator.failover's plan says",
         ("rpo",),
         """
 CREATE OR REPLACE MACRO consistent_cut(f) AS TABLE
-    SELECT CASE WHEN count(*) FILTER (WHERE records_unreplicated > 0 AND seconds_unreplicated IS NULL) > 0
+    SELECT CASE WHEN count(*) FILTER (WHERE records_unreplicated > 0 AND bytes_unreplicated IS NULL) > 0
                 THEN NULL
                 ELSE min(CASE WHEN records_unreplicated = 0 THEN observed_at_ms
                               ELSE observed_at_ms - CAST(round(seconds_unreplicated * 1000) AS BIGINT) END)

@@ -218,7 +218,9 @@ def partition_risk(
         until: int | None = observed
     else:
         seconds = max(0.0, (observed - oldest) / 1000) if oldest is not None else None
-        until = oldest
+        # never later than the observation: a producer clock ahead of ours stamps the first unreplicated
+        # record after it, and what arrives after the observation is not vouched for (as gold ``rpo``)
+        until = min(oldest, observed) if oldest is not None else None
     return PartitionRisk(
         mark.source_topic,
         target_topic,

@@ -125,7 +125,8 @@ def _topic_rows(snapshots: DataFrame, exclusions: Mapping[str, Mapping[str, str]
 
 def _expected_acl(acl: Column, target_topic: Column) -> Column:
     """principal|host|operation|permission|pattern_type|resource_name as MM2 copies it, or null."""
-    p = F.split(acl, r"\|", -1)
+    parts = F.split(acl, r"\|", -1)
+    p = [F.get(parts, i) for i in range(5)]  # null past the end: a damaged ACL is never copied, never fails
     op = F.upper(p[2])
     copied = F.concat_ws("|", p[0], p[1], F.when(op == "ALL", F.lit("READ")).otherwise(p[2]), p[3], p[4], target_topic)
     return F.when((F.upper(p[3]) == "ALLOW") & (op != "WRITE"), copied)

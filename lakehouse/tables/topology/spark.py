@@ -13,7 +13,7 @@ from pyspark.sql import functions as F
 
 from lakehouse.gold import GoldInputs, GoldTable, latest, touched_keys
 from lakehouse.tables.heartbeat_latency.spark import observations
-from lakehouse.tables.topology import KEY, SPEC
+from lakehouse.tables.topology import KEY, ORIGIN, SPEC
 
 __all__ = ["topology", "TABLE"]
 
@@ -38,6 +38,6 @@ def _compute(inputs: GoldInputs) -> DataFrame:
 
 TABLE = GoldTable(
     SPEC,
-    touched=lambda changes: touched_keys({t: observations(df) for t, df in changes.items()}, {"heartbeat": KEY}),
+    touched=lambda changes: touched_keys({t: observations(df) for t, df in changes.items()}, {"heartbeat": ORIGIN}),
     compute=_compute,
 )
