@@ -5,7 +5,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 export MIRRORLAKE_CACHE ?= $(HOME)/.cache/mirrorlake
 
-.PHONY: setup demo test test-fast lint down clean
+.PHONY: setup demo test test-fast lint docs down clean
 
 setup:
 	@VENV=$(VENV) scripts/bootstrap.sh
@@ -26,6 +26,11 @@ lint: setup
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy replicator ingest lakehouse dashboards mirrorlake examples
 	$(BIN)/lint-imports
+
+# the generated documents (tests/test_config_reference.py and tests/test_docs.py fail until they are current)
+docs: setup
+	$(BIN)/python -c "from replicator.config.reference import write_reference; write_reference('docs/configuration-reference.md')"
+	$(BIN)/python -c "from lakehouse.tables.reference import write_reference; write_reference('docs/lakehouse-reference.md')"
 
 down: setup
 	$(BIN)/mirrorlake clusters down

@@ -3,7 +3,7 @@
 As a pytest plugin it appends one line per test start and end to ``$TEST_TIMELINE_DIR/<worker>.tsv``
 (default ``.mirrorlake/test-timeline``; setup and teardown included, so a module's fixtures count in
 its first and last test). As a script it prints, per worker, each module's first start, last end and
-summed test time, and when each worker went idle: the numbers behind the README's Tests section.
+summed test time, and when each worker went idle: the numbers behind docs/testing.md.
 
     PYTHONPATH=. .venv/bin/pytest -n 3 --dist loadgroup -p bench.test_timeline
     .venv/bin/python -m bench.test_timeline .mirrorlake/test-timeline

@@ -5,7 +5,7 @@ for flow ``A->B``: ``replicate`` per enabled feature (copy, exactly-once, checkp
 the operator's commands that run beside or instead of it (``observe``, ``import-mm2``,
 ``failover`` plan and apply, ``translate``). ``mirrorlake check --for COMMAND`` asks the clusters
 for exactly these, and a command refused at run time names the missing ones from the same list,
-so the README's table, the check and the error messages cannot drift apart.
+so the documented table (docs/reliability-and-security.md), the check and the error messages cannot drift apart.
 """
 
 from __future__ import annotations

@@ -323,7 +323,7 @@ def authorization_failure(
         return MissingPermissionError(f"{reason}; grant: {grants}")
     return MissingPermissionError(
         f"{reason}; grant the flow's principals the {kind} ACLs listed by 'mirrorlake check' "
-        "(see the README's Least privilege table)"
+        "(see Least privilege in docs/reliability-and-security.md)"
     )
 
 

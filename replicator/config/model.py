@@ -117,17 +117,21 @@ class PolicyConfig(_Model):
     """Which ``ReplicationPolicy`` names remote topics (MM2's ``replication.policy.class``)."""
 
     class_: str = Field(default="default", alias="class", description="default | identity | module:Class")
-    separator: str = Field(default=".", min_length=1)
+    separator: str = Field(default=".", min_length=1, description="between the source alias and the topic")
 
 
 class FlowConfig(_Model):
     """One directed replication ``source->target`` with its topic selection."""
 
-    source: str
-    target: str
-    enabled: bool = True
-    topics: tuple[str, ...] = (".*",)
-    topics_exclude: tuple[str, ...] = DEFAULT_TOPICS_EXCLUDE
+    source: str = Field(description="the alias of the cluster copied from")
+    target: str = Field(description="the alias of the cluster copied to")
+    enabled: bool = Field(default=True, description="false: the flow is declared (failover, failback) but not run")
+    topics: tuple[str, ...] = Field(
+        default=(".*",), description="topics to copy: RE2 patterns matched against whole names (MM2's topics)"
+    )
+    topics_exclude: tuple[str, ...] = Field(
+        default=DEFAULT_TOPICS_EXCLUDE, description="topics never copied, though selected (MM2's topics.exclude)"
+    )
     offset_lag_max: int = Field(default=100, ge=1, description="MM2's offset.lag.max")
     sync_interval_seconds: float = Field(
         default=1.0, gt=0, description="how often the last copied offset is published (flush sync)"
@@ -136,7 +140,10 @@ class FlowConfig(_Model):
         default=False, description="transactional writes; source positions kept in the target transactionally"
     )
     sync_topic_configs: bool = Field(default=True, description="MM2's sync.topic.configs.enabled")
-    config_properties_exclude: tuple[str, ...] = DEFAULT_CONFIG_EXCLUDES
+    config_properties_exclude: tuple[str, ...] = Field(
+        default=DEFAULT_CONFIG_EXCLUDES,
+        description="topic config keys never synced (MM2's config.properties.exclude); divergence marks them expected",
+    )
     sync_topic_acls: bool = Field(default=True, description="MM2's sync.topic.acls.enabled")
     on_topic_recreated: Literal["continue", "stop"] = Field(
         default="continue",
@@ -157,9 +164,11 @@ class FlowConfig(_Model):
     )
 
     groups: tuple[str, ...] = Field(default=(".*",), description="consumer groups to checkpoint (MM2's groups)")
-    groups_exclude: tuple[str, ...] = DEFAULT_GROUPS_EXCLUDE
+    groups_exclude: tuple[str, ...] = Field(
+        default=DEFAULT_GROUPS_EXCLUDE, description="groups never checkpointed (MM2's groups.exclude)"
+    )
     emit_checkpoints: bool = Field(default=True, description="MM2's emit.checkpoints.enabled")
-    emit_checkpoints_interval_seconds: float = Field(default=5.0, gt=0)
+    emit_checkpoints_interval_seconds: float = Field(default=5.0, gt=0, description="how often groups are checkpointed")
     emit_mm2_checkpoints: bool = Field(
         default=True,
         description="with emit_checkpoints, also write them as MM2 does (<source>.checkpoints.internal on the "
@@ -174,7 +183,7 @@ class FlowConfig(_Model):
         default=False, description="write translated offsets to the target for groups inactive there"
     )
     emit_heartbeats: bool = Field(default=True, description="MM2's emit.heartbeats.enabled")
-    emit_heartbeats_interval_seconds: float = Field(default=1.0, gt=0)
+    emit_heartbeats_interval_seconds: float = Field(default=1.0, gt=0, description="how often a heartbeat is written")
     watermarks_interval_seconds: float = Field(default=5.0, gt=0, description="log-start/end of both sides")
     state_snapshot_interval_seconds: float = Field(
         default=60.0, gt=0, description="how often the flow's compacted state snapshot is written"
@@ -187,7 +196,7 @@ class FlowConfig(_Model):
     )
     audit: bool = Field(default=True, description="count and checksum windows of both sides")
     audit_window_records: int = Field(default=1000, ge=1, description="upstream offsets per audit window")
-    audit_interval_seconds: float = Field(default=5.0, gt=0)
+    audit_interval_seconds: float = Field(default=5.0, gt=0, description="how often new audit windows are read")
 
     @field_validator("topics", "topics_exclude", "config_properties_exclude", "groups", "groups_exclude")
     @classmethod
@@ -213,7 +222,7 @@ class FlowConfig(_Model):
 class LakehouseConfig(_Model):
     """Where the Delta tables and the streaming checkpoints live, and what builds small increments."""
 
-    path: Path = Path("lakehouse-data")
+    path: Path = Field(default=Path("lakehouse-data"), description="the lakehouse directory (tables, checkpoints)")
     incremental_engine: Literal["duckdb", "spark"] = Field(
         default="duckdb",
         description="an incremental build of a gold table with a DuckDB twin runs on DuckDB and delta-rs "
@@ -222,23 +231,27 @@ class LakehouseConfig(_Model):
 
 
 class SparkConfig(_Model):
-    master: str = "local[*]"
-    conf: dict[str, str] = Field(default_factory=dict)
+    master: str = Field(default="local[*]", description="Spark's master URL (local[*], spark://host:7077)")
+    conf: dict[str, str] = Field(default_factory=dict, description="extra Spark settings (spark.* keys)")
 
 
 class LocalKafkaConfig(_Model):
     """How ``mirrorlake clusters up`` runs a broker for each cluster bound to 127.0.0.1."""
 
-    version: str = "4.3.1"
-    work_dir: Path = Path(".mirrorlake/clusters")
-    heap: str = "512m"
+    version: str = Field(default="4.3.1", description="the Apache Kafka version (jars from Maven Central)")
+    work_dir: Path = Field(default=Path(".mirrorlake/clusters"), description="the brokers' logs and data")
+    heap: str = Field(default="512m", description="each broker's JVM heap")
 
 
 class MirrorlakeConfig(_Model):
-    clusters: dict[str, ClusterConfig]
-    flows: tuple[FlowConfig, ...] = ()
-    replication_policy: PolicyConfig = PolicyConfig()
-    state_topic: str = "mirrorlake.events"
+    clusters: dict[str, ClusterConfig] = Field(description="every cluster by its alias (letters, digits, _ and -)")
+    flows: tuple[FlowConfig, ...] = Field(default=(), description="the directed replications source->target")
+    replication_policy: PolicyConfig = Field(
+        default=PolicyConfig(), description="how remote topics are named, for every flow"
+    )
+    state_topic: str = Field(
+        default="mirrorlake.events", description="the append-only log of replication state, on each flow's target"
+    )
     positions_topic: str = Field(
         default="mirrorlake.positions", description="exactly-once flows: compacted topic of source positions"
     )
@@ -252,7 +265,7 @@ class MirrorlakeConfig(_Model):
     status_port: int | None = Field(
         default=None, ge=0, le=65535, description="serve /metrics and /health on 127.0.0.1 (0: any free port)"
     )
-    status_host: str = "127.0.0.1"
+    status_host: str = Field(default="127.0.0.1", description="the address /metrics and /health bind to")
     connect_timeout_seconds: float = Field(
         default=30.0, gt=0, description="how long to retry an unreachable cluster before giving up"
     )
@@ -262,9 +275,11 @@ class MirrorlakeConfig(_Model):
         description="on SIGTERM, how long a flow waits for its target to take what is in flight; "
         "then it stops without it (not committed: copied again at restart)",
     )
-    lakehouse: LakehouseConfig = LakehouseConfig()
-    spark: SparkConfig = SparkConfig()
-    local_kafka: LocalKafkaConfig = LocalKafkaConfig()
+    lakehouse: LakehouseConfig = Field(default=LakehouseConfig(), description="the Delta Lake lakehouse")
+    spark: SparkConfig = Field(default=SparkConfig(), description="the Spark session of lakehouse builds")
+    local_kafka: LocalKafkaConfig = Field(
+        default=LocalKafkaConfig(), description="the local brokers of `mirrorlake clusters up` and the demo"
+    )
 
     @field_validator("clusters")
     @classmethod
