@@ -95,3 +95,21 @@ def test_the_twins_segments_and_translations_equal_the_reference(runs):
     for p, c in queries:
         py = translate(reference[p], c)
         assert answers[(p, c)] == ((py.downstream, str(py.method)) if py else (None, None)), (p, c)
+
+
+def test_touched_keys_are_distinct_also_when_one_type_changed(tmp_path):
+    """Two new syncs of one partition and no new watermark: the twin's scope held the partition
+    twice and the rpo twin wrote each of its rows twice (the engine harness found it)."""
+    import pyarrow as pa
+
+    from ingest.paths import LakehousePaths
+    from lakehouse.duck.engine import DuckInputs
+
+    syncs = pa.table({"flow": ["A->B"] * 3, "source_topic": ["t"] * 3, "partition": [0, 0, 1]})
+    con = duckdb.connect()
+    inputs = DuckInputs(con, LakehousePaths(tmp_path), {}, {"offset_sync": syncs})
+    keys = inputs.touched({"offset_sync": ("flow", "source_topic", "partition"), "watermark": ("flow",)})
+    assert sorted(keys.to_pylist(), key=lambda k: k["partition"]) == [
+        {"flow": "A->B", "source_topic": "t", "partition": 0},
+        {"flow": "A->B", "source_topic": "t", "partition": 1},
+    ]

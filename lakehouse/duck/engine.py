@@ -112,7 +112,8 @@ class DuckInputs:
             for t, cols in columns.items()
             if t in self.changes
         ]
-        return self.con.sql(" UNION ".join(parts)).to_arrow_table()
+        # distinct also when a single type changed: a key listed twice doubled each of its rows
+        return self.con.sql(f"SELECT DISTINCT * FROM ({' UNION ALL '.join(parts)})").to_arrow_table()
 
 
 @dataclass(frozen=True)
