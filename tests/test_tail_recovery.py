@@ -6,7 +6,7 @@ from mirrorlake.groundtruth import GroundTruth
 from replicator.client.mapping_index import MappingIndex
 from replicator.events import OffsetSync, SyncReason
 from replicator.flow.syncs.offset_sync import SyncOrigin
-from replicator.flow.syncs.tail_recovery import Recovered, match_copies, recovery_syncs, resume_points
+from replicator.flow.syncs.tail_recovery import match_copies, recovery_syncs
 
 ORIGIN = SyncOrigin("A->B", "r1", "A", "B")
 
@@ -53,19 +53,3 @@ def test_a_partition_without_any_durable_sync_is_recovered_from_its_first_copy()
     assert [(s.upstream_start, s.upstream_end, s.downstream_start) for s in index.segments("A->B", "t", 0)] == [
         (0, 4, 3)
     ]
-
-
-def test_a_partition_resumes_past_every_copy_it_knows_never_below_its_commit():
-    """The restart's start (issue 39 item 1): one past the last copy the mapping or recovery knows,
-    when that is past the committed position; otherwise (or with nothing known) at the commit."""
-    index = MappingIndex()
-    index.add([_sync(0, 0, SyncReason.FIRST), _sync(40, 40, SyncReason.LAG_MAX, (39, 39))])  # copies 0..40 known
-    parts = [("t", "A.t", 0)]
-    assert resume_points(index, "A->B", parts, {("t", 0): 30}, []) == {("t", 0): 41}  # committed lags the syncs
-    assert resume_points(index, "A->B", parts, {}, []) == {("t", 0): 41}  # killed before its first commit
-    assert resume_points(index, "A->B", parts, {("t", 0): 41}, []) == {}  # already there
-    assert resume_points(index, "A->B", parts, {("t", 0): 90}, []) == {}  # a commit ahead (a marker, MM2's takeover)
-    matched = [Recovered("t", 0, tail=20, matched=12, last_matched=52)]  # orphans matched by content
-    assert resume_points(index, "A->B", parts, {("t", 0): 30}, matched) == {("t", 0): 53}
-    # a partition nothing is known of resumes at its commit (or the reset policy)
-    assert resume_points(MappingIndex(), "A->B", [("u", "A.u", 1)], {("u", 1): 5}, []) == {}

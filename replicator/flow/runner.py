@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable
 from typing import Protocol
 
-from confluent_kafka import OFFSET_INVALID, Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import OffsetSpec
 
 from replicator.access.permissions import AUTHORIZATION_CODES
@@ -122,10 +122,6 @@ class FlowRunner:
         self._task_factory = state_tasks
         self._assigned: set[TP] = set()
         self._reset_due: list[TopicPartition] = []  # a re-created topic's starts, assigned and to commit
-        # at-least-once: where each partition resumes past its commit, as recovery found at start
-        # (``tail_recovery.resume_points``), used at its first assignment; those starts, to commit
-        self._resume_at: dict[tuple[str, int], int] = {}
-        self._resume_due: list[TopicPartition] = []
         self._rejoin = RejoinWatchdog(_REJOIN_AFTER_S)
         self._tasks: StateTasks | None = None
         self._clients: FlowClients | None = None
@@ -269,10 +265,7 @@ class FlowRunner:
                 selected = [(r.source_topic, r.target_topic, p) for r in remote for p in range(r.partitions)]
                 producer = self._clients.lifecycle_producer
                 # through the tasks' own view: the state log is read once at start, not twice
-                recovery = recover_orphan_copies(
-                    self.config, self.flow, self.replicator_id, producer, selected, tasks.ctx.view
-                )
-                self._resume_at = recovery.resume_at
+                recover_orphan_copies(self.config, self.flow, self.replicator_id, producer, selected, tasks.ctx.view)
             self.commits.start()
             self.stats.state = "running"
             tasks.start()
@@ -327,7 +320,7 @@ class FlowRunner:
                 messages = []
             else:
                 messages = next_batch()
-            if self._reset_due or self._resume_due:
+            if self._reset_due:
                 self._commit_resets()
             if messages:
                 copy_batch(messages)
@@ -461,50 +454,14 @@ class FlowRunner:
     def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         _log.info("flow %s: assigned %s", self.flow.name, _names(partitions))
         self._rejoin.assigned()
-        keys = [(tp.topic, tp.partition) for tp in partitions]
         if self.flow.exactly_once:
             self.commits.on_assign(consumer, partitions)
-        elif any(k in self._lives.pending_reset or k in self._resume_at for k in keys):
-            if any(k in self._lives.pending_reset for k in keys):
-                starts, reset = self._lives.starts_on_assign(partitions)  # a re-created topic's start anew
-            else:
-                starts, reset = [TopicPartition(t, p, OFFSET_INVALID) for t, p in keys], []
-            starts = self._past_known_copies(starts)
+        elif any((tp.topic, tp.partition) in self._lives.pending_reset for tp in partitions):
+            starts, reset = self._lives.starts_on_assign(partitions)  # a re-created topic's start anew
             consumer.incremental_assign(starts)
             self._reset_due += reset  # committed by the loop: the coordinator is busy inside this callback
         self._assigned.update((tp.topic, tp.partition) for tp in partitions)
         self.stats.assigned = sorted(self._assigned)
-
-    def _past_known_copies(self, starts: list[TopicPartition]) -> list[TopicPartition]:
-        """Starts moved past the copies the flow knows (``_resume_at``), at a partition's first
-        assignment: not below the commit as it is now (another process of the flow may have moved on).
-        A commit that cannot be read leaves the committed start: copies again, never skips."""
-        wanted = {}
-        for tp in starts:
-            at = self._resume_at.pop((tp.topic, tp.partition), None)  # once: a later assignment starts at its commit
-            if at is not None and tp.offset == OFFSET_INVALID:
-                wanted[(tp.topic, tp.partition)] = at
-        if not wanted:
-            return starts
-        source = self.config.cluster(self.flow.source).client_config()
-        try:
-            found = committed_offsets(source, consumer_group_id(self.flow), sorted({t for t, _p in wanted}))
-        except KafkaException as exc:
-            _log.warning("flow %s: committed offsets unreadable (%s): resuming at them", self.flow.name, exc)
-            return starts
-        now = {(o.topic, o.partition): o.offset for o in found}
-        out = []
-        for tp in starts:
-            key = (tp.topic, tp.partition)
-            if key in wanted and wanted[key] > now.get(key, -1):
-                _log.info(
-                    "flow %s: %s[%d] resumes at %d, past its commit %s: the records before it are on %s already",
-                    self.flow.name, tp.topic, tp.partition, wanted[key], now.get(key, "(none)"), self.flow.target,
-                )  # fmt: skip
-                tp = TopicPartition(tp.topic, tp.partition, wanted[key])
-                self._resume_due.append(tp)
-            out.append(tp)
-        return out
 
     def _on_revoke(self, _consumer: Consumer, partitions: list[TopicPartition]) -> None:
         _log.info("flow %s: revoked %s", self.flow.name, _names(partitions))
@@ -602,15 +559,11 @@ class FlowRunner:
         if moved:
             self._consumer.commit(offsets=moved, asynchronous=False)
         self._lives.pending_reset -= set(mine)  # the others start at their log start when assigned
-        for key in mine:
-            self._resume_at.pop(key, None)  # a new life: nothing of it is known copied
 
     def _commit_resets(self) -> None:
-        """Commit the log starts a re-created topic's partitions were assigned at, then say so; and
-        the starts past known copies (so the flow's position says where it stands)."""
+        """Commit the log starts a re-created topic's partitions were assigned at, then say so."""
         reset, self._reset_due = self._reset_due, []
-        resumed, self._resume_due = self._resume_due, []
-        self._consumer.commit(offsets=reset + resumed, asynchronous=False)
+        self._consumer.commit(offsets=reset, asynchronous=False)
         for topic in sorted({tp.topic for tp in reset}):
             self._lives.announce(topic)
 

@@ -44,15 +44,7 @@ from replicator.kafka.state_log import StateLog
 from replicator.tasks.audit import RangeReader, record_hash
 from replicator.tasks.base import StateView
 
-__all__ = [
-    "match_copies",
-    "recovery_syncs",
-    "TailRecovery",
-    "Recovered",
-    "Recovery",
-    "recover_orphan_copies",
-    "resume_points",
-]
+__all__ = ["match_copies", "recovery_syncs", "TailRecovery", "Recovered", "recover_orphan_copies"]
 
 _log = logging.getLogger(__name__)
 
@@ -139,7 +131,6 @@ class Recovered:
     partition: int
     tail: int
     matched: int
-    last_matched: int | None = None  # the largest source offset whose copy was matched
 
 
 class TailRecovery:
@@ -206,8 +197,7 @@ class TailRecovery:
                 timestamps = {o: ts for o, _h, ts in src_msgs}
                 pairs = match_copies(tail, [(o, h) for o, h, _ts in src_msgs])
                 syncs += recovery_syncs(self._origin, topic, target_topic, partition, last, pairs, timestamps)
-                last_matched = max((u for u, _d in pairs), default=None)
-                report.append(Recovered(topic, partition, len(tail), len(pairs), last_matched))
+                report.append(Recovered(topic, partition, len(tail), len(pairs)))
         finally:
             source.close()
             target.close()
@@ -229,37 +219,6 @@ def _hashed(reader: RangeReader, topic: str, partition: int, start: int, end: in
     return out
 
 
-@dataclass(frozen=True)
-class Recovery:
-    """What a flow's start found: ``syncs`` published for orphan copies, and ``resume_at``, where each
-    partition resumes copying when that is past its committed position (``resume_points``)."""
-
-    syncs: int
-    resume_at: dict[tuple[str, int], int]
-
-
-def resume_points(
-    index: MappingIndex,
-    flow: str,
-    partitions: Sequence[tuple[str, str, int]],
-    committed: dict[tuple[str, int], int],
-    report: Sequence[Recovered],
-) -> dict[tuple[str, int], int]:
-    """Per source partition, one past the last source record whose copy the flow knows (the current
-    life's mapping, or a copy recovery matched by content), where that is past the committed
-    position: resuming there copies none of them a second time (a crash between a copy and its
-    commit duplicated every such record before). Partitions not listed resume at their commit."""
-    matched = {(r.source_topic, r.partition): r.last_matched for r in report if r.last_matched is not None}
-    out: dict[tuple[str, int], int] = {}
-    for topic, _target, partition in partitions:
-        key = (topic, partition)
-        segments = index.segments(flow, topic, partition)
-        known = [u for u in (max((s.upstream_end for s in segments), default=None), matched.get(key)) if u is not None]
-        if known and max(known) + 1 > committed.get(key, -1):
-            out[key] = max(known) + 1
-    return out
-
-
 def recover_orphan_copies(
     config: MirrorlakeConfig,
     flow: FlowConfig,
@@ -267,9 +226,8 @@ def recover_orphan_copies(
     producer: Producer,
     partitions: list[tuple[str, str, int]],
     view: StateView,
-) -> Recovery:
-    """Publish, durably, the syncs of the copies a killed process left without one; returns how many,
-    and where each partition resumes (``resume_points``).
+) -> int:
+    """Publish, durably, the syncs of the copies a killed process left without one; returns how many.
 
     Call before the flow copies anything (its new copies would otherwise be taken for orphans'
     neighbours). ``partitions``: (source topic, target topic, partition) of the flow's selection;
@@ -278,7 +236,7 @@ def recover_orphan_copies(
     own it go on from where it stopped, so the state log is read once at start.
     """
     if not partitions:
-        return Recovery(0, {})
+        return 0
     started = time.monotonic()
     view.refresh()
     origin = SyncOrigin(flow.name, replicator_id, flow.source, flow.target)
@@ -296,9 +254,8 @@ def recover_orphan_copies(
         "flow %s: orphan copies searched in %d partitions in %.1f s: %d syncs to publish",
         flow.name, len(partitions), time.monotonic() - started, len(syncs),
     )  # fmt: skip
-    resume_at = resume_points(view.index, flow.name, partitions, committed, report)
     if not syncs:
-        return Recovery(0, resume_at)
+        return 0
     state = StateLog(producer, config.state_topic)
     for sync in syncs:
         while True:
@@ -309,4 +266,4 @@ def recover_orphan_copies(
                 producer.poll(0.05)
     if producer.flush(30) > 0 or state.failed is not None:
         raise ReplicationError(f"flow {flow.name}: recovered offset syncs not acknowledged by {flow.target}")
-    return Recovery(len(syncs), resume_at)
+    return len(syncs)
