@@ -21,7 +21,7 @@ from lakehouse.tables import (
 )
 from lakehouse.tables.spec import GoldSpec
 
-__all__ = ["GOLD_SPECS", "GoldSpec", "spec_named"]
+__all__ = ["GOLD_SPECS", "GoldSpec"]
 
 GOLD_SPECS: tuple[GoldSpec, ...] = (
     offset_mapping.SPEC,
@@ -45,11 +45,3 @@ def _check_order(specs: tuple[GoldSpec, ...]) -> None:
 
 
 _check_order(GOLD_SPECS)
-
-
-def spec_named(name: str) -> GoldSpec:
-    """The spec of gold table ``name``; KeyError naming the tables when there is none."""
-    for spec in GOLD_SPECS:
-        if spec.name == name:
-            return spec
-    raise KeyError(f"no gold table {name!r}; the gold tables are {', '.join(s.name for s in GOLD_SPECS)}")

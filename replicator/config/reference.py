@@ -7,7 +7,6 @@ the file equal to it).
 
 from __future__ import annotations
 
-import enum
 import types
 import typing
 from collections.abc import Iterator
@@ -62,8 +61,6 @@ def _type_name(annotation: Any) -> str:
         return f"list of {_type_name(args[0])}"
     if origin is dict:
         return f"map of {_type_name(args[0])} to {_type_name(args[1])}"
-    if isinstance(annotation, type) and issubclass(annotation, enum.Enum):
-        return " \\| ".join(str(m.value) for m in annotation)
     if annotation is Path:
         return "path"
     if annotation is float:
