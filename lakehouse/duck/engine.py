@@ -38,6 +38,7 @@ __all__ = [
     "update_table",
     "as_segments",
     "keys_filter",
+    "in_keys",
 ]
 
 _log = logging.getLogger(__name__)
@@ -206,3 +207,9 @@ def keys_filter(keys: pa.Table) -> str:
             "(" + " AND ".join([*same, f"{duck_ident(last)} IN ({', '.join(duck_value(v) for v in lasts)})"]) + ")"
         )
     return "(" + (" OR ".join(tests) or "false") + ")"
+
+
+def in_keys(keys: str, columns: tuple[str, ...]) -> str:
+    """SQL: the row's ``columns`` are among the rows of the view ``keys``."""
+    cols = ", ".join(columns)
+    return f"({cols}) IN (SELECT ({cols}) FROM {keys})"

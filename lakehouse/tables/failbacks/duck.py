@@ -5,9 +5,8 @@ recomputed whole.
 from __future__ import annotations
 
 from lakehouse.duck.delta import table_schema
-from lakehouse.duck.engine import DuckInputs, DuckTail, Twin
-from lakehouse.tables.failbacks import SPEC
-from lakehouse.tables.heartbeat_latency.duck import in_keys
+from lakehouse.duck.engine import DuckInputs, DuckTail, Twin, in_keys
+from lakehouse.tables.failbacks import KEY, SPEC
 
 __all__ = ["TWIN"]
 
@@ -25,7 +24,7 @@ def _failbacks(inputs: DuckInputs) -> DuckTail:
                coalesce(list_reduce(list_transform(ranges, r -> r.bytes::BIGINT), (a, b) -> a + b, 0::BIGINT), 0)
                    AS bytes,
                array_to_string(groups, ',') AS groups, len(offsets) AS offsets_written, "user", host
-        FROM {inputs.silver("failback")} WHERE {in_keys("touched", ("flow",))}
+        FROM {inputs.silver("failback")} WHERE {in_keys("touched", KEY)}
         """
     ).to_arrow_table()
     return DuckTail(rows, keys)

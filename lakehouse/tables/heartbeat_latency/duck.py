@@ -1,24 +1,18 @@
 """``heartbeat_latency`` in DuckDB for the touched keys: the twin of ``.spark``. An origin
-heartbeat's observations (a few hops) are recomputed whole. ``observed_keys`` and ``in_keys`` serve
-``topology``'s twin too.
+heartbeat's observations (a few hops) are recomputed whole. ``observed_keys`` serves ``topology``'s
+twin too.
 """
 
 from __future__ import annotations
 
 import pyarrow as pa
 
-from lakehouse.duck.engine import DuckInputs, DuckTail, Twin
+from lakehouse.duck.engine import DuckInputs, DuckTail, Twin, in_keys
 from lakehouse.tables.heartbeat_latency import HEARTBEAT_KEY, SPEC
 
-__all__ = ["TWIN", "OBSERVED", "in_keys", "observed_keys"]
+__all__ = ["TWIN", "OBSERVED", "observed_keys"]
 
 OBSERVED = "received_at_ms IS NOT NULL AND len(hop_path) >= 2"
-
-
-def in_keys(keys: str, columns: tuple[str, ...]) -> str:
-    """SQL: the row's ``columns`` are among the rows of the view ``keys``."""
-    cols = ", ".join(columns)
-    return f"({cols}) IN (SELECT ({cols}) FROM {keys})"
 
 
 def observed_keys(inputs: DuckInputs, columns: str) -> pa.Table:

@@ -4,8 +4,8 @@ origin with new heartbeats is recomputed from gold ``heartbeat_latency`` as this
 
 from __future__ import annotations
 
-from lakehouse.duck.engine import DuckInputs, DuckTail, Twin
-from lakehouse.tables.heartbeat_latency.duck import in_keys, observed_keys
+from lakehouse.duck.engine import DuckInputs, DuckTail, Twin, in_keys
+from lakehouse.tables.heartbeat_latency.duck import observed_keys
 from lakehouse.tables.topology import KEY, ORIGIN, SPEC
 
 __all__ = ["TWIN"]
