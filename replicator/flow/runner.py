@@ -48,6 +48,7 @@ from replicator.flow.copying.copier import PythonCopier
 from replicator.flow.copying.native_copier import NativeCopier
 from replicator.flow.syncs.commits import AbortTransaction, AtLeastOnceCommits, Commits, TransactionalCommits
 from replicator.flow.syncs.offset_sync import SyncOrigin
+from replicator.flow.syncs.resume import PendingResumes, PreviousRun
 from replicator.flow.syncs.sync_ledger import TP, SyncLedger
 from replicator.flow.syncs.tail_recovery import recover_orphan_copies
 from replicator.flow.topics.metadata_sync import TopicMetadataSync
@@ -122,6 +123,10 @@ class FlowRunner:
         self._task_factory = state_tasks
         self._assigned: set[TP] = set()
         self._reset_due: list[TopicPartition] = []  # a re-created topic's starts, assigned and to commit
+        # at-least-once after a crash: starts past the copies the flow knows (``syncs.resume``), and
+        # those assigned, to commit
+        self._resumes = PendingResumes({}, self._read_committed)
+        self._resume_due: list[TopicPartition] = []
         self._rejoin = RejoinWatchdog(_REJOIN_AFTER_S)
         self._tasks: StateTasks | None = None
         self._clients: FlowClients | None = None
@@ -240,7 +245,7 @@ class FlowRunner:
             requested.set,
         )
         watcher.start()  # before `started`: whoever sees this run started can reach it
-        self._emit_lifecycle("started")
+        previous = PreviousRun(self._emit_lifecycle("started"))
         tasks = self._task_factory(
             self.config,
             self.flow,
@@ -256,6 +261,7 @@ class FlowRunner:
         self.stats.connectors = mm2_connectors(self.flow, continuous=not until_caught_up)
         self._tasks = tasks
         self._stop_flag = _Either(stop, requested)
+        tasks.ctx.view.subscribe(Lifecycle.event_type, previous.take)
         try:
             tasks.ctx.view.refresh()  # the mapping's lives: which topic id each source topic was copied under
             if self._guarded(self._follower.refresh, "source", "target"):
@@ -265,7 +271,11 @@ class FlowRunner:
                 selected = [(r.source_topic, r.target_topic, p) for r in remote for p in range(r.partitions)]
                 producer = self._clients.lifecycle_producer
                 # through the tasks' own view: the state log is read once at start, not twice
-                recover_orphan_copies(self.config, self.flow, self.replicator_id, producer, selected, tasks.ctx.view)
+                recovery = recover_orphan_copies(
+                    self.config, self.flow, self.replicator_id, producer, selected, tasks.ctx.view,
+                    skipped=lambda headers: not self._provenance.stamp(headers)[0], after_a_crash=previous.crashed,
+                )  # fmt: skip
+                self._resumes = PendingResumes(recovery.resume_at, self._read_committed)
             self.commits.start()
             self.stats.state = "running"
             tasks.start()
@@ -320,7 +330,7 @@ class FlowRunner:
                 messages = []
             else:
                 messages = next_batch()
-            if self._reset_due:
+            if self._reset_due or self._resume_due:
                 self._commit_resets()
             if messages:
                 copy_batch(messages)
@@ -454,12 +464,15 @@ class FlowRunner:
     def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         _log.info("flow %s: assigned %s", self.flow.name, _names(partitions))
         self._rejoin.assigned()
+        keys = [(tp.topic, tp.partition) for tp in partitions]
         if self.flow.exactly_once:
             self.commits.on_assign(consumer, partitions)
-        elif any((tp.topic, tp.partition) in self._lives.pending_reset for tp in partitions):
+        elif any(k in self._lives.pending_reset for k in keys) or self._resumes.wanted(keys):
             starts, reset = self._lives.starts_on_assign(partitions)  # a re-created topic's start anew
+            starts, resumed = self._resumes.starts(starts)  # past known copies, after a crash
             consumer.incremental_assign(starts)
             self._reset_due += reset  # committed by the loop: the coordinator is busy inside this callback
+            self._resume_due += resumed
         self._assigned.update((tp.topic, tp.partition) for tp in partitions)
         self.stats.assigned = sorted(self._assigned)
 
@@ -559,13 +572,21 @@ class FlowRunner:
         if moved:
             self._consumer.commit(offsets=moved, asynchronous=False)
         self._lives.pending_reset -= set(mine)  # the others start at their log start when assigned
+        self._resumes.drop(mine)  # a new life: nothing of it is known copied
 
     def _commit_resets(self) -> None:
-        """Commit the log starts a re-created topic's partitions were assigned at, then say so."""
+        """Commit the log starts a re-created topic's partitions were assigned at, then say so; and
+        the starts past known copies (the flow's position then says where it stands)."""
         reset, self._reset_due = self._reset_due, []
-        self._consumer.commit(offsets=reset, asynchronous=False)
+        resumed, self._resume_due = self._resume_due, []
+        self._consumer.commit(offsets=reset + resumed, asynchronous=False)
         for topic in sorted({tp.topic for tp in reset}):
             self._lives.announce(topic)
+
+    def _read_committed(self, topics: set[str]) -> dict[tuple[str, int], int]:
+        source = self.config.cluster(self.flow.source).client_config()
+        found = committed_offsets(source, consumer_group_id(self.flow), sorted(topics))
+        return {(o.topic, o.partition): o.offset for o in found}
 
     def _emit_durably(self, event: Event) -> None:
         if self._clients is None:
@@ -579,13 +600,14 @@ class FlowRunner:
             )
 
     # -- lifecycle ---------------------------------------------------------------------------
-    def _emit_lifecycle(self, state: str, reason: str | None = None) -> None:
-        if self._clients is None:
-            return  # the clients were never made (the cluster was unreachable)
-        producer = self._clients.lifecycle_producer
+    def _emit_lifecycle(self, state: str, reason: str | None = None) -> Lifecycle:
         event = Lifecycle(flow=self.flow.name, replicator_id=self.replicator_id, state=state, reason=reason)
+        if self._clients is None:
+            return event  # the clients were never made (the cluster was unreachable)
+        producer = self._clients.lifecycle_producer
         StateLog(producer, self.config.state_topic).emit(event)
         producer.flush(10)
+        return event
 
 
 def _names(partitions: list[TopicPartition]) -> str:

@@ -27,8 +27,8 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 
 from confluent_kafka import Producer
 
@@ -38,13 +38,14 @@ from replicator.config import FlowConfig, MirrorlakeConfig
 from replicator.errors import ReplicationError
 from replicator.events import OffsetSync, SyncReason
 from replicator.flow.syncs.offset_sync import SyncOrigin
+from replicator.flow.syncs.resume import Coverage, Headers, ResumeScan
 from replicator.kafka.log_bounds import log_bounds, throwaway_reader
 from replicator.kafka.settings import consumer_group_id
 from replicator.kafka.state_log import StateLog
 from replicator.tasks.audit import RangeReader, record_hash
 from replicator.tasks.base import StateView
 
-__all__ = ["match_copies", "recovery_syncs", "TailRecovery", "Recovered", "recover_orphan_copies"]
+__all__ = ["match_copies", "recovery_syncs", "TailRecovery", "Recovered", "Recovery", "recover_orphan_copies"]
 
 _log = logging.getLogger(__name__)
 
@@ -219,6 +220,16 @@ def _hashed(reader: RangeReader, topic: str, partition: int, start: int, end: in
     return out
 
 
+@dataclass(frozen=True)
+class Recovery:
+    """What a flow's start found: how many ``syncs`` it published for orphan copies, and
+    ``resume_at``: per source partition, where copying resumes when that is past its commit
+    (``replicator.flow.syncs.resume``)."""
+
+    syncs: int = 0
+    resume_at: dict[tuple[str, int], int] = field(default_factory=dict)
+
+
 def recover_orphan_copies(
     config: MirrorlakeConfig,
     flow: FlowConfig,
@@ -226,17 +237,23 @@ def recover_orphan_copies(
     producer: Producer,
     partitions: list[tuple[str, str, int]],
     view: StateView,
-) -> int:
-    """Publish, durably, the syncs of the copies a killed process left without one; returns how many.
+    skipped: Callable[[Headers], bool] = lambda _h: False,
+    after_a_crash: bool = True,
+) -> Recovery:
+    """Publish, durably, the syncs of the copies a killed process left without one; and say where
+    each partition resumes so that no copy the flow knows is made twice.
 
     Call before the flow copies anything (its new copies would otherwise be taken for orphans'
     neighbours). ``partitions``: (source topic, target topic, partition) of the flow's selection;
     ``producer`` writes to the target's state topic outside any transaction. ``view``: the flow's
     state view (the state tasks'), refreshed here to read the mapping, not closed: the tasks that
-    own it go on from where it stopped, so the state log is read once at start.
+    own it go on from where it stopped, so the state log is read once at start. ``skipped``: the
+    records the flow never copies (by their headers: a replication cycle's). ``after_a_crash``:
+    whether the previous run stopped without draining (``resume.PreviousRun``); after a clean stop
+    the committed positions stand.
     """
     if not partitions:
-        return 0
+        return Recovery()
     started = time.monotonic()
     view.refresh()
     origin = SyncOrigin(flow.name, replicator_id, flow.source, flow.target)
@@ -254,8 +271,16 @@ def recover_orphan_copies(
         "flow %s: orphan copies searched in %d partitions in %.1f s: %d syncs to publish",
         flow.name, len(partitions), time.monotonic() - started, len(syncs),
     )  # fmt: skip
-    if not syncs:
-        return 0
+    if syncs:
+        _publish(config, flow, producer, syncs)
+    if not after_a_crash:
+        _log.info("flow %s: its last run stopped cleanly: copying resumes at the committed positions", flow.name)
+        return Recovery(len(syncs), {})
+    resume_at = _resume_points(source_conf, flow, partitions, committed, view.index, syncs, skipped)
+    return Recovery(len(syncs), resume_at)
+
+
+def _publish(config: MirrorlakeConfig, flow: FlowConfig, producer: Producer, syncs: list[OffsetSync]) -> None:
     state = StateLog(producer, config.state_topic)
     for sync in syncs:
         while True:
@@ -266,4 +291,30 @@ def recover_orphan_copies(
                 producer.poll(0.05)
     if producer.flush(30) > 0 or state.failed is not None:
         raise ReplicationError(f"flow {flow.name}: recovered offset syncs not acknowledged by {flow.target}")
-    return len(syncs)
+
+
+def _resume_points(
+    source_conf: dict[str, object],
+    flow: FlowConfig,
+    partitions: list[tuple[str, str, int]],
+    committed: dict[tuple[str, int], int],
+    index: MappingIndex,
+    recovered: list[OffsetSync],
+    skipped: Callable[[Headers], bool],
+) -> dict[tuple[str, int], int]:
+    """Per partition whose known copies reach past its commit, where copying resumes (``resume``):
+    the mapping's current life and the syncs just recovered are what is known. Durable first: a
+    resume past a recovered copy whose sync was lost would leave that copy without a mapping."""
+    extra = MappingIndex()
+    extra.add(recovered)
+    with throwaway_reader(source_conf, f"{flow.name}-resume") as consumer:
+        bounds = log_bounds(consumer, [(s, p) for s, _t, p in partitions], skip_missing=True)
+    wanted = []
+    for topic, _target, partition in partitions:
+        if (topic, partition) not in bounds:
+            continue
+        low, _end = bounds[(topic, partition)]
+        known = Coverage([*index.segments(flow.name, topic, partition), *extra.segments(flow.name, topic, partition)])
+        wanted.append((topic, partition, max(low, committed.get((topic, partition), low)), known))
+    scan = ResumeScan(source_conf, f"{flow.name}-resume", skipped)
+    return scan.run(wanted, {k: end for k, (_low, end) in bounds.items()})

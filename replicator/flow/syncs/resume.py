@@ -1,0 +1,214 @@
+"""Where an at-least-once flow resumes copying after a crash: past the copies it knows, never past one it does not.
+
+At-least-once commits a source position only after the syncs of the copies before it are durable,
+so a process killed at any instant leaves copies past its last commit: on the target already, with
+a durable offset sync, or matched by content by tail recovery. Resuming at the commit copies every
+one of them a second time (tens of thousands per SIGKILL). Resuming at "one past the last known
+copy" is not safe either: tail recovery matches by content, so its matches need not be contiguous
+(a reverse flow's target can hold originals of records that sit, on the source, after records the
+flow never copied), and resuming past them would skip those records for good.
+
+Only after a crash (``PreviousRun``): after a clean stop the commit is where copying ended, and
+copies past it mean the position was moved back on purpose, to copy again. The rule then: from the
+committed position ``C`` (the source's log start without one), walk the
+source's records in offset order and resume at the first one that is neither a known copy (in the
+mapping's current life, or in the recovered syncs) nor one the flow never copies (``skipped``:
+a record that would close a replication cycle). Offsets the reader never returns (transaction
+markers, aborted records) are passed over as the copier passes over them. A read that stops short
+resumes where it stopped: the rule may copy again, it never skips.
+
+What can still be copied twice: a copy that reached the target but whose offset sync did not, and
+that tail recovery could not match (a tail past its bound, a source record deleted meanwhile).
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+from collections.abc import Callable, Iterable, Sequence
+
+from confluent_kafka import OFFSET_INVALID, KafkaException, TopicPartition
+
+from replicator.client.mapping import Segment
+from replicator.events import Event, Lifecycle
+from replicator.tasks.audit import RangeReader
+
+__all__ = ["Coverage", "Headers", "resume_point", "ResumeScan", "PreviousRun", "PendingResumes"]
+
+_log = logging.getLogger(__name__)
+
+_CHUNK = 20_000  # records per read
+Headers = list[tuple[str, bytes | None]] | None
+
+
+class Coverage:
+    """Which upstream offsets some segments say were copied (segments may overlap or touch)."""
+
+    def __init__(self, segments: Iterable[Segment]) -> None:
+        spans = sorted((s.upstream_start, s.upstream_end) for s in segments)
+        merged: list[tuple[int, int]] = []
+        for lo, hi in spans:
+            if merged and lo <= merged[-1][1] + 1:
+                merged[-1] = (merged[-1][0], max(merged[-1][1], hi))
+            else:
+                merged.append((lo, hi))
+        self._starts = [lo for lo, _hi in merged]
+        self._spans = merged
+
+    def __contains__(self, upstream: int) -> bool:
+        i = bisect.bisect_right(self._starts, upstream) - 1
+        return i >= 0 and self._spans[i][1] >= upstream
+
+    @property
+    def last(self) -> int | None:
+        """The largest covered offset, None when nothing is."""
+        return self._spans[-1][1] if self._spans else None
+
+
+def resume_point(start: int, records: Iterable[tuple[int, bool]], known: Coverage) -> int:
+    """Where copying resumes: ``start`` moved over ``records`` (``(offset, skipped)`` from ``start`` on,
+    in order, as the reader returned them) while each is a known copy or ``skipped``: the first record
+    that is neither, else one past the last record walked. Only what was read counts: a short read
+    ends the walk where it ended."""
+    position = start
+    for offset, skipped in records:
+        if not skipped and offset not in known:
+            return offset
+        position = offset + 1
+    return position
+
+
+class ResumeScan:
+    """Reads the source from each partition's commit to its last known copy and applies ``resume_point``."""
+
+    def __init__(
+        self,
+        source_conf: dict[str, object],
+        client_id: str,
+        skipped: Callable[[Headers], bool],
+        *,
+        max_scan: int = 1_000_000,
+    ) -> None:
+        self._conf = dict(source_conf)
+        self._client_id = client_id
+        self._skipped = skipped
+        self._max_scan = max_scan
+
+    def run(
+        self, wanted: Sequence[tuple[str, int, int, Coverage]], source_end: dict[tuple[str, int], int]
+    ) -> dict[tuple[str, int], int]:
+        """Per ``(topic, partition, start, known)``: the resume offset, where it is past ``start``."""
+        out: dict[tuple[str, int], int] = {}
+        reader: RangeReader | None = None
+        try:
+            for topic, partition, start, known in wanted:
+                last = known.last
+                if last is None or last < start:
+                    continue
+                end = min(last + 1, source_end.get((topic, partition), last + 1))
+                if end - start > self._max_scan:
+                    _log.warning(
+                        "%s[%d]: %d records between the commit and the last known copy, more than %d: resuming "
+                        "at the commit (they are copied again)",
+                        topic, partition, end - start, self._max_scan,
+                    )  # fmt: skip
+                    continue
+                reader = reader or RangeReader(self._conf, self._client_id)
+                at = self._walk(reader, topic, partition, start, end, known)
+                if at > start:
+                    out[(topic, partition)] = at
+        finally:
+            if reader is not None:
+                reader.close()
+        return out
+
+    def _walk(self, reader: RangeReader, topic: str, partition: int, start: int, end: int, known: Coverage) -> int:
+        position = start
+        while position < end:
+            msgs = reader.read(topic, partition, position, min(end, position + _CHUNK))
+            if not msgs:
+                return position  # nothing returned: markers to the end, or a read cut short; never skip
+            records = [(m.offset(), self._skipped(m.headers())) for m in msgs]  # type: ignore[arg-type]
+            at = resume_point(position, records, known)  # type: ignore[arg-type]
+            if at <= records[-1][0]:  # type: ignore[operator]
+                return at  # a record the flow has not copied
+            position = at
+        return position
+
+
+class PreviousRun:
+    """The newest lifecycle event of the flow's runs before this one, as the state log says (a
+    ``StateView`` handler of ``lifecycle`` events; this run's own ``started`` is left out).
+
+    ``crashed``: the flow's previous run ended without a clean stop (its newest event is not
+    ``stopped``, or there is none). After a clean stop the commit is where copying ended, so known
+    copies past it mean an operator moved the position back on purpose, to copy again (as MM2's
+    ``connect offsets alter``): that is honoured, and only a crash resumes past the commit. Several
+    processes of one flow: any other process's newer ``started`` counts as a crash (it is safe:
+    ``PendingResumes`` never starts below the commit as it stands at assignment)."""
+
+    def __init__(self, own_start: Lifecycle) -> None:
+        self._own = own_start
+        self._newest: Lifecycle | None = None
+
+    def take(self, event: Event) -> None:
+        own = self._own
+        if not isinstance(event, Lifecycle) or event.flow != own.flow:
+            return
+        if (event.replicator_id, event.state, event.emitted_at_ms) == (own.replicator_id, own.state, own.emitted_at_ms):
+            return  # this run's own start, read back
+        if self._newest is None or event.emitted_at_ms >= self._newest.emitted_at_ms:
+            self._newest = event
+
+    @property
+    def crashed(self) -> bool:
+        return self._newest is None or self._newest.state != "stopped"
+
+
+class PendingResumes:
+    """The resume offsets found at start, each used once, at its partition's first assignment, and
+    never below the commit as it stands then (another process of the flow may have moved on since:
+    a partition is resumed past its commit only by the process that owns it when it is assigned)."""
+
+    def __init__(
+        self, resume_at: dict[tuple[str, int], int], read_committed: Callable[[set[str]], dict[tuple[str, int], int]]
+    ) -> None:
+        self._at = dict(resume_at)
+        self._read_committed = read_committed
+
+    def wanted(self, keys: Iterable[tuple[str, int]]) -> bool:
+        return any(k in self._at for k in keys)
+
+    def drop(self, keys: Iterable[tuple[str, int]]) -> None:
+        """Forget ``keys``' resumes (a new life of their topic: nothing of it is known copied)."""
+        for k in keys:
+            self._at.pop(k, None)
+
+    def starts(self, partitions: Sequence[TopicPartition]) -> tuple[list[TopicPartition], list[TopicPartition]]:
+        """(the starts to assign, those of them to commit). A partition with a resume and no start
+        of its own (``OFFSET_INVALID``: its commit) starts at the resume when that is past its
+        commit now; a commit that cannot be read leaves the committed start: copies again, never skips."""
+        wanted = {}
+        for tp in partitions:
+            at = self._at.pop((tp.topic, tp.partition), None)
+            if at is not None and tp.offset == OFFSET_INVALID:
+                wanted[(tp.topic, tp.partition)] = at
+        if not wanted:
+            return list(partitions), []
+        try:
+            now = self._read_committed({t for t, _p in wanted})
+        except KafkaException as exc:
+            _log.warning("committed offsets unreadable (%s): resuming at them", exc)
+            return list(partitions), []
+        out, moved = [], []
+        for tp in partitions:
+            key = (tp.topic, tp.partition)
+            if key in wanted and wanted[key] > now.get(key, -1):
+                _log.info(
+                    "%s[%d] resumes at %d, past its commit %s: the records before it are copied already",
+                    tp.topic, tp.partition, wanted[key], now.get(key, "(none)"),
+                )  # fmt: skip
+                tp = TopicPartition(tp.topic, tp.partition, wanted[key])
+                moved.append(tp)
+            out.append(tp)
+        return out, moved

@@ -1,0 +1,123 @@
+"""Where an at-least-once flow resumes after a crash (pure: no cluster): past every copy it knows,
+never past a record it has not copied (issue 39 item 1)."""
+
+from __future__ import annotations
+
+from confluent_kafka import OFFSET_INVALID, KafkaException, TopicPartition
+from hypothesis import given
+from hypothesis import strategies as st
+
+from replicator.client.mapping import Segment
+from replicator.events import Lifecycle
+from replicator.flow.syncs.resume import Coverage, PendingResumes, PreviousRun, resume_point
+
+
+def _seg(lo: int, hi: int, delta: int = 0) -> Segment:
+    return Segment(downstream_start=lo + delta, upstream_start=lo, upstream_end=hi, downstream_end=hi + delta)
+
+
+def test_coverage_merges_touching_and_overlapping_segments():
+    known = Coverage([_seg(10, 19), _seg(20, 24, 3), _seg(22, 30), _seg(40, 40)])
+    assert [u for u in range(0, 45) if u in known] == [*range(10, 31), 40]
+    assert known.last == 40
+    assert Coverage([]).last is None and 5 not in Coverage([])
+
+
+def test_a_crash_resumes_past_the_copies_a_sync_or_recovery_knows():
+    known = Coverage([_seg(0, 40), _seg(41, 52, 7)])  # mapped up to 40; 41..52 recovered by content
+    records = [(u, False) for u in range(30, 53)]
+    assert resume_point(30, records, known) == 53
+
+
+def test_the_walk_stops_at_the_first_record_never_copied_even_with_known_copies_after_it():
+    """The reverse flow of a failback (the reverted first attempt's loss): the target holds originals
+    of source records 60..79, matched by content, but source records 30..59 were never copied."""
+    known = Coverage([_seg(0, 29), _seg(60, 79, -40)])
+    records = [(u, False) for u in range(0, 80)]
+    assert resume_point(0, records, known) == 30
+
+
+def test_records_the_flow_never_copies_and_offsets_never_returned_are_walked_over():
+    known = Coverage([_seg(0, 4), _seg(6, 9, -1), _seg(12, 14, -3)])
+    # 5: a record from the target (a cycle: never copied); 10 and 11: a transaction's marker and an
+    # aborted record, which the reader does not return
+    records = [(u, u == 5) for u in [*range(0, 10), 12, 13, 14]]
+    assert resume_point(0, records, known) == 15
+
+
+def test_a_short_read_resumes_where_it_ended():
+    known = Coverage([_seg(0, 99)])
+    assert resume_point(10, [(u, False) for u in range(10, 40)], known) == 40  # not 100
+    assert resume_point(10, [], known) == 10
+
+
+@given(
+    st.lists(st.tuples(st.booleans(), st.booleans(), st.booleans()), max_size=60),
+    st.integers(min_value=0, max_value=20),
+)
+def test_the_resume_never_skips_a_record_it_has_not_copied(flags, start):
+    """Every record before the resume is a known copy or skipped; the resume is the first record
+    that is neither, or one past the last record read."""
+    offsets = [start + i for i, (returned, _k, _s) in enumerate(flags) if returned]
+    known_set = {start + i for i, (_r, k, _s) in enumerate(flags) if k}
+    known = Coverage([_seg(u, u) for u in known_set])
+    records = [(u, flags[u - start][2]) for u in offsets]
+    at = resume_point(start, records, known)
+    walked = [(u, s) for u, s in records if u < at]
+    assert all(s or u in known_set for u, s in walked)
+    stops = [u for u, s in records if not s and u not in known_set]
+    assert at == (stops[0] if stops else (offsets[-1] + 1 if offsets else start))
+
+
+def test_a_resume_is_used_once_at_first_assignment_and_never_below_the_commit_then():
+    reads = []
+
+    def committed(topics: set[str]) -> dict[tuple[str, int], int]:
+        reads.append(sorted(topics))
+        return {("t", 0): 10, ("t", 1): 90}
+
+    pending = PendingResumes({("t", 0): 50, ("t", 1): 50, ("u", 0): 7}, committed)
+    assert pending.wanted([("t", 0)]) and not pending.wanted([("v", 0)])
+    parts = [TopicPartition("t", 0, OFFSET_INVALID), TopicPartition("t", 1, OFFSET_INVALID)]
+    starts, moved = pending.starts(parts)
+    # t[1]'s commit moved past the resume meanwhile (another process copied on): its commit wins
+    assert [(tp.partition, tp.offset) for tp in starts] == [(0, 50), (1, OFFSET_INVALID)]
+    assert [(tp.partition, tp.offset) for tp in moved] == [(0, 50)]
+    assert reads == [["t"]]
+    assert not pending.wanted([("t", 0), ("t", 1)])  # used once: a later assignment starts at the commit
+    pending.drop([("u", 0)])  # a new life of u: nothing of it is known copied
+    assert not pending.wanted([("u", 0)])
+
+
+def test_a_start_of_its_own_or_an_unreadable_commit_keeps_the_committed_start():
+    def unreadable(_topics: set[str]) -> dict[tuple[str, int], int]:
+        raise KafkaException("coordinator not available")
+
+    pending = PendingResumes({("t", 0): 50, ("t", 1): 50}, unreadable)
+    reset = TopicPartition("t", 0, 3)  # a re-created topic's log start
+    starts, moved = pending.starts([reset, TopicPartition("t", 1, OFFSET_INVALID)])
+    assert [(tp.partition, tp.offset) for tp in starts] == [(0, 3), (1, OFFSET_INVALID)] and moved == []
+
+
+def _life(rid: str, state: str, at: int, flow: str = "A->B") -> Lifecycle:
+    return Lifecycle(flow=flow, replicator_id=rid, state=state, emitted_at_ms=at)
+
+
+def _previous(own: Lifecycle, *events: Lifecycle) -> PreviousRun:
+    previous = PreviousRun(own)
+    for e in (*events, own):
+        previous.take(e)
+    return previous
+
+
+def test_only_a_run_that_did_not_stop_cleanly_is_resumed_past_its_commit():
+    """After a clean stop, copies past the commit mean the position was moved back on purpose."""
+    me = _life("me", "started", 100)
+    assert _previous(me).crashed  # nothing known: resuming past known copies never loses a record
+    assert _previous(me, _life("r1", "started", 10)).crashed  # killed
+    assert _previous(me, _life("r1", "stopped", 10), _life("r2", "error", 15)).crashed
+    assert not _previous(me, _life("r1", "started", 10), _life("r2", "stopped", 15)).crashed
+    # one id for every run (a configured replicator_id): its own previous run counts
+    assert not _previous(me, _life("me", "started", 10), _life("me", "stopped", 20)).crashed
+    assert _previous(me, _life("me", "stopped", 10), _life("me", "started", 20)).crashed
+    assert _previous(me, _life("r1", "stopped", 10, flow="B->A")).crashed  # another flow's stop
