@@ -26,6 +26,7 @@ from replicator.events import (
     GroupSync,
     Heartbeat,
     Lifecycle,
+    MetadataChange,
     OffsetSync,
     RecordsLostBeforeCopy,
     SchemaRegistry,
@@ -299,6 +300,19 @@ SAMPLES = [
         to_offset=1000,
         records=700,
         noticed="running",
+    ),
+    MetadataChange(
+        flow="A->B",
+        replicator_id="r",
+        source_cluster="A",
+        target_cluster="B",
+        kind="acl",
+        action="deleted",
+        topic="A.acct",
+        source_topic="acct",
+        acl="LITERAL|User:alice|*|READ|ALLOW",
+        source_acl="LITERAL|User:alice|*|ALL|ALLOW",
+        reason="the source binding is gone",
     ),
 ]
 

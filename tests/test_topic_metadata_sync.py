@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from confluent_kafka import KafkaException
+from confluent_kafka import KafkaException, Producer
 from confluent_kafka.admin import (
     AclBinding,
     AclBindingFilter,
@@ -18,10 +18,13 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
+from mirrorlake.groundtruth import state_events
 from mirrorlake.traffic import ensure_topic
+from replicator.events import MetadataChange
 from replicator.flow.runtime import Replicator
 from replicator.metadata.acls import target_binding
 from replicator.metadata.topic_configs import DefaultConfigPropertyFilter
+from replicator.metadata.topic_deletions import RemoteTopicDeletions
 from tests.waiting import wait_for
 
 
@@ -109,3 +112,156 @@ def test_configs_and_acls_are_synced_and_followed_while_running(kafka_clusters, 
     finally:
         replicator.stop()
         replicator.wait(60)
+
+
+def _produce(bootstrap: str, topic: str) -> None:
+    producer = Producer({"bootstrap.servers": bootstrap})
+    for i in range(10):
+        producer.produce(topic, key=f"k{i}".encode(), value=b"v")
+    assert producer.flush(30) == 0
+
+
+def _changes(bootstrap: str, topics: set[str]) -> list[MetadataChange]:
+    events = state_events(bootstrap, "mirrorlake.events")
+    return [e for e in events if isinstance(e, MetadataChange) and e.source_topic in topics]
+
+
+def _topics(bootstrap: str) -> set[str]:
+    return set(AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=30).topics)
+
+
+def _acls_on(bootstrap: str, topic: str) -> set[str]:
+    query = AclBindingFilter(
+        ResourceType.TOPIC, topic, ResourcePatternType.ANY, None, None, AclOperation.ANY, AclPermissionType.ANY
+    )
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    return {x.principal for x in admin.describe_acls(query).result(30)}
+
+
+def _create_acls(bootstrap: str, bindings: list[AclBinding]) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})  # held: a collected client cancels its requests
+    for future in admin.create_acls(bindings).values():
+        future.result(30)
+
+
+def _delete_acls(bootstrap: str, bindings: list[AclBinding]) -> None:
+    filters = [
+        AclBindingFilter(b.restype, b.name, b.resource_pattern_type, b.principal, b.host, b.operation,
+                         b.permission_type)
+        for b in bindings
+    ]  # fmt: skip
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for future in admin.delete_acls(filters).values():
+        future.result(30)
+
+
+def _delete_topic(bootstrap: str, topic: str) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.delete_topics([topic])[topic].result(30)
+
+
+def _run_until(config, check, what: str) -> None:  # noqa: ANN001
+    replicator = Replicator(config, status_port=None)
+    replicator.start()
+    try:
+        wait_for(check, what, timeout_s=90)
+    finally:
+        replicator.stop()
+        replicator.wait(60)
+
+
+@pytest.mark.kafka
+def test_opt_in_deletions_remove_only_what_the_flow_created_even_after_a_restart(kafka_clusters, unique_topic):
+    """Issue 39 item 3: a source binding removed removes its copy on the target, and only a copy the
+    flow made (an operator's binding of the same shape stays); a source topic deleted while no
+    process ran deletes its remote topic at the next start; each decision is a metadata_change
+    event, and the restarted flow knows the bindings it made from those events."""
+    keep, gone = unique_topic("acl-keep"), unique_topic("acl-gone")
+    a, b = kafka_clusters.bootstrap("A"), kafka_clusters.bootstrap("B")
+    for t in (keep, gone):
+        ensure_topic(a, t, 1)
+        _produce(a, t)  # copied: the mapping knows the topic
+    alice, bob, carol = (acl(keep, f"User:{u}", AclOperation.READ) for u in ("alice", "bob", "carol"))
+    _create_acls(a, [alice, bob, carol])
+    remote = f"A.{keep}"
+    ensure_topic(b, remote, 1)
+    _create_acls(b, [acl(remote, "User:carol", AclOperation.READ)])  # the operator's, before any run
+    config = kafka_clusters.config(
+        flows=[{"source": "A", "target": "B", "topics": [keep, gone], "sync_topic_configs_interval_seconds": 1,
+                "sync_acl_deletions": True, "sync_topic_deletions": True}]
+    )  # fmt: skip
+    _run_until(
+        config,
+        lambda: _acls_on(b, remote) == {"User:alice", "User:bob", "User:carol"} and f"A.{gone}" in _topics(b),
+        "the copies of the bindings",
+    )
+    _delete_acls(a, [bob, carol])
+    _delete_topic(a, gone)
+    wait_for(lambda: gone not in _topics(a), "the source topic's deletion")
+
+    _run_until(
+        config,
+        lambda: "User:bob" not in _acls_on(b, remote) and f"A.{gone}" not in _topics(b),
+        "bob's copy and the deleted topic's remote topic deleted",
+    )
+    assert _acls_on(b, remote) == {"User:alice", "User:carol"}  # carol's is the operator's: untouched
+    changes = _changes(b, {keep, gone})
+    acls = sorted((c.action, c.acl, c.source_acl, c.topic) for c in changes if c.kind == "acl")
+    alice_t, bob_t = ("LITERAL|User:alice|*|READ|ALLOW", "LITERAL|User:bob|*|READ|ALLOW")
+    assert acls == [
+        ("created", alice_t, alice_t, remote),
+        ("created", bob_t, bob_t, remote),
+        ("deleted", bob_t, bob_t, remote),
+    ]  # never carol's: the flow did not create it
+    topics = [(c.action, c.topic) for c in changes if c.kind == "topic"]
+    assert topics == [("deleted", f"A.{gone}")]
+
+
+@pytest.mark.kafka
+def test_without_the_opt_in_a_deleted_source_topic_and_binding_are_kept_and_said(kafka_clusters, unique_topic):
+    """The default (MM2's): nothing is deleted on the target; a source topic deleted while the flow
+    runs is a ``kept`` event naming why, once."""
+    topic = unique_topic("kept")
+    a, b = kafka_clusters.bootstrap("A"), kafka_clusters.bootstrap("B")
+    ensure_topic(a, topic, 1)
+    _produce(a, topic)
+    dave = acl(topic, "User:dave", AclOperation.READ)
+    _create_acls(a, [dave])
+    config = kafka_clusters.config(
+        flows=[{"source": "A", "target": "B", "topics": [topic], "sync_topic_configs_interval_seconds": 1}]
+    )
+    remote = f"A.{topic}"
+    replicator = Replicator(config, status_port=None)
+    replicator.start()
+    try:
+        wait_for(lambda: _acls_on(b, remote) == {"User:dave"}, "dave's copy")
+        _delete_acls(a, [dave])
+        _delete_topic(a, topic)
+        wait_for(lambda: any(c.kind == "topic" for c in _changes(b, {topic})), "the decision about the remote topic")
+    finally:
+        replicator.stop()
+        replicator.wait(60)
+    assert remote in _topics(b) and _acls_on(b, remote) == {"User:dave"}
+    (decision,) = [c for c in _changes(b, {topic}) if c.kind == "topic"]
+    assert (decision.action, decision.topic, decision.reason) == (
+        "kept",
+        remote,
+        "deleted on the source; sync_topic_deletions is off",
+    )
+
+
+@pytest.mark.kafka
+def test_the_identity_policy_never_deletes_a_remote_topic(kafka_clusters, unique_topic):
+    """Under identity the remote topic has the source's name: the target's topic may hold records of its own."""
+    a, b = kafka_clusters.bootstrap("A"), kafka_clusters.bootstrap("B")
+    topic = unique_topic("identity")  # exists on B only: deleted on A (or never there)
+    ensure_topic(b, topic, 1)
+    deletions = RemoteTopicDeletions(
+        AdminClient({"bootstrap.servers": a}), AdminClient({"bootstrap.servers": b}), enabled=True
+    )
+    (decision,) = deletions.decide({topic: topic})
+    assert decision.action == "kept" and "identity policy" in decision.reason
+    assert topic in _topics(b)
+    existing = unique_topic("exists")
+    ensure_topic(a, existing, 1)
+    assert deletions.decide({existing: f"A.{existing}"}) == []  # only left the selection: not deleted

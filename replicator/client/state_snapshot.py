@@ -36,7 +36,18 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaExcepti
 
 from replicator.client.mapping import Segment
 from replicator.errors import EventDecodeError, ReplicationError
-from replicator.events import AuditWindow, Checkpoint, Event, Failback, Failover, Lifecycle, Watermark, decode, encode
+from replicator.events import (
+    AuditWindow,
+    Checkpoint,
+    Event,
+    Failback,
+    Failover,
+    Lifecycle,
+    MetadataChange,
+    Watermark,
+    decode,
+    encode,
+)
 from replicator.events.validity import MAX_PARTITION, is_topic_name
 from replicator.kafka.clients import new_consumer
 from replicator.kafka.errors import kafka_error_reason
@@ -73,7 +84,7 @@ SEEN_TYPES = (
     "topic_recreated",
 )
 # What a snapshot writer must decode from the log for its snapshot to be complete.
-SNAPSHOT_TYPES = (*SEEN_TYPES, "audit_window")
+SNAPSHOT_TYPES = (*SEEN_TYPES, "audit_window", "metadata_change")
 
 
 def snapshot_topic(state_topic: str) -> str:
@@ -91,6 +102,8 @@ def latest_key(event: Event) -> LatestKey | None:
         return ("watermark", event.side, topic, str(event.partition))
     if isinstance(event, Lifecycle):
         return ("lifecycle", event.replicator_id)
+    if isinstance(event, MetadataChange):  # the last decision about each binding or remote topic
+        return ("metadata_change", event.kind, event.topic, event.acl or "")
     if isinstance(event, Failover | Failback):  # every one is kept: its id is its identity
         return (event.event_type, event.event_id or f"{event.replicator_id}@{event.emitted_at_ms}")
     return None

@@ -145,6 +145,18 @@ class FlowConfig(_Model):
         description="topic config keys never synced (MM2's config.properties.exclude); divergence marks them expected",
     )
     sync_topic_acls: bool = Field(default=True, description="MM2's sync.topic.acls.enabled")
+    sync_acl_deletions: bool = Field(
+        default=False,
+        description="opt-in: a target ACL binding this flow created is deleted once the source binding it copies "
+        "is gone (as Orbit and Shadowing do); bindings anyone else made are never touched. Each creation and "
+        "deletion is a metadata_change event",
+    )
+    sync_topic_deletions: bool = Field(
+        default=False,
+        description="opt-in: a source topic the flow copied, once deleted, deletes its remote topic on the target "
+        "(found while running, or at the next start); never under the identity policy, where the target's topic "
+        "of that name may hold its own records. Either way the decision is a metadata_change event",
+    )
     on_topic_recreated: Literal["continue", "stop"] = Field(
         default="continue",
         description="a source topic deleted and created again (a new topic id): continue copies the new "

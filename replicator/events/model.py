@@ -449,6 +449,25 @@ class RecordsLostBeforeCopy(Event):
     noticed: str
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MetadataChange(Event):
+    """A decision of the flow's metadata sync about a remote topic or an ACL binding on the target:
+    ``created``, ``deleted``, ``kept`` (a deletion not made, ``reason`` says why) or ``failed``.
+    ACL creations are recorded always: deletions (opt-in) remove only bindings the flow created.
+    ``acl``/``source_acl``: ``pattern_type|principal|host|operation|permission`` (``kind`` acl)."""
+
+    event_type: ClassVar[str] = "metadata_change"
+    source_cluster: str
+    target_cluster: str
+    kind: str
+    action: str
+    topic: str
+    source_topic: str
+    acl: str | None = None
+    source_acl: str | None = None
+    reason: str | None = None
+
+
 EVENT_TYPES: dict[str, type[Event]] = {
     cls.event_type: cls
     for cls in (
@@ -464,5 +483,6 @@ EVENT_TYPES: dict[str, type[Event]] = {
         Failback,
         TopicRecreated,
         RecordsLostBeforeCopy,
+        MetadataChange,
     )
 }

@@ -105,6 +105,7 @@ RULES: dict[str, tuple[Rule, ...]] = {
         Rule("to_offset", "offset"),
         Rule("records", "offset"),
     ),
+    "metadata_change": _TOPICS("topic", "source_topic"),
 }
 
 

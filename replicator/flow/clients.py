@@ -22,6 +22,7 @@ from replicator.kafka.position_store import PositionStore
 from replicator.kafka.settings import consumer_config, idempotent_producer_config, producer_config
 from replicator.metadata.acls import TopicAclSync
 from replicator.metadata.topic_configs import DefaultConfigPropertyFilter, TopicConfigSync
+from replicator.metadata.topic_deletions import RemoteTopicDeletions
 from replicator.metadata.topics import TopicManager
 
 __all__ = ["FlowClients", "ClientFactory", "kafka_clients"]
@@ -44,6 +45,7 @@ class FlowClients:
     topics: TopicManager
     config_sync: TopicConfigSync
     acl_sync: TopicAclSync
+    topic_deletions: RemoteTopicDeletions
     outages: Outages
     positions: PositionStore | None = None
     copy_settings: dict[str, Any] | None = None
@@ -85,7 +87,8 @@ def kafka_clients(config: MirrorlakeConfig, flow: FlowConfig, *, replicator_id: 
             config_sync=TopicConfigSync(
                 source_admin, target_admin, DefaultConfigPropertyFilter(flow.config_properties_exclude)
             ),
-            acl_sync=TopicAclSync(source_admin, target_admin),
+            acl_sync=TopicAclSync(source_admin, target_admin, deletions=flow.sync_acl_deletions),
+            topic_deletions=RemoteTopicDeletions(source_admin, target_admin, enabled=flow.sync_topic_deletions),
             outages=outages,
         )
         if copies_natively(flow):

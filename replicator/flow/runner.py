@@ -29,12 +29,13 @@ from confluent_kafka.admin import OffsetSpec
 
 from replicator.access.permissions import AUTHORIZATION_CODES
 from replicator.client.group_offsets import committed_offsets
+from replicator.client.mapping_index import MappingIndex
 from replicator.client.policy import ReplicationPolicy, policy_from_config
 from replicator.client.provenance import Provenance
 from replicator.config import FlowConfig, MirrorlakeConfig
 from replicator.config.topology import provenance_enabled
 from replicator.errors import ReplicationError
-from replicator.events import Event, Lifecycle
+from replicator.events import Event, Lifecycle, MetadataChange
 from replicator.flow.clients import ClientFactory, FlowClients, kafka_clients
 from replicator.flow.control.caught_up import CaughtUpCheck
 from replicator.flow.control.outage import ADMIN_ERRORS, TRANSPORT_CODES, Side
@@ -127,6 +128,7 @@ class FlowRunner:
         # those assigned, to commit
         self._resumes = PendingResumes({}, self._read_committed)
         self._resume_due: list[TopicPartition] = []
+        self._decided_topics: set[str] = set()  # source topics with a metadata_change of kind topic
         self._rejoin = RejoinWatchdog(_REJOIN_AFTER_S)
         self._tasks: StateTasks | None = None
         self._clients: FlowClients | None = None
@@ -221,7 +223,9 @@ class FlowRunner:
         self.stats.in_flight = lambda: self._copier.in_flight
         self.stats.leading = lambda: self.leads_state_tasks
         self.stats.waiting = lambda: self._outages.waiting
-        self._metadata_sync = TopicMetadataSync(self.flow, clients, self._follower.target_topics, self._outages)
+        self._metadata_sync = TopicMetadataSync(
+            self.flow, clients, self._follower.target_topics, self._outages, self._emit_event, self.replicator_id
+        )
         self._caught_up = CaughtUpCheck(self._consumer, self.commits, self.ledger, clients.topics.source_end_offsets)
 
     # -- the loop ----------------------------------------------------------------------------
@@ -262,8 +266,10 @@ class FlowRunner:
         self._tasks = tasks
         self._stop_flag = _Either(stop, requested)
         tasks.ctx.view.subscribe(Lifecycle.event_type, previous.take)
+        tasks.ctx.view.subscribe(MetadataChange.event_type, self._take_metadata_change)
         try:
             tasks.ctx.view.refresh()  # the mapping's lives: which topic id each source topic was copied under
+            self._metadata_sync.seed(self._copied_topics(tasks.ctx.view.index), self._decided_topics)
             if self._guarded(self._follower.refresh, "source", "target"):
                 self._guarded(lambda: self._check_lives("start"), "source")
             if not self.flow.exactly_once:  # exactly-once: copies without a sync were never committed
@@ -587,6 +593,30 @@ class FlowRunner:
         source = self.config.cluster(self.flow.source).client_config()
         found = committed_offsets(source, consumer_group_id(self.flow), sorted(topics))
         return {(o.topic, o.partition): o.offset for o in found}
+
+    def _copied_topics(self, index: MappingIndex) -> dict[str, str]:
+        """Source topic -> remote topic of every topic the mapping says this flow copied."""
+        name = self.flow.name
+        topics = {topic for _f, topic, _p in index.partitions(name)}
+        return {t: index.target_topic(name, t) or self.policy.format_remote_topic(self.flow.source, t) for t in topics}
+
+    def _take_metadata_change(self, event: Event) -> None:
+        """The ACL bindings the flow created (every process's events, read back): what deletions may
+        touch; and the source topics whose deletion was decided already."""
+        if not isinstance(event, MetadataChange) or event.flow != self.flow.name:
+            return
+        if event.kind == "topic":
+            self._decided_topics.add(event.source_topic)
+            return
+        if self._clients is not None and event.acl and event.source_acl:
+            self._clients.acl_sync.created.take(
+                event.action, event.topic, event.acl, event.source_topic, event.source_acl
+            )
+
+    def _emit_event(self, event: Event) -> None:
+        """Emit a state event outside any transaction; the loop's polling delivers it."""
+        if self._clients is not None:
+            StateLog(self._clients.lifecycle_producer, self.config.state_topic).emit(event)
 
     def _emit_durably(self, event: Event) -> None:
         if self._clients is None:
