@@ -85,6 +85,7 @@ class TopicLives:
         self._new: dict[str, str] = {}  # re-created topic -> its new id, until adopted
         self._unannounced: dict[str, tuple[Recreated, RemoteTopic, str]] = {}
         self.pending_reset: set[tuple[str, int]] = set()  # partitions to start at their log start when assigned
+        self._said: dict[tuple[str, int], int] = {}  # per partition, the end of the losses said so far
 
     def adopt(self, topic: str) -> None:
         """The syncs of ``topic`` carry its new id from now on (its old life's copies are settled)."""
@@ -163,9 +164,12 @@ class TopicLives:
         )  # fmt: skip
 
     def lost(self, topic: str, partition: int, position: int, log_start: int, noticed: str) -> None:
-        """Records ``[position, log_start)`` were deleted before the flow copied them: say so, once."""
+        """Records ``[position, log_start)`` were deleted before the flow copied them: say so, once.
+        A range this process said already is not said again (a later check starts where it ended)."""
+        position = max(position, self._said.get((topic, partition), position))
         if log_start <= position:
             return
+        self._said[(topic, partition)] = log_start
         flow = self._flow
         n = log_start - position
         self._emit(
@@ -190,10 +194,17 @@ class TopicLives:
             flow.name, topic, partition, position, log_start - 1, n, flow.source, flow.target,
         )  # fmt: skip
 
-    def check_committed(self, committed: Mapping[tuple[str, int], int]) -> None:
+    def check_committed(
+        self, committed: Mapping[tuple[str, int], int], known: Mapping[tuple[str, int], int] | None = None
+    ) -> None:
         """At the flow's start: a committed position (``committed``, the flow group's) that the log start
-        has passed is a loss. Every process of the flow may say so: the event's id is the loss's own, so
-        readers count it once."""
+        has passed is a loss, from the commit or past the last copy the mapping knows (``known``: per
+        partition, one past it), whichever is later: a killed process's copies past its commit are not
+        lost. Every process of the flow may say so: the event's id is the loss's own, so readers count
+        it once. (Copies a killed process left without a durable sync, whose source records are gone,
+        cannot be told apart and are counted lost.)"""
+        known = known or {}
+        committed = {tp: max(c, known.get(tp, c)) for tp, c in committed.items()}
         behind = [tp for tp in committed if tp[0] not in {t for t, _p in self.pending_reset}]
         starts = log_offsets(self._admin, behind, OffsetSpec.earliest())
         for tp in behind:
