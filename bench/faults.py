@@ -119,12 +119,23 @@ def cluster_pair(work_dir: Path) -> Iterator[Pair]:
 
 # -- the pieces of a scenario ----------------------------------------------------------------------
 class SteadyProducer:
-    """Writes unique keys to the source at about ``rate`` records/s until stopped; counts acknowledged."""
+    """Writes unique keys to the source at about ``rate`` records/s until stopped; counts acknowledged.
 
-    def __init__(self, bootstrap: str, topic: str, rate: int) -> None:
-        self._producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "enable.idempotence": True})
+    Keys are ``<uuid>-<n>``, or ``<prefix><n>`` with ``prefix``; records go round-robin over the
+    first ``partitions`` partitions, or by key with ``partitions=None`` (so partitions added while
+    it runs get records too: metadata is refreshed every 2 s)."""
+
+    def __init__(
+        self, bootstrap: str, topic: str, rate: int, *, prefix: str | None = None, partitions: int | None = PARTITIONS
+    ) -> None:
+        self._producer = Producer(
+            {"bootstrap.servers": bootstrap, "linger.ms": 5, "enable.idempotence": True,
+             "topic.metadata.refresh.interval.ms": 2000, "log_level": 0}
+        )  # fmt: skip
         self._topic = topic
         self._rate = rate
+        self._prefix = prefix
+        self._partitions = partitions
         self._stop = threading.Event()
         self.acked = 0
         self.failed = 0
@@ -143,11 +154,12 @@ class SteadyProducer:
         i, step = 0, max(1, self._rate // 20)
         while not self._stop.is_set():
             for _ in range(step):
-                key = f"{uuid.uuid4().hex}-{i}".encode()
+                key = (f"{self._prefix}{i}" if self._prefix is not None else f"{uuid.uuid4().hex}-{i}").encode()
+                where = {} if self._partitions is None else {"partition": i % self._partitions}
                 while True:
                     try:
                         self._producer.produce(
-                            self._topic, key=key, value=key * 2, partition=i % PARTITIONS, on_delivery=self._delivered
+                            self._topic, key=key, value=key * 2, on_delivery=self._delivered, **where
                         )
                         break
                     except BufferError:

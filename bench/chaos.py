@@ -1,0 +1,568 @@
+"""A nemesis soak: active/active replication under a seeded schedule of faults, judged by the clusters' contents.
+
+Two local clusters S and T of its own; flows S->T and T->S (default policy: ``S.orders`` on T,
+``T.orders`` on S), each run by ``--processes`` replicator processes (``mirrorlake replicate``, the
+same config: the flows' partitions are shared through their consumer groups). While it runs:
+producers write ``orders`` on both sides (unique keys, partitioned by key), a transactional producer writes
+``payments`` on S with one transaction in five aborted, and a consumer group on each side reads
+``orders`` and commits. A schedule drawn from ``--seed`` injects, one after another (sometimes two
+at once):
+
+- ``kill-replicator`` / ``term-replicator``: SIGKILL / SIGTERM one replicator process, restarted after the hold;
+- ``kill-broker`` / ``freeze-broker``: SIGKILL (restart) / SIGSTOP (SIGCONT) the broker of S or T;
+- ``kill-both``: the source broker and a replicator SIGKILLed together (issue 39 item 0);
+- ``add-partition``: ``orders`` on S gains a partition;
+- ``delete-unreplicated``: every replicator stopped, records produced to ``S.orders[0]`` and deleted
+  there (delete-records) before any copy, the replicators started again.
+
+At the end the producers and groups stop, the replicators run until caught up, and everything is
+judged from the clusters' contents (``mirrorlake.groundtruth``), never from mirrorlake's own figures:
+
+- ``missing``: records on a source (read_committed) with no copy on the target: must be 0;
+- ``aborted``: records of aborted transactions on a target: must be 0;
+- ``duplicated``: copies beyond a record's first (at-least-once; the aim is 0);
+- ``lost_before_copy``: records deleted before their copy, against the sum of the flow's
+  ``records_lost_before_copy`` events: must be equal;
+- ``mapping``: source offsets whose translation through the flow's offset syncs differs from the
+  latest copy's (``GroundTruth``): must be 0;
+- ``groups``: each group's last checkpoint, against its committed offset and the exact translation.
+
+    .venv/bin/python -m bench.chaos --seed 7 --minutes 3
+    .venv/bin/python -m bench.chaos --seed 7 --minutes 30 --out bench/results/chaos-<date>.txt
+
+Prints the schedule, each figure and last ``chaos_failures=<n>``; exit 1 when a must-be figure is off.
+Not yet in the schedule: a network partition (iptables), a topic deleted and re-created, a target
+topic turned compacted (issue 39 item 4).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import logging
+import os
+import random
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+if __package__ in (None, ""):  # run as a file: make ``bench`` importable
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import yaml
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewPartitions
+
+from bench.faults import SteadyProducer
+from bench.replicate_vs_mm2 import cluster_config
+from mirrorlake.groundtruth import GroundTruth, Rec, read_partition, state_events
+from mirrorlake.localkafka import LocalBroker, down, local_brokers, up
+from mirrorlake.traffic import ensure_topic
+from replicator.client.failover_cost import interval_union
+from replicator.client.mapping_index import MappingIndex
+from replicator.client.translation import translate_offsets
+from replicator.config import MirrorlakeConfig, parse_config
+from replicator.errors import TranslationError
+from replicator.events import RecordsLostBeforeCopy
+from replicator.kafka.log_bounds import partition_bounds, throwaway_reader
+from replicator.tasks.audit import RangeReader
+
+ROOT = Path(__file__).resolve().parent.parent
+SIDES = ("S", "T")
+PARTITIONS = 3
+STATE_TOPIC = "mirrorlake.events"
+KINDS = (
+    "kill-replicator",
+    "term-replicator",
+    "kill-broker",
+    "freeze-broker",
+    "kill-both",
+    "add-partition",
+    "delete-unreplicated",
+)
+_log = logging.getLogger("bench.chaos")
+
+
+@dataclass(frozen=True)
+class Fault:
+    at_s: float
+    kind: str
+    side: str  # the broker's cluster (S or T), or the replicator process index as text
+    hold_s: float
+
+    def __str__(self) -> str:
+        return f"{self.at_s:6.1f} s  {self.kind:<20} {self.side:<3} hold {self.hold_s:4.1f} s"
+
+
+def schedule(seed: int, seconds: float, processes: int) -> list[Fault]:
+    """The faults of a run, from ``seed`` alone: the same seed gives the same schedule."""
+    rng = random.Random(seed)
+    out: list[Fault] = []
+    t = 12.0
+    while t < seconds - 20:
+        kind = rng.choice(KINDS)
+        if kind in ("kill-replicator", "term-replicator"):
+            side = str(rng.randrange(processes))
+        elif kind in ("add-partition", "delete-unreplicated", "kill-both"):
+            side = "S"
+        else:
+            side = rng.choice(SIDES)
+        hold = round(rng.uniform(2.0, 8.0), 1)
+        out.append(Fault(round(t, 1), kind, side, hold))
+        if rng.random() < 0.25:  # two faults at once: a replicator dies during the other
+            out.append(Fault(round(t + 0.5, 1), "kill-replicator", str(rng.randrange(processes)), hold))
+        t += hold + rng.uniform(6.0, 12.0)
+    return out
+
+
+# -- the load ------------------------------------------------------------------------------------
+class TransactionalProducer:
+    """Transactions of 20 records to ``payments``; one in five aborted (its keys must never be copied)."""
+
+    def __init__(self, bootstrap: str, topic: str, seed: int) -> None:
+        self._conf = {"bootstrap.servers": bootstrap, "transactional.id": f"chaos-{uuid.uuid4().hex[:8]}",
+                      "log_level": 0}  # fmt: skip
+        self._topic = topic
+        self._rng = random.Random(seed)
+        self._stop = threading.Event()
+        self.aborted: set[bytes] = set()
+        self.committed = 0
+        self.errors = 0
+        self._thread = threading.Thread(target=self._run, name="producer-txn", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def _run(self) -> None:
+        producer = Producer(self._conf)
+        producer.init_transactions(60)
+        n = 0
+        while not self._stop.is_set():
+            keys = [f"txn-{n + i}".encode() for i in range(20)]
+            n += 20
+            abort = self._rng.random() < 0.2
+            try:
+                producer.begin_transaction()
+                for i, key in enumerate(keys):
+                    producer.produce(self._topic, key=key, value=key, partition=i % PARTITIONS)
+                if abort:
+                    producer.abort_transaction(30)
+                    self.aborted.update(keys)
+                else:
+                    producer.commit_transaction(30)
+                    self.committed += len(keys)
+            except KafkaException:  # a broker fault: the transaction's fate is read from the log at the end
+                self.errors += 1
+                self.aborted.update(keys)  # never committed for sure: must not be on a target unless on the source
+                producer = self._renew(producer)
+            self._stop.wait(0.1)
+
+    def _renew(self, old: Producer) -> Producer:
+        del old
+        while not self._stop.is_set():
+            producer = Producer(self._conf)  # the same transactional.id fences the old one
+            try:
+                producer.init_transactions(30)
+                return producer
+            except KafkaException:
+                time.sleep(1)
+        return Producer(self._conf)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(120)
+
+
+class Group:
+    """A consumer group reading ``orders`` on one side and committing every second."""
+
+    def __init__(self, bootstrap: str, group: str, topic: str) -> None:
+        self.group = group
+        self._conf = {"bootstrap.servers": bootstrap, "group.id": group, "auto.offset.reset": "earliest",
+                      "enable.auto.commit": True, "auto.commit.interval.ms": 1000, "log_level": 0,
+                      "topic.metadata.refresh.interval.ms": 2000}  # fmt: skip
+        self._topic = topic
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=f"group-{group}", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def _run(self) -> None:
+        consumer = Consumer(self._conf)
+        consumer.subscribe([self._topic])
+        try:
+            while not self._stop.is_set():
+                consumer.consume(500, 0.5)
+                time.sleep(0.2)  # reads behind the producers: a lagging group
+        finally:
+            consumer.close()  # commits its position
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(60)
+
+
+# -- the replicators -----------------------------------------------------------------------------
+class Replicators:
+    """``n`` replicator processes of one config; each can be killed and started again."""
+
+    def __init__(self, config: Path, n: int, logs: Path) -> None:
+        self._config, self._logs = config, logs
+        self.procs: list[subprocess.Popen | None] = [None] * n
+        self.exits: list[tuple[int, int]] = []  # (process, exit code) of every process that ended
+
+    def start(self, i: int, *extra: str) -> subprocess.Popen:
+        log = (self._logs / f"replicator-{i}.log").open("a")
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "mirrorlake.cli", "replicate", str(self._config), *extra],
+            cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+        self.procs[i] = proc
+        return proc
+
+    def send(self, i: int, sig: signal.Signals) -> None:
+        proc = self.procs[i]
+        if proc is None or proc.poll() is not None:
+            return
+        proc.send_signal(sig)
+        try:
+            code = proc.wait(90)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            code = proc.wait(30)
+        self.exits.append((i, code))
+        self.procs[i] = None
+
+    def ensure_running(self) -> None:
+        for i, proc in enumerate(self.procs):
+            if proc is None or proc.poll() is not None:
+                if proc is not None:
+                    self.exits.append((i, proc.returncode))
+                self.start(i)
+
+    def stop_all(self, sig: signal.Signals = signal.SIGTERM) -> None:
+        for i in range(len(self.procs)):
+            self.send(i, sig)
+
+
+# -- the run ---------------------------------------------------------------------------------------
+@dataclass
+class Run:
+    seed: int
+    seconds: float
+    processes: int
+    work: Path
+    faults: list[Fault] = field(default_factory=list)
+    lost_truth: Counter = field(default_factory=Counter)  # (topic, partition) -> records deleted before copy
+    deleted: dict[tuple[str, int], list[Rec]] = field(default_factory=dict)  # source records deleted, as read before
+    notes: list[str] = field(default_factory=list)
+
+
+@contextmanager
+def clusters(work: Path) -> Iterator[tuple[MirrorlakeConfig, dict[str, LocalBroker]]]:
+    config = cluster_config(work)
+    try:
+        up(config)
+        yield config, {b.alias: b for b in local_brokers(config)}
+    finally:
+        down(config)
+
+
+def write_config(fleet: MirrorlakeConfig, path: Path) -> MirrorlakeConfig:
+    flow = {"topics": ["orders", "payments"], "groups": ["chaos-.*"], "sync_interval_seconds": 0.5,
+            "emit_checkpoints_interval_seconds": 1, "refresh_topics_interval_seconds": 2,
+            "watermarks_interval_seconds": 2}  # fmt: skip
+    data = {
+        "clusters": {a: {"bootstrap_servers": fleet.cluster(a).bootstrap_servers} for a in SIDES},
+        "flows": [{"source": "S", "target": "T", **flow}, {"source": "T", "target": "S", **flow}],
+        "state_topic": STATE_TOPIC,
+        "stop_timeout_seconds": 10,
+    }
+    path.write_text(yaml.safe_dump(data))
+    return parse_config(data, source=str(path))
+
+
+def inject(
+    run: Run, fault: Fault, brokers: dict[str, LocalBroker], reps: Replicators, bootstrap: dict[str, str]
+) -> None:
+    """Apply one fault and undo it after its hold (the schedule goes on meanwhile only between faults)."""
+    if fault.kind in ("kill-replicator", "term-replicator"):
+        i = int(fault.side)
+        reps.send(i, signal.SIGKILL if fault.kind == "kill-replicator" else signal.SIGTERM)
+        time.sleep(fault.hold_s)
+        reps.ensure_running()
+    elif fault.kind == "kill-broker":
+        brokers[fault.side].kill()
+        time.sleep(fault.hold_s)
+        brokers[fault.side].start()
+        brokers[fault.side].wait_ready(120)
+    elif fault.kind == "freeze-broker":
+        brokers[fault.side].freeze(True)
+        time.sleep(fault.hold_s)
+        brokers[fault.side].freeze(False)
+    elif fault.kind == "kill-both":
+        brokers["S"].kill()
+        reps.send(0, signal.SIGKILL)
+        time.sleep(fault.hold_s)
+        brokers["S"].start()
+        brokers["S"].wait_ready(120)
+        reps.ensure_running()
+    elif fault.kind == "add-partition":
+        admin = AdminClient({"bootstrap.servers": bootstrap["S"]})
+        now = len(admin.list_topics("orders", timeout=30).topics["orders"].partitions)
+        admin.create_partitions([NewPartitions("orders", now + 1)])["orders"].result(30)
+        run.notes.append(f"orders on S: {now} -> {now + 1} partitions")
+    elif fault.kind == "delete-unreplicated":
+        delete_unreplicated(run, reps, bootstrap)
+    reps.ensure_running()
+
+
+def delete_unreplicated(run: Run, reps: Replicators, bootstrap: dict[str, str]) -> None:
+    """Stop every replicator; records past what T holds of ``orders[0]`` are deleted on S, then restart.
+    The truth of what was lost: S's new log start minus one past the last source record copied (by content)."""
+    reps.stop_all()
+    committed = _flow_position(bootstrap["S"], "S->T", "orders", 0)
+    producer = Producer({"bootstrap.servers": bootstrap["S"], "log_level": 0})
+    for i in range(200):
+        producer.produce("orders", key=f"doomed-{uuid.uuid4().hex}-{i}".encode(), value=b"x", partition=0)
+    producer.flush(60)
+    source = _read_to_now(bootstrap["S"], "orders", 0)  # the producers go on writing meanwhile
+    copied = {r.key for r in read_partition(bootstrap["T"], "S.orders", 0)}
+    last_copied = max((r.offset for r in source if r.key in copied), default=-1)
+    end = source[-1].offset + 1
+    admin = AdminClient({"bootstrap.servers": bootstrap["S"]})
+    (future,) = admin.delete_records([TopicPartition("orders", 0, end)]).values()
+    future.result(30)
+    low_before = source[0].offset if source else end
+    lost = end - max(last_copied + 1, low_before)  # no markers in orders: offsets are records
+    run.lost_truth[("orders", 0)] += lost
+    run.deleted[("orders", 0)] = source  # what the truth of earlier translations still needs
+    run.notes.append(
+        f"delete-unreplicated: S orders[0] log start -> {end}, {lost} records never copied "
+        f"(last copied {last_copied}, the flow's committed position {committed})"
+    )
+    reps.ensure_running()
+
+
+def _flow_position(bootstrap: str, flow: str, topic: str, partition: int) -> int | None:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"mirrorlake.{flow}", "log_level": 0})
+    try:
+        (tp,) = consumer.committed([TopicPartition(topic, partition)], timeout=30)
+        return tp.offset if tp.offset >= 0 else None
+    finally:
+        consumer.close()
+
+
+def _read_to_now(bootstrap: str, topic: str, partition: int) -> list[Rec]:
+    """The partition's records from its log start to its end as it is now (later records are not waited for)."""
+    conf = {"bootstrap.servers": bootstrap}
+    with throwaway_reader(conf, "chaos") as consumer:
+        low, end = partition_bounds(consumer, topic, partition)
+    reader = RangeReader(conf, "chaos")
+    try:
+        msgs = reader.read(topic, partition, low, end, timeout_s=120)
+    finally:
+        reader.close()
+    return [
+        Rec(partition, m.offset(), m.key(), m.value(), tuple(m.headers() or ()), m.timestamp()[1])  # type: ignore[arg-type]
+        for m in msgs
+    ]
+
+
+# -- the verdict -----------------------------------------------------------------------------------
+@dataclass
+class Figures:
+    flow: str
+    topic: str
+    records: int = 0
+    missing: int = 0
+    duplicated: int = 0
+    aborted: int = 0
+    mapping_off: int = 0
+    lost_truth: int = 0
+    lost_said: int = 0
+
+
+def partitions_of(bootstrap: str, topic: str) -> int:
+    meta = AdminClient({"bootstrap.servers": bootstrap}).list_topics(topic, timeout=30).topics.get(topic)
+    return len(meta.partitions) if meta is not None and meta.error is None else 0
+
+
+def judge_topic(run: Run, flow: str, source: str, target: str, topic: str, aborted: set[bytes]) -> Figures:
+    src_alias, dst_alias = flow.split("->")
+    remote = f"{src_alias}.{topic}"
+    figures = Figures(flow, topic)
+    events = state_events(target, STATE_TOPIC)
+    index = MappingIndex()
+    index.add([e for e in events if getattr(e, "flow", None) == flow])
+    said: Counter[int] = Counter()
+    ranges: dict[int, list[tuple[int, int]]] = {}
+    losses = {e.event_id: e for e in events if isinstance(e, RecordsLostBeforeCopy)}  # each process may say it
+    for e in losses.values():
+        if e.flow == flow and e.source_topic == topic:
+            ranges.setdefault(e.partition, []).append((e.from_offset, e.to_offset - 1))
+            run.notes.append(
+                f"{flow} said: {topic}[{e.partition}] {e.from_offset}..{e.to_offset - 1} lost ({e.noticed})"
+            )
+    for part, spans in ranges.items():  # processes and checks may say overlapping ranges: each record once
+        said[part] = sum(hi - lo + 1 for lo, hi in interval_union(spans))
+    for p in range(partitions_of(source, topic)):
+        src: list[Rec] = read_partition(source, topic, p)
+        dst: list[Rec] = read_partition(target, remote, p) if p < partitions_of(target, remote) else []
+        src_keys = {r.key for r in src}
+        counts = Counter(r.key for r in dst)
+        figures.records += len(src)
+        figures.missing += len(src_keys - counts.keys())
+        figures.duplicated += sum(c - 1 for k, c in counts.items() if k in src_keys)
+        figures.aborted += sum(1 for k in counts if k in aborted and k not in src_keys)
+        truth = _truth([*run.deleted.get((topic, p), []), *src], dst) if flow == "S->T" else _truth(src, dst)
+        if src:
+            for c in range(src[0].offset, src[-1].offset + 2):
+                got = index.translate(flow, topic, p, c)
+                if (got.downstream if got else None) != truth.translate(c):
+                    figures.mapping_off += 1
+        figures.lost_truth += run.lost_truth[(topic, p)] if flow == "S->T" else 0
+        figures.lost_said += said[p]
+    return figures
+
+
+def _truth(source: list[Rec], target: list[Rec]) -> GroundTruth:
+    """Every copy on the target, matched by key to the source records (those deleted since included)."""
+    by_key = {r.key: r.offset for r in source}
+    return GroundTruth([(by_key[r.key], r.offset) for r in target if r.key in by_key])
+
+
+def judge_groups(run: Run, config: MirrorlakeConfig, flow: str, source: str, target: str, group: str) -> list[str]:
+    """Problems with ``group``'s checkpoints: each partition's, against its commit and the exact translation."""
+    src_alias = flow.split("->")[0]
+    consumer = Consumer({"bootstrap.servers": source, "group.id": group, "log_level": 0})
+    try:
+        parts = [TopicPartition("orders", p) for p in range(partitions_of(source, "orders"))]
+        committed = {tp.partition: tp.offset for tp in consumer.committed(parts, timeout=30) if tp.offset >= 0}
+    finally:
+        consumer.close()
+    try:
+        checkpoints = translate_offsets(config, flow, group)
+    except TranslationError as exc:
+        return [f"{flow} {group}: {exc}"]
+    problems = []
+    for p, c in sorted(committed.items()):
+        cp = checkpoints.get((f"{src_alias}.orders", p))
+        src = read_partition(source, "orders", p)
+        dst = read_partition(target, f"{src_alias}.orders", p)
+        truth = _truth([*run.deleted.get(("orders", p), []), *src], dst) if flow == "S->T" else _truth(src, dst)
+        if cp is None:
+            problems.append(f"{flow} {group}[{p}]: committed {c}, no checkpoint")
+        elif (cp.upstream_offset, cp.downstream_offset) != (c, truth.translate(c)):
+            problems.append(
+                f"{flow} {group}[{p}]: committed {c}, checkpoint {cp.upstream_offset}->{cp.downstream_offset}, "
+                f"exact {truth.translate(c)}"
+            )
+    return problems
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """A soak's outcome: ``failures`` counts every must-be figure that is off (see the module)."""
+
+    failures: int
+    lines: list[str]
+    figures: list[Figures]
+    group_problems: list[str]
+    final_exit: int
+
+    @property
+    def report(self) -> str:
+        return "\n".join(self.lines)
+
+
+def run_soak(seed: int, seconds: float, processes: int = 2, rate: int = 300, work: Path | None = None) -> Verdict:
+    """One soak, judged."""
+    work = work or Path(tempfile.mkdtemp(prefix="mirrorlake-chaos-"))
+    run = Run(seed, seconds, processes, work, schedule(seed, seconds, processes))
+    lines = [f"seed {seed}, {seconds:.0f} s, {processes} replicator processes per flow, ~{rate} records/s per producer"]
+    lines += ["schedule:", *(f"  {f}" for f in run.faults)]
+    with clusters(work) as (fleet, brokers):
+        bootstrap = {a: brokers[a].bootstrap for a in SIDES}
+        for side in SIDES:
+            ensure_topic(bootstrap[side], "orders", PARTITIONS)
+        ensure_topic(bootstrap["S"], "payments", PARTITIONS)
+        config = write_config(fleet, work / "chaos.yaml")
+        reps = Replicators(work / "chaos.yaml", processes, work)
+        producers = [
+            SteadyProducer(bootstrap[s], "orders", rate, prefix=f"{s}-orders-", partitions=None) for s in SIDES
+        ]
+        txn = TransactionalProducer(bootstrap["S"], "payments", seed)
+        groups = [Group(bootstrap[s], f"chaos-app-{s}", "orders") for s in SIDES]
+        workers: list[SteadyProducer | TransactionalProducer | Group] = [*producers, txn, *groups]
+        for worker in workers:
+            worker.start()
+        reps.ensure_running()
+        started = time.monotonic()
+        for fault in run.faults:
+            time.sleep(max(0.0, fault.at_s - (time.monotonic() - started)))
+            _log.info("fault: %s", fault)
+            inject(run, fault, brokers, reps, bootstrap)
+        time.sleep(max(0.0, seconds - (time.monotonic() - started)))
+        for worker in workers:
+            worker.stop()
+        reps.stop_all()
+        final = reps.start(0, "--until-caught-up")  # one process copies what is left, checkpoints, stops
+        final.wait(600)
+        lines.append(f"final run --until-caught-up exit {final.returncode}")
+        aborted = txn.aborted
+        figures = [
+            judge_topic(run, "S->T", bootstrap["S"], bootstrap["T"], "orders", set()),
+            judge_topic(run, "S->T", bootstrap["S"], bootstrap["T"], "payments", aborted),
+            judge_topic(run, "T->S", bootstrap["T"], bootstrap["S"], "orders", set()),
+        ]
+        problems = judge_groups(run, config, "S->T", bootstrap["S"], bootstrap["T"], "chaos-app-S")
+        problems += judge_groups(run, config, "T->S", bootstrap["T"], bootstrap["S"], "chaos-app-T")
+    lines += run.notes
+    lines.append("flow  topic     records  missing  duplicated  aborted  mapping_off  lost(truth/said)")
+    failures = 0
+    for f in figures:
+        lines.append(
+            f"{f.flow:<5} {f.topic:<9} {f.records:>7}  {f.missing:>7}  {f.duplicated:>10}  {f.aborted:>7}  "
+            f"{f.mapping_off:>11}  {f.lost_truth}/{f.lost_said}"
+        )
+        failures += f.missing + f.aborted + f.mapping_off + abs(f.lost_truth - f.lost_said)
+    failures += len(problems) + (final.returncode != 0)
+    lines += [f"group: {p}" for p in problems] or ["groups: every checkpoint at its commit's exact translation"]
+    lines.append(f"replicator exits: {sorted(Counter(code for _i, code in reps.exits).items())}")
+    lines.append(f"chaos_duplicated={sum(f.duplicated for f in figures)}")
+    lines.append(f"chaos_failures={failures}")
+    return Verdict(failures, lines, figures, problems, final.returncode)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--seed", type=int, default=int(time.time()) % 100_000)
+    parser.add_argument("--minutes", type=float, default=3.0)
+    parser.add_argument("--processes", type=int, default=2)
+    parser.add_argument("--rate", type=int, default=300)
+    parser.add_argument("--out", type=Path)
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
+    verdict = run_soak(args.seed, args.minutes * 60, args.processes, args.rate)
+    stamp = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
+    text = "\n".join([f"date: {stamp}", *verdict.lines]) + "\n"
+    print(text, end="")
+    if args.out:
+        args.out.write_text(text)
+    return 1 if verdict.failures else 0
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("PYTHONUNBUFFERED", "1")
+    sys.exit(main())

@@ -1,0 +1,34 @@
+"""The nemesis soak, short and seeded (``bench/chaos.py``): active/active flows with two replicator
+processes each; replicators and brokers killed, frozen and restarted, a partition added, records
+deleted before their copy; then judged from the clusters' contents (issue 39 item 4).
+
+A new seed each run (the report, with its schedule, is printed; ``MIRRORLAKE_CHAOS_SEED`` replays
+one). Asserted: nothing missing, nothing aborted copied, the mapping equal to the real copies, every
+group's checkpoint at its commit's exact translation, a clean final run. Reported, not asserted
+(open in issue 39): ``duplicated`` (a partition a rebalance moves to another live process is copied
+again from its commit) and the count of records deleted before their copy, which a run of this
+soak left unsaid once in three (a restart after records were deleted showed no reset to the log
+start: cause not found yet).
+"""
+
+from __future__ import annotations
+
+import os
+import random
+
+import pytest
+
+from bench.chaos import run_soak
+
+pytestmark = pytest.mark.kafka
+
+
+def test_a_short_seeded_soak_loses_nothing_and_the_mapping_and_groups_equal_the_truth(tmp_path):
+    seed = int(os.environ.get("MIRRORLAKE_CHAOS_SEED", random.randrange(100_000)))
+    verdict = run_soak(seed, seconds=90, processes=2, rate=200, work=tmp_path)
+    print(verdict.report)
+    assert verdict.final_exit == 0, verdict.report
+    for f in verdict.figures:
+        assert f.records > 0, verdict.report
+        assert (f.flow, f.topic, f.missing, f.aborted, f.mapping_off) == (f.flow, f.topic, 0, 0, 0), verdict.report
+    assert verdict.group_problems == [], verdict.report
