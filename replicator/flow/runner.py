@@ -129,7 +129,8 @@ class FlowRunner:
         self._resumes = PendingResumes({}, self._read_committed)
         self._resume_due: list[TopicPartition] = []
         self._decided_topics: set[str] = set()  # source topics with a metadata_change of kind topic
-        self._first_read: set[TP] = set()  # assigned, at-least-once, no record read yet since
+        self._newly_assigned: set[TP] = set()  # at-least-once: assigned, commit not yet held to the log start
+        self._known_at_start: dict[TP, int] = {}  # one past the last copy the mapping knew at start
         self._rejoin = RejoinWatchdog(_REJOIN_AFTER_S)
         self._tasks: StateTasks | None = None
         self._clients: FlowClients | None = None
@@ -339,9 +340,9 @@ class FlowRunner:
                 messages = next_batch()
             if self._reset_due or self._resume_due:
                 self._commit_resets()
+            if self._newly_assigned:
+                self._check_newly_assigned()
             if messages:
-                if self._first_read:
-                    self._check_first_reads(messages)
                 copy_batch(messages)
             poll(0)
             for producer in beside:
@@ -483,7 +484,7 @@ class FlowRunner:
             self._reset_due += reset  # committed by the loop: the coordinator is busy inside this callback
             self._resume_due += resumed
         if not self.flow.exactly_once:
-            self._first_read.update(keys)
+            self._newly_assigned.update(keys)
         self._assigned.update((tp.topic, tp.partition) for tp in partitions)
         self.stats.assigned = sorted(self._assigned)
 
@@ -499,33 +500,24 @@ class FlowRunner:
                 out[(topic, partition)] = max(s.upstream_end for s in segments) + 1
         return out
 
-    def _check_first_reads(self, messages: list) -> None:
-        """The first record read of a newly assigned partition, against the position it started from
-        (its commit): past the source's log start, the records between were deleted before their copy
-        (librdkafka reset the position to the log start). The check at start looks only once, through
-        the group's committed offsets; this one sees every assignment, in whichever process it lands
-        (each says it under the loss's own event id: readers count it once)."""
-        first: dict[TP, int] = {}
-        for msg in messages:
-            key = (msg.topic(), msg.partition())
-            if key in self._first_read and key not in first:
-                first[key] = msg.offset()
-        if not first:
-            return
-        self._first_read -= first.keys()
+    def _check_newly_assigned(self) -> None:
+        """Each newly assigned partition's commit, against the source's log start: past it, the records
+        between were deleted before their copy (the consumer resets to the log start and goes on). The
+        check at start looks once, through the group's committed offsets; this one sees every
+        assignment, in whichever process it lands (each says it under the loss's own event id:
+        readers count it once). On the loop's thread, before the partition's first copy. The copies
+        known are those of the mapping at start (the view is the state tasks' meanwhile): copies a
+        process killed since left past its commit may be counted lost."""
+        tps, self._newly_assigned = [TopicPartition(t, p) for t, p in self._newly_assigned], set()
         try:
-            committed = self._consumer.committed([TopicPartition(t, p) for t, p in first], timeout=10)
+            committed = self._consumer.committed(tps, timeout=10)
         except KafkaException as exc:
             _log.warning("flow %s: committed positions unreadable (%s): a deletion before the copy may go unsaid",
                          self.flow.name, exc)  # fmt: skip
             return
-        gaps = [
-            (tp.topic, tp.partition, tp.offset, first[(tp.topic, tp.partition)])
-            for tp in committed
-            if tp.error is None and 0 <= tp.offset < first[(tp.topic, tp.partition)]
-        ]
-        if gaps:
-            self._guarded(lambda: self._lives.check_gaps(gaps), "source")
+        found = {(tp.topic, tp.partition): tp.offset for tp in committed if tp.error is None and tp.offset >= 0}
+        if found:
+            self._guarded(lambda: self._lives.check_committed(found, self._known_at_start, "running"), "source")
 
     def _on_revoke(self, _consumer: Consumer, partitions: list[TopicPartition]) -> None:
         _log.info("flow %s: revoked %s", self.flow.name, _names(partitions))
@@ -552,7 +544,7 @@ class FlowRunner:
 
     def _forget(self, partitions: list[TopicPartition]) -> None:
         gone = {(tp.topic, tp.partition) for tp in partitions}
-        self._first_read -= gone
+        self._newly_assigned -= gone
         self._copier.forget(gone)  # before the ledger: what was delivered is handed over first
         self.ledger.forget(gone)
         self._assigned -= gone
@@ -601,7 +593,8 @@ class FlowRunner:
             group = consumer_group_id(self.flow)
             source = self.config.cluster(self.flow.source).client_config()
             found = committed_offsets(source, group, list(self._remote))
-            self._lives.check_committed({(o.topic, o.partition): o.offset for o in found}, self._known_copied())
+            self._known_at_start = self._known_copied()
+            self._lives.check_committed({(o.topic, o.partition): o.offset for o in found}, self._known_at_start)
         if recreated and noticed == "running":
             self._drain()  # the old life's copies and syncs, under the old id
         for r in recreated:

@@ -195,7 +195,10 @@ class TopicLives:
         )  # fmt: skip
 
     def check_committed(
-        self, committed: Mapping[tuple[str, int], int], known: Mapping[tuple[str, int], int] | None = None
+        self,
+        committed: Mapping[tuple[str, int], int],
+        known: Mapping[tuple[str, int], int] | None = None,
+        noticed: str = "start",
     ) -> None:
         """At the flow's start: a committed position (``committed``, the flow group's) that the log start
         has passed is a loss, from the commit or past the last copy the mapping knows (``known``: per
@@ -209,7 +212,7 @@ class TopicLives:
         starts = log_offsets(self._admin, behind, OffsetSpec.earliest())
         for tp in behind:
             if tp in starts:
-                self.lost(tp[0], tp[1], committed[tp], starts[tp], "start")
+                self.lost(tp[0], tp[1], committed[tp], starts[tp], noticed)
 
     def starts_on_assign(
         self, partitions: Iterable[TopicPartition]
