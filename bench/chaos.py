@@ -64,10 +64,10 @@ from confluent_kafka.admin import AdminClient, NewPartitions
 
 from bench.faults import SteadyProducer
 from bench.replicate_vs_mm2 import cluster_config
-from mirrorlake.groundtruth import GroundTruth, Rec, read_partition, state_events
+from mirrorlake.groundtruth import GroundTruth, Rec, copies_by_content, read_partition, state_events
 from mirrorlake.localkafka import LocalBroker, down, local_brokers, up
 from mirrorlake.traffic import ensure_topic
-from replicator.client.failover_cost import interval_union
+from replicator.client.failover_cost import union_size
 from replicator.client.mapping_index import MappingIndex
 from replicator.client.translation import translate_offsets
 from replicator.config import MirrorlakeConfig, parse_config
@@ -415,7 +415,7 @@ def judge_topic(run: Run, flow: str, source: str, target: str, topic: str, abort
                 f"{flow} said: {topic}[{e.partition}] {e.from_offset}..{e.to_offset - 1} lost ({e.noticed})"
             )
     for part, spans in ranges.items():  # processes and checks may say overlapping ranges: each record once
-        said[part] = sum(hi - lo + 1 for lo, hi in interval_union(spans))
+        said[part] = union_size(spans)
     for p in range(partitions_of(source, topic)):
         src: list[Rec] = read_partition(source, topic, p)
         dst: list[Rec] = read_partition(target, remote, p) if p < partitions_of(target, remote) else []
@@ -438,8 +438,7 @@ def judge_topic(run: Run, flow: str, source: str, target: str, topic: str, abort
 
 def _truth(source: list[Rec], target: list[Rec]) -> GroundTruth:
     """Every copy on the target, matched by key to the source records (those deleted since included)."""
-    by_key = {r.key: r.offset for r in source}
-    return GroundTruth([(by_key[r.key], r.offset) for r in target if r.key in by_key])
+    return GroundTruth(copies_by_content(source, target))
 
 
 def judge_groups(run: Run, config: MirrorlakeConfig, flow: str, source: str, target: str, group: str) -> list[str]:

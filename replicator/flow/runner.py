@@ -590,11 +590,8 @@ class FlowRunner:
         """Re-created topics (``flow.topic_lives``); records deleted before their copy (``ledger.gaps``)."""
         recreated = self._lives.check(self._remote, noticed)
         if noticed == "start" and not self.flow.exactly_once:  # committed positions the log start passed
-            group = consumer_group_id(self.flow)
-            source = self.config.cluster(self.flow.source).client_config()
-            found = committed_offsets(source, group, list(self._remote))
             self._known_at_start = self._known_copied()
-            self._lives.check_committed({(o.topic, o.partition): o.offset for o in found}, self._known_at_start)
+            self._lives.check_committed(self._read_committed(set(self._remote)), self._known_at_start)
         if recreated and noticed == "running":
             self._drain()  # the old life's copies and syncs, under the old id
         for r in recreated:

@@ -29,6 +29,7 @@ from collections.abc import Callable, Iterable, Sequence
 
 from confluent_kafka import OFFSET_INVALID, KafkaException, TopicPartition
 
+from replicator.client.failover_cost import interval_union
 from replicator.client.mapping import Segment
 from replicator.events import Event, Lifecycle
 from replicator.tasks.audit import RangeReader
@@ -45,13 +46,7 @@ class Coverage:
     """Which upstream offsets some segments say were copied (segments may overlap or touch)."""
 
     def __init__(self, segments: Iterable[Segment]) -> None:
-        spans = sorted((s.upstream_start, s.upstream_end) for s in segments)
-        merged: list[tuple[int, int]] = []
-        for lo, hi in spans:
-            if merged and lo <= merged[-1][1] + 1:
-                merged[-1] = (merged[-1][0], max(merged[-1][1], hi))
-            else:
-                merged.append((lo, hi))
+        merged = interval_union((s.upstream_start, s.upstream_end) for s in segments)
         self._starts = [lo for lo, _hi in merged]
         self._spans = merged
 
