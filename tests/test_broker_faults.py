@@ -60,7 +60,7 @@ def test_the_replicator_waits_out_a_broker_fault_and_loses_nothing(fault_pair, t
     assert outcome.stayed_up, log[-4000:]
     assert outcome.exit_code == 0, log[-4000:]
     assert outcome.produced > 0
-    assert outcome.lost == 0, f"{outcome.lost} of {outcome.produced} records lost"
+    assert outcome.lost == 0, f"{outcome.lost} of {outcome.produced} records lost; the log:\n" + log[-6000:]
     if scenario.exactly_once:
         assert outcome.duplicated == 0, f"{outcome.duplicated} duplicates under exactly-once (read_committed)"
     assert outcome.recover_s is not None, log[-4000:]

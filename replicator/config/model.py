@@ -165,6 +165,13 @@ class FlowConfig(_Model):
         "is emitted first. Exactly-once flows always stop.",
     )
     refresh_topics_interval_seconds: float = Field(default=5.0, gt=0, description="new topics and partitions")
+    stall_seconds: float = Field(
+        default=60.0,
+        gt=0,
+        description="records behind, no cluster waited for, and neither the positions nor the target's "
+        "acknowledgements moving for this long: a stall (a WARNING, /health degraded, every partition "
+        "resumed; twice as long: the consumer group joined anew). Measured at each topic refresh.",
+    )
     sync_topic_configs_interval_seconds: float = Field(default=10.0, gt=0, description="configs and ACLs")
     transaction_interval_seconds: float = Field(
         default=1.0, gt=0, description="exactly-once: how long a transaction collects records before it commits"

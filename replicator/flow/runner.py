@@ -41,6 +41,7 @@ from replicator.flow.control.caught_up import CaughtUpCheck
 from replicator.flow.control.outage import ADMIN_ERRORS, TRANSPORT_CODES, Side
 from replicator.flow.control.rejoin import RejoinWatchdog
 from replicator.flow.control.shutdown import StopBudget, StopTimedOut
+from replicator.flow.control.stall import REJOIN, RESUME, StallWatch
 from replicator.flow.control.stop_requests import StopRequestWatcher
 from replicator.flow.copying import Copier
 from replicator.flow.copying.backpressure import Backpressure
@@ -132,6 +133,7 @@ class FlowRunner:
         self._newly_assigned: set[TP] = set()  # at-least-once: assigned, commit not yet held to the log start
         self._known_at_start: dict[TP, int] = {}  # one past the last copy the mapping knew at start
         self._rejoin = RejoinWatchdog(_REJOIN_AFTER_S)
+        self._stall = StallWatch(self.flow.stall_seconds)
         self._tasks: StateTasks | None = None
         self._clients: FlowClients | None = None
         self.read_positions = ReadPositions()  # for the watermark task (exact RPO)
@@ -554,12 +556,40 @@ class FlowRunner:
 
     def _measure_lag(self) -> None:
         """Per assigned partition: source high watermark minus our position (cached watermarks)."""
-        lag = {}
+        lag, positions = {}, 0
         for tp in self._consumer.position(self._consumer.assignment()):
             if tp.offset >= 0:
                 _low, high = self._consumer.get_watermark_offsets(tp, cached=True)
                 lag[(tp.topic, tp.partition)] = max(0, high - tp.offset)
+                positions += tp.offset
         self.stats.lag = lag
+        self._watch_stall(positions)
+
+    def _watch_stall(self, positions: int) -> None:
+        """Records behind, no outage, and neither the positions nor the acknowledgements move: say
+        so (log, ``/health``), resume every partition, then join the group anew (``flow.stall``)."""
+        now, stats = time.monotonic(), self.stats
+        behind = sum(stats.lag.values())
+        progress = (positions, stats.records - self._copier.in_flight)
+        remedy = self._stall.observe(now, progress, behind, bool(self._outages.waiting))
+        held = self._stall.stalled_s(now)
+        if remedy == RESUME:
+            stats.stalled = f"nothing copied for {held:.0f} s with {behind} records behind and no outage"
+            _log.warning(
+                "flow %s: %s (%d partitions assigned, reading %s, %d records queued for the target, %d in "
+                "flight): resuming every partition",
+                self.flow.name, stats.stalled, len(self._assigned), "paused" if stats.paused else "not paused",
+                len(self._data), self._copier.in_flight,
+            )  # fmt: skip
+            self._backpressure.resume_all()
+        elif remedy == REJOIN:
+            stats.stalled = f"nothing copied for {held:.0f} s with {behind} records behind and no outage"
+            _log.warning("flow %s: still %s: joining the consumer group again", self.flow.name, stats.stalled)
+            self._consumer.unsubscribe()
+            self._subscribe(list(self._remote))
+        elif held == 0 and stats.stalled is not None:
+            _log.warning("flow %s: copying again after a stall", self.flow.name)
+            stats.stalled = None
 
     def _replicated_positions(self) -> dict[tuple[str, int], int]:
         """Per assigned source partition with a position, the next offset not known to be on the

@@ -62,7 +62,7 @@ class FlowCollector(Collector):
         waiting = GaugeMetricFamily(
             "mirrorlake_waiting_for_cluster",
             "1 while the flow waits for its source or target cluster to answer again (an outage); "
-            "side=loop: its copy loop is held in an admin request",
+            "side=loop: its copy loop is held in an admin request or copies nothing with records behind",
             labels=["flow", "side"],
         )
         paused = GaugeMetricFamily(
@@ -158,6 +158,8 @@ def waiting_for(stats: Any) -> dict[str, str]:
     stuck_s = time.monotonic() - stats.turned_at
     if stats.state == "running" and stuck_s > _STUCK_S:
         waiting["loop"] = f"the copy loop has waited {stuck_s:.0f} s for a cluster's answer (an admin request)"
+    elif stats.state == "running" and getattr(stats, "stalled", None):
+        waiting["loop"] = f"stalled: {stats.stalled}"
     return waiting
 
 

@@ -44,6 +44,7 @@ class FlowStats:
     task_errors: dict[str, str] = field(default_factory=dict)  # state task -> its last error
     paused: bool = False  # reading paused: the target is down or its queue is full
     recoveries: int = 0  # outages the flow waited out
+    stalled: str | None = None  # records behind, no outage, no progress (flow.stall): why health is degraded
     rejoins: int = 0  # consumer group joins forced after a loss with no new assignment (flow.rejoin)
     topics_recreated: int = 0  # source topics found deleted and created again (flow.topic_lives)
     records_lost_before_copy: int = 0  # source offsets deleted before the flow read them (flow.topic_lives)

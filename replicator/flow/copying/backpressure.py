@@ -92,13 +92,17 @@ class Backpressure:
             self.paused = True
 
     def _resume(self) -> None:
-        assigned = {(tp.topic, tp.partition) for tp in self._consumer.assignment()}
-        resume = [TopicPartition(t, p) for t, p in self._paused & assigned]
-        if resume:
-            self._consumer.resume(resume)
+        self.resume_all()
+        _log.info("flow %s: reading resumed", self._flow)
+
+    def resume_all(self) -> None:
+        """Resume the whole assignment, not only what this class paused: a partition paused when a
+        rebalance crossed the pause is then not left paused for ever (resuming one that runs is a no-op)."""
+        assignment = self._consumer.assignment()
+        if assignment:
+            self._consumer.resume(assignment)
         self._paused.clear()
         self.paused = False
-        _log.info("flow %s: reading resumed", self._flow)
 
     def forget(self, partitions: list[TopicPartition]) -> None:
         """Partitions revoked or lost: a later assignment of them starts unpaused (and is paused anew)."""
