@@ -20,6 +20,7 @@ hash of the package list), so a cache whose manifest predates it resolves again 
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import logging
 import os
@@ -30,6 +31,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from importlib.metadata import version
 from pathlib import Path
+from typing import Any
 
 from replicator.config import SparkConfig
 from replicator.config.cache import cache_root
@@ -88,7 +90,6 @@ def spark_session(config: SparkConfig | None = None, *, app_name: str = "mirrorl
     ``DependencyResolutionError`` when ivy cannot fetch the packages.
     """
     from pyspark.errors import PySparkRuntimeError
-    from pyspark.sql import SparkSession
 
     config = config or SparkConfig()
     if not (os.environ.get("JAVA_HOME") or shutil.which("java")):
@@ -96,10 +97,44 @@ def spark_session(config: SparkConfig | None = None, *, app_name: str = "mirrorl
     # Python workers must run this interpreter (the venv with fastavro and pyarrow); pyspark reads
     # the worker executable from the environment only.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    builder = SparkSession.builder.master(config.master).appName(app_name)
     manifest = _manifest_path()
-    jars = _resolved_jars(manifest)
     ivy = cache_root() / "ivy"
+    log = ivy / "resolve.log"
+    jars = _resolved_jars(manifest)
+    try:
+        if jars:
+            spark = _builder(config, app_name, ivy, jars).getOrCreate()
+        else:
+            with _resolution_lock(ivy):  # two first starts at once would write one ivy cache together
+                jars = _resolved_jars(manifest)  # resolved by the other meanwhile
+                builder = _builder(config, app_name, ivy, jars)
+                if jars:
+                    spark = builder.getOrCreate()
+                else:
+                    for package in spark_packages():
+                        _log.info("resolving %s from Maven Central (ivy's output: %s)", package, log)
+                    started = time.monotonic()
+                    with _output_to(log):
+                        spark = builder.getOrCreate()
+                    _log.info("Spark packages resolved into %s in %.0f s", ivy, time.monotonic() - started)
+                    _record_resolved_jars(manifest, spark.sparkContext.getConf().get("spark.jars", ""))
+    except PySparkRuntimeError as exc:
+        raise DependencyResolutionError(
+            f"Spark did not start ({exc.getErrorClass() if hasattr(exc, 'getErrorClass') else exc}). "
+            f"Spark resolves {', '.join(spark_packages())} from Maven Central into "
+            f"{ivy} on first use: check that Maven Central is reachable (ivy's output: {log})."
+        ) from exc
+    spark.sparkContext.setLogLevel(config.conf.get("spark.log.level", "WARN"))  # Spark's own conf wins if given
+    _quiet_avro_serializer(spark)
+    return spark
+
+
+def _builder(config: SparkConfig, app_name: str, ivy: Path, jars: list[str]) -> Any:
+    """A session builder with the Delta extension and either the resolved ``jars`` or, when there
+    are none yet, the packages for ivy to resolve."""
+    from pyspark.sql import SparkSession
+
+    builder = SparkSession.builder.master(config.master).appName(app_name)
     packages = {"spark.jars.packages": ",".join(spark_packages()), "spark.jars.ivySettings": str(ivy_settings(ivy))}
     settings = {
         **LOCAL_TUNING,
@@ -111,28 +146,19 @@ def spark_session(config: SparkConfig | None = None, *, app_name: str = "mirrorl
     }
     for key, value in settings.items():
         builder = builder.config(key, value)
-    log = ivy / "resolve.log"
-    try:
-        if jars:
-            spark = builder.getOrCreate()
-        else:
-            for package in spark_packages():
-                _log.info("resolving %s from Maven Central (ivy's output: %s)", package, log)
-            started = time.monotonic()
-            with _output_to(log):
-                spark = builder.getOrCreate()
-            _log.info("Spark packages resolved into %s in %.0f s", ivy, time.monotonic() - started)
-    except PySparkRuntimeError as exc:
-        raise DependencyResolutionError(
-            f"Spark did not start ({exc.getErrorClass() if hasattr(exc, 'getErrorClass') else exc}). "
-            f"Spark resolves {', '.join(spark_packages())} from Maven Central into "
-            f"{ivy} on first use: check that Maven Central is reachable (ivy's output: {log})."
-        ) from exc
-    spark.sparkContext.setLogLevel(config.conf.get("spark.log.level", "WARN"))  # Spark's own conf wins if given
-    _quiet_avro_serializer(spark)
-    if not jars:
-        _record_resolved_jars(manifest, spark.sparkContext.getConf().get("spark.jars", ""))
-    return spark
+    return builder
+
+
+@contextmanager
+def _resolution_lock(ivy: Path) -> Iterator[None]:
+    """One resolving process per ivy cache at a time (an exclusive ``flock``, freed if the holder dies)."""
+    ivy.mkdir(parents=True, exist_ok=True)
+    with open(ivy / "resolve.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 def _quiet_avro_serializer(spark) -> None:  # noqa: ANN001 - a SparkSession (pyspark imported lazily)

@@ -53,3 +53,25 @@ def test_packages_resolve_from_maven_central_with_the_output_in_a_log(tmp_path: 
     assert "spark-packages" not in done.stderr and "::" not in done.stderr
     assert MAVEN_CENTRAL in IVY_SETTINGS
     assert len(screen) <= len(spark_packages()) + 3  # one line per dependency step, nothing of ivy
+
+
+def test_two_first_starts_at_once_resolve_once_and_both_run(tmp_path: Path):
+    """Two sessions started together on an empty cache (two test workers on a fresh machine, two
+    builds): one resolves under the lock, the other waits and starts from the jars it recorded."""
+    shared = cache_root() / "ivy" / "cache"
+    shared.mkdir(parents=True, exist_ok=True)
+    (tmp_path / "ivy").mkdir()
+    (tmp_path / "ivy" / "cache").symlink_to(shared)
+    env = {**os.environ, "MIRRORLAKE_CACHE": str(tmp_path)}
+    root = Path(__file__).parent.parent
+    children = [
+        subprocess.Popen([sys.executable, "-c", _CHILD], cwd=root, env=env, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)  # fmt: skip
+        for _ in range(2)
+    ]
+    outputs = [child.communicate(timeout=600) for child in children]
+    assert [child.returncode for child in children] == [0, 0], [err[-2000:] for _out, err in outputs]
+    resolving = [sum(line.startswith("resolving ") for line in out.splitlines()) for out, _err in outputs]
+    assert sorted(resolving) == [0, len(spark_packages())]
+    jars = [next(line for line in out.splitlines() if line.startswith("JARS=")) for out, _err in outputs]
+    assert jars[0].removeprefix("JARS=").split(",") and all("delta-spark" in j for j in jars)
