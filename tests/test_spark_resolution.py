@@ -30,13 +30,17 @@ spark.stop()
 """
 
 
-def test_packages_resolve_from_maven_central_with_the_output_in_a_log(tmp_path: Path):
+def _empty_cache_on_the_shared_ivy(tmp_path: Path) -> tuple[dict[str, str], Path]:
+    """An environment whose mirrorlake cache is ``tmp_path`` (no manifest) over the real ivy cache."""
     shared = cache_root() / "ivy" / "cache"
     shared.mkdir(parents=True, exist_ok=True)
     (tmp_path / "ivy").mkdir()
     (tmp_path / "ivy" / "cache").symlink_to(shared)
-    env = {**os.environ, "MIRRORLAKE_CACHE": str(tmp_path)}
-    root = Path(__file__).parent.parent
+    return {**os.environ, "MIRRORLAKE_CACHE": str(tmp_path)}, Path(__file__).parent.parent
+
+
+def test_packages_resolve_from_maven_central_with_the_output_in_a_log(tmp_path: Path):
+    env, root = _empty_cache_on_the_shared_ivy(tmp_path)
     done = subprocess.run(
         [sys.executable, "-c", _CHILD], cwd=root, env=env, capture_output=True, text=True, timeout=600, check=False
     )
@@ -58,15 +62,11 @@ def test_packages_resolve_from_maven_central_with_the_output_in_a_log(tmp_path: 
 def test_two_first_starts_at_once_resolve_once_and_both_run(tmp_path: Path):
     """Two sessions started together on an empty cache (two test workers on a fresh machine, two
     builds): one resolves under the lock, the other waits and starts from the jars it recorded."""
-    shared = cache_root() / "ivy" / "cache"
-    shared.mkdir(parents=True, exist_ok=True)
-    (tmp_path / "ivy").mkdir()
-    (tmp_path / "ivy" / "cache").symlink_to(shared)
-    env = {**os.environ, "MIRRORLAKE_CACHE": str(tmp_path)}
-    root = Path(__file__).parent.parent
+    env, root = _empty_cache_on_the_shared_ivy(tmp_path)
     children = [
-        subprocess.Popen([sys.executable, "-c", _CHILD], cwd=root, env=env, stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, text=True)  # fmt: skip
+        subprocess.Popen(
+            [sys.executable, "-c", _CHILD], cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )  # fmt: skip
         for _ in range(2)
     ]
     outputs = [child.communicate(timeout=600) for child in children]
