@@ -32,19 +32,17 @@ ALIASES = ("A", "B", "C")
 
 
 # How ``make test`` (``-n 3 --dist loadgroup``) splits the modules between its xdist workers:
-# the modules that ask for the built lakehouse run on one worker (it is built once per run), the
-# other modules that ask for the Spark session on a second one (each of the two starts its own
-# session), and every other module is a unit of its own that any worker takes when it runs low.
-# With one Spark unit the run waited about 8 minutes for it after the other workers had finished
-# (docs/testing.md). Each worker that needs them starts its own session clusters, so Kafka tests
-# never share a flow with a test of another worker. The scheduler is ours because xdist 3.8's
-# ``xdist_group`` marks no longer reach node ids under pytest 9.2 (it sets ``item._nodeid``), and
-# the controller that schedules has no collected items: it reads each module's text. The Spark
-# units are the longest, so they are handed out first.
-_BUILT = re.compile(r"def \w+\([^)]*\bbuilt\w*\b")  # a test or fixture that asks for the built lakehouse
-_SPARK = re.compile(r"def \w+\([^)]*\bspark\b")  # ... or only for the Spark session
-_BUILT_UNIT, _SPARK_UNIT = "spark-built", "spark-session"
+# every module with a test or fixture that asks for the Spark session or the built lakehouse runs
+# on one worker, so Spark starts and the lakehouse is built once per run; every other module is a
+# unit of its own that any worker takes when it runs low. Each worker that needs them starts its
+# own session clusters, so Kafka tests never share a flow with a test of another worker. The
+# scheduler is ours because xdist 3.8's ``xdist_group`` marks no longer reach node ids under
+# pytest 9.2 (it sets ``item._nodeid``), and the controller that schedules has no collected items:
+# it reads each module's text. The Spark unit is the longest, so it is handed out first.
+_SPARK_RESOURCES = re.compile(r"def \w+\([^)]*\b(spark|built)\b")  # a test or fixture that asks for them
 
+
+_SPARK_UNIT = "spark-session"
 
 # Every Kafka JVM the tests start (session clusters, fault and secured clusters, MirrorMaker 2) runs
 # C1-compiled with the serial collector, as Kafka's scripts allow through this variable: brokers
@@ -61,20 +59,18 @@ def pytest_configure(config: pytest.Config) -> None:
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     from xdist.scheduler import LoadScopeScheduling
 
-    units: dict[str, str] = {}
+    uses_spark: dict[str, bool] = {}
 
     class BySparkSession(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
             module = nodeid.split("::", 1)[0]
-            if module not in units:
-                text = (config.rootpath / module).read_text()
-                units[module] = _BUILT_UNIT if _BUILT.search(text) else _SPARK_UNIT if _SPARK.search(text) else module
-            return units[module]
+            if module not in uses_spark:
+                uses_spark[module] = bool(_SPARK_RESOURCES.search((config.rootpath / module).read_text()))
+            return _SPARK_UNIT if uses_spark[module] else module
 
         def _assign_work_unit(self, node: Any) -> None:
-            for unit in (_SPARK_UNIT, _BUILT_UNIT):
-                if unit in self.workqueue:
-                    self.workqueue.move_to_end(unit, last=False)
+            if _SPARK_UNIT in self.workqueue:
+                self.workqueue.move_to_end(_SPARK_UNIT, last=False)
             super()._assign_work_unit(node)
 
     return BySparkSession(config, log)
