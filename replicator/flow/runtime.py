@@ -7,6 +7,7 @@ failover): it returns once every flow has copied everything its source had.
 
 from __future__ import annotations
 
+import gc
 import logging
 import threading
 from dataclasses import dataclass
@@ -116,6 +117,11 @@ class Replicator:
         if not self.alive and self._status is not None:
             self._status.close()
             self._status = None
+        if not self.alive:
+            # a flow's parts hold one another (callbacks bound to the runner), so its librdkafka
+            # clients (threads, sockets: about 60 descriptors a flow) would wait for the next cyclic
+            # collection; a process that runs replicators one after another ran out of descriptors
+            gc.collect()
         for running in self._running:
             if running.error is not None:
                 raise running.error
