@@ -25,9 +25,10 @@ from mirrorlake.groundtruth import read_partition
 from mirrorlake.traffic import ensure_topic
 from replicator.client.state_reader import read_state_log
 from replicator.errors import ReplicationError
-from replicator.events import RecordsLostBeforeCopy, TopicRecreated
+from replicator.events import Lifecycle, RecordsLostBeforeCopy, TopicRecreated
 from replicator.failover import plan_failover
 from replicator.flow.runtime import Replicator
+from replicator.kafka.state_log import StateLog
 from replicator.tasks.observe import observe_once
 from tests.test_failover_unmapped import SLOW_FETCH
 from tests.test_state_events import _commit
@@ -175,13 +176,20 @@ def test_on_topic_recreated_stop_fails_the_flow_naming_the_topic(kafka_clusters,
     assert event.policy == "stop"
 
 
-def test_records_deleted_before_the_stopped_flow_copied_them_are_counted(kafka_clusters, unique_topic):
+@pytest.mark.parametrize("ended", ["stopped", "crashed"])
+def test_records_deleted_before_the_stopped_flow_copied_them_are_counted(kafka_clusters, unique_topic, ended):
+    """``crashed``: another process of the flow started and never stopped (what a SIGKILL leaves), so
+    the restart takes the crash path: its resume positions are committed only after the loss is read."""
     a, b = kafka_clusters.bootstrap("A"), kafka_clusters.bootstrap("B")
     topic = unique_topic("expired")
     ensure_topic(a, topic, PARTITIONS)
     config = _config(kafka_clusters, unique_topic, topic)
     _produce(a, topic, "old", 1_000)
     Replicator(config, status_port=None).run_until_caught_up()
+    if ended == "crashed":
+        producer = Producer({"bootstrap.servers": b})
+        StateLog(producer, config.state_topic).emit(Lifecycle(flow="A->B", replicator_id="killed-9", state="started"))
+        assert producer.flush(30) == 0
     _produce(a, topic, "old", 1_000, start=1_000)
     admin = AdminClient({"bootstrap.servers": a})
     for future in admin.delete_records([TopicPartition(topic, 0, 1_700)]).values():

@@ -340,10 +340,10 @@ class FlowRunner:
                 messages = []
             else:
                 messages = next_batch()
+            if self._newly_assigned:  # before the resets are committed: it reads the commits they replace
+                self._check_newly_assigned()
             if self._reset_due or self._resume_due:
                 self._commit_resets()
-            if self._newly_assigned:
-                self._check_newly_assigned()
             if messages:
                 copy_batch(messages)
             poll(0)
