@@ -38,7 +38,7 @@ from replicator.errors import ReplicationError
 from replicator.events import Event, Lifecycle, MetadataChange
 from replicator.flow.clients import ClientFactory, FlowClients, kafka_clients
 from replicator.flow.control.caught_up import CaughtUpCheck
-from replicator.flow.control.outage import ADMIN_ERRORS, TRANSPORT_CODES, Side
+from replicator.flow.control.outage import ADMIN_ERRORS, TRANSPORT_CODES, Side, transient
 from replicator.flow.control.rejoin import RejoinWatchdog
 from replicator.flow.control.shutdown import StopBudget, StopTimedOut
 from replicator.flow.control.stall import REJOIN, RESUME, StallWatch
@@ -57,6 +57,7 @@ from replicator.flow.topics.metadata_sync import TopicMetadataSync
 from replicator.flow.topics.topic_follower import TopicFollower
 from replicator.flow.topics.topic_lives import TopicLives, log_offsets
 from replicator.kafka.admin import admin_client
+from replicator.kafka.errors import kafka_error, kafka_error_reason
 from replicator.kafka.settings import QUEUE_MAX_MESSAGES, consumer_group_id
 from replicator.kafka.state_log import StateLog
 from replicator.metadata.topics import RemoteTopic, flow_topic_selector
@@ -90,6 +91,18 @@ _log = logging.getLogger(__name__)
 _REWINDABLE = TRANSPORT_CODES
 # three session timeouts (settings: 10 s) after a loss with no assignment: join the group anew
 _REJOIN_AFTER_S = 30.0
+# a commit refused because the group moved on: the member was fenced or a rebalance runs
+_REBALANCE_CODES = frozenset(
+    {KafkaError.UNKNOWN_MEMBER_ID, KafkaError.ILLEGAL_GENERATION, KafkaError.REBALANCE_IN_PROGRESS}
+)
+
+
+def _refused_for_now(exc: KafkaException) -> bool:
+    """A commit refused by an outage or because the group moved on (to try again, not to fail for)."""
+    err = kafka_error(exc)
+    return transient(exc) or (err is not None and err.code() in _REBALANCE_CODES)
+
+
 _DRAIN_SLICE_S = 1.0  # a drain waits in slices, watching outages between them
 _TASKS_JOIN_S = 5.0  # a stop that gave up on the target waits this long for a state task in progress
 _PAUSED_WAIT_S = 0.1  # while reading is paused, the loop waits on deliveries this long per turn
@@ -129,6 +142,7 @@ class FlowRunner:
         # those assigned, to commit
         self._resumes = PendingResumes({}, self._read_committed)
         self._resume_due: list[TopicPartition] = []
+        self._resets_retry_at = 0.0  # after a commit refused in a rebalance (monotonic seconds)
         self._decided_topics: set[str] = set()  # source topics with a metadata_change of kind topic
         self._newly_assigned: set[TP] = set()  # at-least-once: assigned, commit not yet held to the log start
         self._known_at_start: dict[TP, int] = {}  # one past the last copy the mapping knew at start
@@ -342,7 +356,7 @@ class FlowRunner:
                 messages = next_batch()
             if self._newly_assigned:  # before the resets are committed: it reads the commits they replace
                 self._check_newly_assigned()
-            if self._reset_due or self._resume_due:
+            if (self._reset_due or self._resume_due) and now >= self._resets_retry_at:
                 self._commit_resets()
             if messages:
                 copy_batch(messages)
@@ -546,6 +560,8 @@ class FlowRunner:
 
     def _forget(self, partitions: list[TopicPartition]) -> None:
         gone = {(tp.topic, tp.partition) for tp in partitions}
+        self._reset_due = [tp for tp in self._reset_due if (tp.topic, tp.partition) not in gone]
+        self._resume_due = [tp for tp in self._resume_due if (tp.topic, tp.partition) not in gone]
         self._newly_assigned -= gone
         self._copier.forget(gone)  # before the ledger: what was delivered is handed over first
         self.ledger.forget(gone)
@@ -651,7 +667,18 @@ class FlowRunner:
         the starts past known copies (the flow's position then says where it stands)."""
         reset, self._reset_due = self._reset_due, []
         resumed, self._resume_due = self._resume_due, []
-        self._consumer.commit(offsets=reset + resumed, asynchronous=False)
+        try:
+            self._consumer.commit(offsets=reset + resumed, asynchronous=False)
+        except KafkaException as exc:
+            if not _refused_for_now(exc):
+                raise
+            # fenced in a rebalance or the coordinator moved: kept for partitions still assigned
+            # (``_forget`` drops the others; their next owner positions them itself)
+            _log.warning("flow %s: start positions not committed yet (%s): trying again in 1 s",
+                         self.flow.name, kafka_error_reason(exc))  # fmt: skip
+            self._reset_due, self._resume_due = reset + self._reset_due, resumed + self._resume_due
+            self._resets_retry_at = time.monotonic() + 1.0
+            return
         for topic in sorted({tp.topic for tp in reset}):
             self._lives.announce(topic)
 
