@@ -13,7 +13,12 @@ at once):
 - ``kill-both``: the source broker and a replicator SIGKILLed together (issue 39 item 0);
 - ``add-partition``: ``orders`` on S gains a partition;
 - ``delete-unreplicated``: every replicator stopped, records produced to ``S.orders[0]`` and deleted
-  there (delete-records) before any copy, the replicators started again.
+  there (delete-records) before any copy, the replicators started again;
+- ``partition-replicator``: a network partition between one replicator process and one broker
+  (``bench/netsplit.py``: iptables drops what the process sends to the broker's port; root only,
+  otherwise the fault is skipped and the report says why);
+- ``recreate-topic``: ``accounts`` on S (its own producer) deleted and created again while the
+  flows run; its producer starts a new life of keys on the new topic.
 
 At the end the producers and groups stop, the replicators run until caught up, and everything is
 judged from the clusters' contents (``mirrorlake.groundtruth``), never from mirrorlake's own figures:
@@ -23,6 +28,8 @@ judged from the clusters' contents (``mirrorlake.groundtruth``), never from mirr
 - ``duplicated``: copies beyond a record's first (at-least-once; the aim is 0);
 - ``lost_before_copy``: records deleted before their copy, against the sum of the flow's
   ``records_lost_before_copy`` events: must be equal;
+- ``gone``: records of a deleted topic that had no copy when it was deleted (reported: nothing on
+  the source says how many there were once the topic is gone, so the flow does not count them);
 - ``mapping``: source offsets whose translation through the flow's offset syncs differs from the
   latest copy's (``GroundTruth``): must be 0;
 - ``groups``: each group's last checkpoint, against its committed offset and the exact translation.
@@ -31,8 +38,7 @@ judged from the clusters' contents (``mirrorlake.groundtruth``), never from mirr
     .venv/bin/python -m bench.chaos --seed 7 --minutes 30 --out bench/results/chaos-<date>.txt
 
 Prints the schedule, each figure and last ``chaos_failures=<n>``; exit 1 when a must-be figure is off.
-Not yet in the schedule: a network partition (iptables), a topic deleted and re-created, a target
-topic turned compacted (issue 39 item 4).
+Not yet in the schedule: a target topic turned compacted, exactly-once flows (issue 39 item 4).
 """
 
 from __future__ import annotations
@@ -59,9 +65,10 @@ if __package__ in (None, ""):  # run as a file: make ``bench`` importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import yaml
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewPartitions
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 
+from bench import netsplit
 from bench.faults import SteadyProducer
 from bench.replicate_vs_mm2 import cluster_config
 from mirrorlake.groundtruth import GroundTruth, Rec, copies_by_content, read_partition, state_events
@@ -88,6 +95,8 @@ KINDS = (
     "kill-both",
     "add-partition",
     "delete-unreplicated",
+    "partition-replicator",
+    "recreate-topic",
 )
 _log = logging.getLogger("bench.chaos")
 
@@ -112,8 +121,10 @@ def schedule(seed: int, seconds: float, processes: int) -> list[Fault]:
         kind = rng.choice(KINDS)
         if kind in ("kill-replicator", "term-replicator"):
             side = str(rng.randrange(processes))
-        elif kind in ("add-partition", "delete-unreplicated", "kill-both"):
+        elif kind in ("add-partition", "delete-unreplicated", "kill-both", "recreate-topic"):
             side = "S"
+        elif kind == "partition-replicator":  # process/cluster: cut off from that cluster's broker
+            side = f"{rng.randrange(processes)}/{rng.choice(SIDES)}"
         else:
             side = rng.choice(SIDES)
         hold = round(rng.uniform(2.0, 8.0), 1)
@@ -216,17 +227,19 @@ class Group:
 class Replicators:
     """``n`` replicator processes of one config; each can be killed and started again."""
 
-    def __init__(self, config: Path, n: int, logs: Path) -> None:
+    def __init__(self, config: Path, n: int, logs: Path, *, partitionable: bool = False) -> None:
         self._config, self._logs = config, logs
+        self._partitionable = partitionable  # each process under a group of its own (bench.netsplit)
         self.procs: list[subprocess.Popen | None] = [None] * n
         self.exits: list[tuple[int, int]] = []  # (process, exit code) of every process that ended
 
     def start(self, i: int, *extra: str) -> subprocess.Popen:
-        log = (self._logs / f"replicator-{i}.log").open("a")
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "mirrorlake.cli", "replicate", str(self._config), *extra],
-            cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
-        )  # fmt: skip
+        group = netsplit.as_group(netsplit.GID_BASE + i) if self._partitionable else []
+        with (self._logs / f"replicator-{i}.log").open("a") as log:  # the child keeps its own copy
+            proc = subprocess.Popen(
+                [*group, sys.executable, "-m", "mirrorlake.cli", "replicate", str(self._config), *extra],
+                cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
+            )  # fmt: skip
         self.procs[i] = proc
         return proc
 
@@ -265,6 +278,10 @@ class Run:
     faults: list[Fault] = field(default_factory=list)
     lost_truth: Counter = field(default_factory=Counter)  # (topic, partition) -> records deleted before copy
     deleted: dict[tuple[str, int], list[Rec]] = field(default_factory=dict)  # source records deleted, as read before
+    earlier_lives: dict[tuple[str, int], list[Rec]] = field(default_factory=dict)  # records of deleted topics
+    lives: int = 1  # of ``accounts`` on S
+    accounts: SteadyProducer | None = None
+    cannot_partition: str | None = None  # why partition faults are skipped (None: they are made)
     notes: list[str] = field(default_factory=list)
 
 
@@ -279,7 +296,7 @@ def clusters(work: Path) -> Iterator[tuple[MirrorlakeConfig, dict[str, LocalBrok
 
 
 def write_config(fleet: MirrorlakeConfig, path: Path) -> MirrorlakeConfig:
-    flow = {"topics": ["orders", "payments"], "groups": ["chaos-.*"], "sync_interval_seconds": 0.5,
+    flow = {"topics": ["orders", "payments", "accounts"], "groups": ["chaos-.*"], "sync_interval_seconds": 0.5,
             "emit_checkpoints_interval_seconds": 1, "refresh_topics_interval_seconds": 2,
             "watermarks_interval_seconds": 2}  # fmt: skip
     data = {
@@ -324,7 +341,48 @@ def inject(
         run.notes.append(f"orders on S: {now} -> {now + 1} partitions")
     elif fault.kind == "delete-unreplicated":
         delete_unreplicated(run, reps, bootstrap)
+    elif fault.kind == "partition-replicator":
+        process, cluster = fault.side.split("/")
+        if run.cannot_partition is None:
+            with netsplit.partitioned(netsplit.GID_BASE + int(process), brokers[cluster].port):
+                time.sleep(fault.hold_s)
+        else:
+            run.notes.append(f"partition-replicator at {fault.at_s} s skipped: {run.cannot_partition}")
+    elif fault.kind == "recreate-topic":
+        recreate_accounts(run, bootstrap)
     reps.ensure_running()
+
+
+def recreate_accounts(run: Run, bootstrap: dict[str, str]) -> None:
+    """``accounts`` on S deleted and created again under its producer's feet (stopped meanwhile:
+    the broker creates no topic by itself), then a new producer writes the new life's keys. The
+    truth of what went with the old topic: its records with no copy on T at the deletion."""
+    if run.accounts is not None:
+        run.accounts.stop()
+    for p in range(PARTITIONS):
+        run.earlier_lives.setdefault(("accounts", p), []).extend(read_partition(bootstrap["S"], "accounts", p))
+    admin = AdminClient({"bootstrap.servers": bootstrap["S"]})
+    admin.delete_topics(["accounts"])["accounts"].result(30)
+    deadline = time.monotonic() + 60
+    while True:  # the deletion finishes in the background: "already exists" until it has
+        try:
+            admin.create_topics([NewTopic("accounts", PARTITIONS, 1)])["accounts"].result(30)
+            break
+        except KafkaException as exc:
+            if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS or time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
+    run.lives += 1
+    run.accounts = accounts_producer(bootstrap["S"], run.lives)
+    earlier = sum(len(run.earlier_lives[("accounts", p)]) for p in range(PARTITIONS))
+    run.notes.append(f"recreate-topic: accounts on S deleted and created again (life {run.lives}; {earlier} before)")
+
+
+def accounts_producer(bootstrap: str, life: int) -> SteadyProducer:
+    """``accounts``' producer, started: 100 records/s, keys of their topic's life (unique across lives)."""
+    producer = SteadyProducer(bootstrap, "accounts", 100, prefix=f"S-accounts-life{life}-", partitions=None)
+    producer.start()
+    return producer
 
 
 def delete_unreplicated(run: Run, reps: Replicators, bootstrap: dict[str, str]) -> None:
@@ -391,6 +449,7 @@ class Figures:
     mapping_off: int = 0
     lost_truth: int = 0
     lost_said: int = 0
+    gone: int = 0  # records of earlier lives of the topic (deleted) with no copy on the target
 
 
 def partitions_of(bootstrap: str, topic: str) -> int:
@@ -420,10 +479,12 @@ def judge_topic(run: Run, flow: str, source: str, target: str, topic: str, abort
         src: list[Rec] = read_partition(source, topic, p)
         dst: list[Rec] = read_partition(target, remote, p) if p < partitions_of(target, remote) else []
         src_keys = {r.key for r in src}
+        earlier = {r.key for r in run.earlier_lives.get((topic, p), [])} if flow == "S->T" else set()
         counts = Counter(r.key for r in dst)
         figures.records += len(src)
         figures.missing += len(src_keys - counts.keys())
-        figures.duplicated += sum(c - 1 for k, c in counts.items() if k in src_keys)
+        figures.duplicated += sum(c - 1 for k, c in counts.items() if k in src_keys or k in earlier)
+        figures.gone += len(earlier - counts.keys())
         figures.aborted += sum(1 for k in counts if k in aborted and k not in src_keys)
         truth = _truth([*run.deleted.get((topic, p), []), *src], dst) if flow == "S->T" else _truth(src, dst)
         if src:
@@ -491,13 +552,17 @@ def run_soak(seed: int, seconds: float, processes: int = 2, rate: int = 300, wor
     run = Run(seed, seconds, processes, work, schedule(seed, seconds, processes))
     lines = [f"seed {seed}, {seconds:.0f} s, {processes} replicator processes per flow, ~{rate} records/s per producer"]
     lines += ["schedule:", *(f"  {f}" for f in run.faults)]
+    run.cannot_partition = netsplit.unavailable()
+    if run.cannot_partition is None:
+        netsplit.clear()  # rules a killed run left
     with clusters(work) as (fleet, brokers):
         bootstrap = {a: brokers[a].bootstrap for a in SIDES}
         for side in SIDES:
             ensure_topic(bootstrap[side], "orders", PARTITIONS)
         ensure_topic(bootstrap["S"], "payments", PARTITIONS)
+        ensure_topic(bootstrap["S"], "accounts", PARTITIONS)
         config = write_config(fleet, work / "chaos.yaml")
-        reps = Replicators(work / "chaos.yaml", processes, work)
+        reps = Replicators(work / "chaos.yaml", processes, work, partitionable=run.cannot_partition is None)
         producers = [
             SteadyProducer(bootstrap[s], "orders", rate, prefix=f"{s}-orders-", partitions=None) for s in SIDES
         ]
@@ -506,6 +571,7 @@ def run_soak(seed: int, seconds: float, processes: int = 2, rate: int = 300, wor
         workers: list[SteadyProducer | TransactionalProducer | Group] = [*producers, txn, *groups]
         for worker in workers:
             worker.start()
+        run.accounts = accounts_producer(bootstrap["S"], run.lives)
         reps.ensure_running()
         started = time.monotonic()
         for fault in run.faults:
@@ -513,7 +579,7 @@ def run_soak(seed: int, seconds: float, processes: int = 2, rate: int = 300, wor
             _log.info("fault: %s", fault)
             inject(run, fault, brokers, reps, bootstrap)
         time.sleep(max(0.0, seconds - (time.monotonic() - started)))
-        for worker in workers:
+        for worker in [*workers, *([run.accounts] if run.accounts else [])]:
             worker.stop()
         reps.stop_all()
         final = reps.start(0, "--until-caught-up")  # one process copies what is left, checkpoints, stops
@@ -523,17 +589,18 @@ def run_soak(seed: int, seconds: float, processes: int = 2, rate: int = 300, wor
         figures = [
             judge_topic(run, "S->T", bootstrap["S"], bootstrap["T"], "orders", set()),
             judge_topic(run, "S->T", bootstrap["S"], bootstrap["T"], "payments", aborted),
+            judge_topic(run, "S->T", bootstrap["S"], bootstrap["T"], "accounts", set()),
             judge_topic(run, "T->S", bootstrap["T"], bootstrap["S"], "orders", set()),
         ]
         problems = judge_groups(run, config, "S->T", bootstrap["S"], bootstrap["T"], "chaos-app-S")
         problems += judge_groups(run, config, "T->S", bootstrap["T"], bootstrap["S"], "chaos-app-T")
     lines += run.notes
-    lines.append("flow  topic     records  missing  duplicated  aborted  mapping_off  lost(truth/said)")
+    lines.append("flow  topic     records  missing  duplicated  aborted  mapping_off  lost(truth/said)  gone")
     failures = 0
     for f in figures:
         lines.append(
             f"{f.flow:<5} {f.topic:<9} {f.records:>7}  {f.missing:>7}  {f.duplicated:>10}  {f.aborted:>7}  "
-            f"{f.mapping_off:>11}  {f.lost_truth}/{f.lost_said}"
+            f"{f.mapping_off:>11}  {f.lost_truth:>7}/{f.lost_said:<8}  {f.gone}"
         )
         failures += f.missing + f.aborted + f.mapping_off + abs(f.lost_truth - f.lost_said)
     failures += len(problems) + (final.returncode != 0)

@@ -18,6 +18,7 @@ command -v mvn >/dev/null 2>&1 || need_apt+=(maven)
 command -v openssl >/dev/null 2>&1 || need_apt+=(openssl)  # certificates of the secured test clusters
 command -v gcc >/dev/null 2>&1 || need_apt+=(gcc)
 [ -f /usr/include/librdkafka/rdkafka.h ] || need_apt+=(librdkafka-dev)
+[ -x /usr/sbin/iptables ] || need_apt+=(iptables)  # network partitions of the chaos soak (bench/netsplit.py, root)
 "$PYTHON" -c "import sysconfig, os, sys; sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()['include'], 'Python.h')))" \
   || need_apt+=(python3-dev)
 "$PYTHON" -c "import venv, ensurepip" >/dev/null 2>&1 || need_apt+=(python3-venv)

@@ -1,6 +1,7 @@
 """The nemesis soak, short and seeded (``bench/chaos.py``): active/active flows with two replicator
-processes each; replicators and brokers killed, frozen and restarted, a partition added, records
-deleted before their copy; then judged from the clusters' contents (issue 39 item 4).
+processes each; replicators and brokers killed, frozen and restarted, a replicator cut off from a
+broker (iptables), a partition added, records deleted before their copy, a source topic deleted and
+created again; then judged from the clusters' contents (issue 39 item 4).
 
 A new seed each run (the report, with its schedule, is printed; ``MIRRORLAKE_CHAOS_SEED`` replays
 one). Asserted: nothing missing, nothing aborted copied, the mapping equal to the real copies, every
