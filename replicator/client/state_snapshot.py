@@ -51,6 +51,7 @@ from replicator.events import (
 from replicator.events.validity import MAX_PARTITION, is_topic_name
 from replicator.kafka.clients import new_consumer
 from replicator.kafka.errors import kafka_error_reason
+from replicator.kafka.log_bounds import partition_bounds
 from replicator.kafka.settings import BOUNDED_READ_WAIT_S, reader_config
 
 __all__ = [
@@ -214,8 +215,7 @@ def load_snapshot(
         meta = consumer.list_topics(topic, timeout=timeout_s).topics.get(topic)
         if meta is None or meta.error is not None or 0 not in meta.partitions:
             return None
-        tp = TopicPartition(topic, 0)
-        _low, end = consumer.get_watermark_offsets(tp, timeout=timeout_s, cached=False)
+        _low, end = partition_bounds(consumer, topic, 0, timeout_s=timeout_s, listed=True)
         consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
         records = _read_until(consumer, end, timeout_s)
     except KafkaException as exc:

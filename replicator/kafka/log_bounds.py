@@ -37,6 +37,11 @@ def _leader_moving(exc: BaseException) -> bool:
     return err is not None and err.code() in _LEADER_MOVING
 
 
+def _leader_moving_or_unknown(exc: BaseException) -> bool:
+    err = kafka_error(exc)
+    return err is not None and (err.code() in _LEADER_MOVING or err.code() == KafkaError._UNKNOWN_PARTITION)
+
+
 def _asked_again(moment: Callable[[BaseException], bool], timeout_s: float) -> Retrying:
     """Attempts, again while ``moment(error)`` says the error will pass, for up to ``timeout_s``;
     then the last error is raised."""
@@ -48,10 +53,14 @@ def _asked_again(moment: Callable[[BaseException], bool], timeout_s: float) -> R
     )
 
 
-def partition_bounds(consumer: Consumer, topic: str, partition: int, *, timeout_s: float = BOUNDS_TIMEOUT_S) -> Bounds:
+def partition_bounds(
+    consumer: Consumer, topic: str, partition: int, *, timeout_s: float = BOUNDS_TIMEOUT_S, listed: bool = False
+) -> Bounds:
     """``(start, end)`` of one partition, the brokers' current answer, asked again while its leader
-    moves (for up to ``timeout_s``). Raises the last ``KafkaException`` otherwise."""
-    for attempt in _asked_again(_leader_moving, timeout_s):
+    moves (for up to ``timeout_s``). Raises the last ``KafkaException`` otherwise. ``listed``: the
+    caller saw the partition in the metadata, so librdkafka's "unknown partition" is a broker that
+    restarted a moment ago, asked again too (a state reader's start failed on it in the soak)."""
+    for attempt in _asked_again(_leader_moving_or_unknown if listed else _leader_moving, timeout_s):
         with attempt:
             low, high = consumer.get_watermark_offsets(
                 TopicPartition(topic, partition), timeout=timeout_s, cached=False
