@@ -95,19 +95,17 @@ _REJOIN_AFTER_S = 30.0
 _REBALANCE_CODES = frozenset(
     {KafkaError.UNKNOWN_MEMBER_ID, KafkaError.ILLEGAL_GENERATION, KafkaError.REBALANCE_IN_PROGRESS}
 )
+_DRAIN_SLICE_S = 1.0  # a drain waits in slices, watching outages between them
+_TASKS_JOIN_S = 5.0  # a stop that gave up on the target waits this long for a state task in progress
+_PAUSED_WAIT_S = 0.1  # while reading is paused, the loop waits on deliveries this long per turn
+
+TaskFactory = Callable[..., StateTasks]
 
 
 def _refused_for_now(exc: KafkaException) -> bool:
     """A commit refused by an outage or because the group moved on (to try again, not to fail for)."""
     err = kafka_error(exc)
     return transient(exc) or (err is not None and err.code() in _REBALANCE_CODES)
-
-
-_DRAIN_SLICE_S = 1.0  # a drain waits in slices, watching outages between them
-_TASKS_JOIN_S = 5.0  # a stop that gave up on the target waits this long for a state task in progress
-_PAUSED_WAIT_S = 0.1  # while reading is paused, the loop waits on deliveries this long per turn
-
-TaskFactory = Callable[..., StateTasks]
 
 
 class FlowRunner:
@@ -555,8 +553,12 @@ class FlowRunner:
             self.flow.name, _REJOIN_AFTER_S,
         )  # fmt: skip
         self.stats.rejoins = self._rejoin.rejoins
+        self._subscribe_again()
+
+    def _subscribe_again(self) -> None:
+        """Leave the group and join it again (a fresh fetch state) with the follower's selection."""
         self._consumer.unsubscribe()
-        self._subscribe(list(self._remote))  # the selection the follower subscribed to
+        self._subscribe(list(self._remote))
 
     def _forget(self, partitions: list[TopicPartition]) -> None:
         gone = {(tp.topic, tp.partition) for tp in partitions}
@@ -589,8 +591,9 @@ class FlowRunner:
         progress = (positions, stats.records - self._copier.in_flight)
         remedy = self._stall.observe(now, progress, behind, bool(self._outages.waiting))
         held = self._stall.stalled_s(now)
-        if remedy == RESUME:
+        if remedy:
             stats.stalled = f"nothing copied for {held:.0f} s with {behind} records behind and no outage"
+        if remedy == RESUME:
             _log.warning(
                 "flow %s: %s (%d partitions assigned, reading %s, %d records queued for the target, %d in "
                 "flight): resuming every partition",
@@ -599,10 +602,8 @@ class FlowRunner:
             )  # fmt: skip
             self._backpressure.resume_all()
         elif remedy == REJOIN:
-            stats.stalled = f"nothing copied for {held:.0f} s with {behind} records behind and no outage"
             _log.warning("flow %s: still %s: joining the consumer group again", self.flow.name, stats.stalled)
-            self._consumer.unsubscribe()
-            self._subscribe(list(self._remote))
+            self._subscribe_again()
         elif held == 0 and stats.stalled is not None:
             _log.warning("flow %s: copying again after a stall", self.flow.name)
             stats.stalled = None

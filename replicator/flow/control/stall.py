@@ -28,7 +28,8 @@ REJOIN = 2  # the second: join the consumer group anew
 
 @dataclass
 class StallWatch:
-    """``observe`` at each measurement; ``remedy`` says which remedy is due now (0: none)."""
+    """``observe`` at each measurement says which remedy is due now (0: none); ``stalled_s`` how long
+    the current stall has lasted."""
 
     after_s: float
     _progress: Hashable = field(default=None, init=False)
