@@ -23,7 +23,7 @@ from mirrorlake.traffic import ensure_topic
 from replicator.events import MetadataChange
 from replicator.flow.runtime import Replicator
 from replicator.metadata.acls import target_binding
-from replicator.metadata.topic_configs import DefaultConfigPropertyFilter
+from replicator.metadata.topic_configs import DefaultConfigPropertyFilter, TopicConfigSync
 from replicator.metadata.topic_deletions import RemoteTopicDeletions
 from tests.waiting import wait_for
 
@@ -265,3 +265,43 @@ def test_the_identity_policy_never_deletes_a_remote_topic(kafka_clusters, unique
     existing = unique_topic("exists")
     ensure_topic(a, existing, 1)
     assert deletions.decide({existing: f"A.{existing}"}) == []  # only left the selection: not deleted
+
+
+def _set_topic_config(bootstrap: str, topic: str, name: str, value: str) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    entry = ConfigEntry(name, value, incremental_operation=AlterConfigOpType.SET)
+    change = ConfigResource("topic", topic, incremental_configs=[entry])
+    next(iter(admin.incremental_alter_configs([change]).values())).result(30)
+
+
+@pytest.mark.kafka
+def test_a_remote_topic_turned_compacted_without_its_source_is_said_once_and_left_alone(
+    kafka_clusters, unique_topic, caplog
+):
+    """Config drift on the target (issue 39's soak fault): the warning comes once, names both topics
+    and what a failover loses; the target's policy is not reverted; its end is said too."""
+    a, b = kafka_clusters.bootstrap("A"), kafka_clusters.bootstrap("B")
+    topic = unique_topic("drift")
+    remote = f"A.{topic}"
+    ensure_topic(a, topic, 1)
+    ensure_topic(b, remote, 1)
+    sync = TopicConfigSync(
+        AdminClient({"bootstrap.servers": a}), AdminClient({"bootstrap.servers": b}), DefaultConfigPropertyFilter()
+    )
+
+    def warnings() -> list[str]:
+        return [r.getMessage() for r in caplog.records if r.levelname == "WARNING" and remote in r.getMessage()]
+
+    caplog.set_level("WARNING", logger="replicator.metadata.topic_configs")
+    sync.sync({topic: remote})
+    assert warnings() == []
+    _set_topic_config(b, remote, "cleanup.policy", "compact")
+    sync.sync({topic: remote})
+    sync.sync({topic: remote})
+    (said,) = warnings()
+    assert f"remote topic {remote} is compacted and its source topic {topic} is not" in said
+    assert "compacted_on_target" in said
+    assert dynamic_configs(b, remote)["cleanup.policy"] == "compact"  # left to the target's operator
+    _set_topic_config(b, remote, "cleanup.policy", "delete")
+    sync.sync({topic: remote})
+    assert warnings()[1:] == [f"remote topic {remote} is no longer compacted without its source {topic}"]

@@ -53,10 +53,13 @@ class TopicConfigSync:
         self._source = source
         self._target = target
         self._filter = config_filter
+        self._compacted_only_on_target: set[str] = set()  # remote topics warned about (see _watch_compaction)
 
     def source_configs(self, topics: Iterable[str]) -> dict[str, dict[str, str]]:
         """The replicable configs set explicitly on each source topic."""
-        described = describe_topic_configs(self._source, topics)
+        return self._replicable(describe_topic_configs(self._source, topics))
+
+    def _replicable(self, described: Mapping[str, Mapping[str, ConfigEntry]]) -> dict[str, dict[str, str]]:
         return {
             topic: {
                 name: entry.value
@@ -73,8 +76,10 @@ class TopicConfigSync:
         """Set on each remote topic what differs from its source topic; returns how many were set."""
         if not remote_names:
             return 0
-        wanted = self.source_configs(remote_names)
+        described = describe_topic_configs(self._source, remote_names)
+        wanted = self._replicable(described)
         current = describe_topic_configs(self._target, remote_names.values())
+        self._watch_compaction(remote_names, described, current)
         changes = []
         for topic, configs in wanted.items():
             remote = remote_names[topic]
@@ -91,6 +96,37 @@ class TopicConfigSync:
                 except KafkaException as exc:
                     raise ReplicationError(f"cannot set configs of {resource.name}: {exc}") from exc
         return sum(len(c.incremental_configs) for c in changes)
+
+    def _watch_compaction(
+        self,
+        remote_names: Mapping[str, str],
+        source: Mapping[str, Mapping[str, ConfigEntry]],
+        target: Mapping[str, Mapping[str, ConfigEntry]],
+    ) -> None:
+        """One WARNING when a remote topic turns compacted while its source is not (and one when that
+        ends). Nothing is altered: the target's policy is its operator's. But the cleaner then removes
+        the copies of every record whose key repeats, and a group failing over loses those it has not
+        read (the failover plan counts them, ``compacted_on_target``)."""
+        for topic, remote in remote_names.items():
+            if topic not in source or remote not in target:
+                continue  # not described this time: judged at the next sync
+            drifted = _compacts(target[remote]) and not _compacts(source[topic])
+            if drifted and remote not in self._compacted_only_on_target:
+                _log.warning(
+                    "remote topic %s is compacted and its source topic %s is not: the log cleaner removes copies "
+                    "of records whose key repeats, and a failover loses those a group has not read yet "
+                    "(counted by the failover plan as compacted_on_target)",
+                    remote, topic,
+                )  # fmt: skip
+                self._compacted_only_on_target.add(remote)
+            elif not drifted and remote in self._compacted_only_on_target:
+                _log.warning("remote topic %s is no longer compacted without its source %s", remote, topic)
+                self._compacted_only_on_target.discard(remote)
+
+
+def _compacts(entries: Mapping[str, ConfigEntry]) -> bool:
+    policy = entries.get("cleanup.policy")
+    return policy is not None and "compact" in (policy.value or "")
 
 
 def describe_topic_configs(admin: AdminClient, topics: Iterable[str]) -> dict[str, dict[str, ConfigEntry]]:
@@ -125,7 +161,6 @@ def compacted_topics(admin: AdminClient, topics: Iterable[str]) -> set[str]:
             raise ReplicationError(
                 f"cannot describe the configs of topic {resource.name}: {kafka_error_reason(exc)}"
             ) from exc
-        policy = entries.get("cleanup.policy")
-        if policy is not None and "compact" in (policy.value or ""):
+        if _compacts(entries):
             out.add(resource.name)
     return out
