@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from dashboards.status import FlowHealth
+from dashboards.status import FlowHealth, ProcessState, flow_lifecycle
 from lakehouse.sql import LakehouseSQL
 
 __all__ = [
@@ -79,13 +79,12 @@ def flow_health(sql: LakehouseSQL, flow: str) -> FlowHealth:
         values.update(records_deleted_on_target=row[3])
     if has(sql, "lifecycle"):
         rows = sql.query(
-            "SELECT state, reason FROM lifecycle WHERE flow = ? "
-            "QUALIFY row_number() OVER (PARTITION BY replicator_id ORDER BY emitted_at_ms DESC, event_id DESC) = 1 "
-            "ORDER BY state = 'error' DESC, state = 'stopped' DESC LIMIT 1",
+            "SELECT replicator_id, state, reason, emitted_at_ms FROM lifecycle WHERE flow = ? "
+            "QUALIFY row_number() OVER (PARTITION BY replicator_id ORDER BY emitted_at_ms DESC, event_id DESC) = 1",
             [flow],
         ).rows
-        if rows:
-            values.update(lifecycle_state=rows[0][0], lifecycle_reason=rows[0][1])
+        state, reason = flow_lifecycle([ProcessState(*row) for row in rows])
+        values.update(lifecycle_state=state, lifecycle_reason=reason)
     if has(sql, "rpo_groups"):
         values["groups_losing_records"] = _scalar(
             sql, 'SELECT count(DISTINCT "group") FROM rpo_groups WHERE flow = ? AND records_lost > 0', [flow]

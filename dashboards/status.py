@@ -26,7 +26,7 @@ from dashboards import fmt
 from replicator.client.failover_cost import DELETED_ON_TARGET
 from replicator.client.present_copies import COMPACTED_ON_TARGET
 
-__all__ = ["Thresholds", "FlowHealth", "Status", "flow_status"]
+__all__ = ["Thresholds", "FlowHealth", "Status", "ProcessState", "flow_lifecycle", "flow_status"]
 
 Level = Literal["green", "amber", "red"]
 
@@ -67,6 +67,40 @@ class Status:
         return "; ".join(self.reasons)
 
 
+@dataclass(frozen=True)
+class ProcessState:
+    """One replicator process's latest lifecycle event (ids carry the process: one row per process ever run)."""
+
+    replicator_id: str
+    state: str  # started | stopped | error | stop_requested
+    reason: str | None
+    at_ms: int
+
+
+def flow_lifecycle(processes: list[ProcessState]) -> tuple[str | None, str | None]:
+    """The flow's lifecycle (state, reason) from each process's latest event.
+
+    A flow runs while any process's latest word is ``started``: a process that stopped cleanly, or
+    failed, before the latest start is history, not the flow's state (the demo's batch run stopped
+    once; the flow it started kept running). An error after the latest start is the flow's
+    (``error``, one of its processes just failed); with no process started, the latest stop is
+    (``stopped``). A process killed without a word stays ``started``: the silence check sees it.
+    """
+    starts = [p.at_ms for p in processes if p.state == "started"]
+    last_start = max(starts, default=None)
+    errors = [p for p in processes if p.state == "error" and (last_start is None or p.at_ms > last_start)]
+    if errors:
+        latest = max(errors, key=lambda p: p.at_ms)
+        return "error", latest.reason
+    if starts:
+        return "running", None
+    stops = [p for p in processes if p.state in ("stopped", "stop_requested")]
+    if stops:
+        latest = max(stops, key=lambda p: p.at_ms)
+        return "stopped", latest.reason
+    return None, None
+
+
 def _last_heard(health: FlowHealth) -> int | None:
     seen = [t for t in (health.last_heartbeat_ms, health.last_sync_ms) if t is not None]
     return max(seen) if seen else None
@@ -79,7 +113,7 @@ def flow_status(health: FlowHealth, now_ms: int, thresholds: Thresholds = Thresh
     if health.lifecycle_state == "error":
         red.append(f"replicator error: {health.lifecycle_reason or 'no reason given'}")
     elif health.lifecycle_state == "stopped":
-        amber.append("replicator stopped")
+        amber.append(f"replicator stopped{f' ({health.lifecycle_reason})' if health.lifecycle_reason else ''}")
     if health.records_expired:
         red.append(f"{fmt.count(health.records_expired, 'record')} deleted on the source before they were copied")
     heard = _last_heard(health)

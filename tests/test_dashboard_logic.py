@@ -13,7 +13,7 @@ from streamlit.testing.v1 import AppTest
 
 from dashboards import fmt
 from dashboards.graph import FlowEdge, HeartbeatEdge, topology_dot
-from dashboards.status import FlowHealth, flow_status
+from dashboards.status import FlowHealth, ProcessState, flow_lifecycle, flow_status
 from dashboards.timetravel import builds, moment
 from dashboards.views.common import Y_FORMAT, time_line_chart
 from dashboards.views.divergence import apply_filters
@@ -71,6 +71,27 @@ def test_status_is_the_worst_check_with_its_reasons():
         "50 records removed from the target by compaction (cleanup.policy=compact) after they were copied: "
         "a failover would not find them (exact per group: mirrorlake failover plan)",
     )
+
+
+def test_a_flow_runs_while_any_process_s_latest_word_is_started():
+    """Issue 38: ids carry the process, so the demo's batch run that stopped cleanly must not paint
+    the replicator started after it "stopped"; an error or a stop counts only after the latest start."""
+    batch_run = ProcessState("host-100", "stopped", None, NOW - 60_000)
+    live = ProcessState("host-200", "started", None, NOW - 30_000)
+    assert flow_lifecycle([batch_run, live]) == ("running", None)
+    assert flow_lifecycle([live, ProcessState("host-300", "error", "boom", NOW - 1_000)]) == ("error", "boom")
+    old_error = ProcessState("host-50", "error", "old boom", NOW - 90_000)
+    assert flow_lifecycle([old_error, live]) == ("running", None)  # failed, then started again
+    live_stopped = ProcessState("host-200", "stopped", None, NOW - 5_000)
+    assert flow_lifecycle([batch_run, live_stopped]) == ("stopped", None)  # the incident: every process stopped
+    requested = ProcessState("failover@host-9", "stop_requested", "failover apply --stop-replication", NOW)
+    assert flow_lifecycle([live_stopped, requested]) == ("stopped", "failover apply --stop-replication")
+    assert flow_lifecycle([old_error]) == ("error", "old boom")  # nothing started since it failed
+    assert flow_lifecycle([]) == (None, None)
+    running = FlowHealth("A->B", last_heartbeat_ms=NOW - 1_000, lifecycle_state="running")
+    assert flow_status(running, NOW).level == "green"
+    stopped = FlowHealth("A->B", last_heartbeat_ms=NOW - 1_000, lifecycle_state="stopped", lifecycle_reason="why")
+    assert flow_status(stopped, NOW).reasons == ("replicator stopped (why)",)
 
 
 def test_builds_end_with_the_last_gold_commit_before_the_next_silver_one():

@@ -257,4 +257,6 @@ def test_groups_health_and_the_plan_macro_count_copies_deleted_from_the_target(w
     # flow A->B is shared by the session's other tests: at least this world's deletions count
     assert health.records_deleted_on_target is not None and health.records_deleted_on_target >= DELETED
     assert health.records_at_risk is not None and health.records_at_risk >= health.records_deleted_on_target
+    # each process's latest lifecycle row reaches the rule (tests/test_dashboard_logic.py holds the rule)
+    assert health.lifecycle_state in ("running", "stopped", "error"), health
     assert health.groups_losing_records >= 1
