@@ -93,6 +93,13 @@ def clusters_status(config_path: Path) -> None:
     default=None,
     help="serve /metrics and /health here (default: config)",
 )
+@click.option(
+    "--replicator-id",
+    envvar="MIRRORLAKE_REPLICATOR_ID",
+    default=None,
+    help="this process's id (default: config's replicator_id, else host-pid); exactly-once flows run by "
+    "several processes need one per process, stable across its restarts (a StatefulSet pod's name)",
+)
 def replicate(
     positional_config: Path | None,
     option_config: Path | None,
@@ -100,6 +107,7 @@ def replicate(
     targets: tuple[str, ...],
     until_caught_up: bool,
     status_port: int | None,
+    replicator_id: str | None,
 ) -> None:
     """Run the enabled flows of CONFIG until SIGTERM/SIGINT (then drain and commit)."""
     config_path = pick_config(positional_config, option_config)
@@ -107,6 +115,10 @@ def replicate(
     from replicator.flow.runtime import Replicator
 
     config = load_config(config_path)
+    if replicator_id is not None:
+        if not replicator_id.strip():
+            raise ConfigError("--replicator-id (or MIRRORLAKE_REPLICATOR_ID) is empty: name this process")
+        config = config.model_copy(update={"replicator_id": replicator_id})
     try:  # the checks across keys (policy class, cycles, flows selected) name the file too
         replicator = Replicator(
             config,

@@ -240,6 +240,8 @@ CASES = [
         args=("demo", "-c", "{path}"), names_file=False),
     Bad("failover apply: a time that is no time", A_B, ("--at 'soon'",),
         args=("failover", "apply", "-c", "{path}", "--flow", "A->B", "--at", "soon"), code=21, names_file=False),
+    Bad("replicate: an empty --replicator-id", A_B, ("--replicator-id", "is empty"),
+        args=("replicate", "{path}", "--replicator-id", " "), names_file=False),
     Bad("failback plan: an unknown flow", A_B, ("unknown flow", "Q->B"),
         args=("failback", "plan", "-c", "{path}", "--flow", "Q->B"), names_file=False),
     Bad("failback apply: no step named", A_B, ("name at least one step",),

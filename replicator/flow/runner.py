@@ -543,6 +543,7 @@ class FlowRunner:
     def _on_lost(self, _consumer: Consumer, partitions: list[TopicPartition]) -> None:
         _log.warning("flow %s: lost %s", self.flow.name, _names(partitions))
         self._rejoin.lost(time.monotonic())
+        self.commits.after_lost(partitions)
         self._forget(partitions)
         self._backpressure.forget(partitions)
 

@@ -3,6 +3,15 @@
 ``Replicator`` owns one thread per flow (each flow has its own clients, so flows never block
 each other) and one stop signal. ``run_until_caught_up`` is for batch use (demos, tests, planned
 failover): it returns once every flow has copied everything its source had.
+
+A flow whose client failed for good (librdkafka's fatal errors: an exactly-once producer fenced
+because its transaction coordinator bumped the epoch after a broker restart, an idempotent
+producer's broken sequence) starts over in the same thread with new clients, as Kafka Connect
+restarts a failed task: from what the target holds (the transactional positions; tail recovery
+at least once), so nothing is lost or copied twice beyond the flow's own guarantee, and the
+process's other flows never notice. ``MAX_RESTARTS`` within ``RESTART_WINDOW_S`` (two processes
+sharing one ``replicator_id`` fence each other for ever) ends it as before: the flow fails and
+the others stop.
 """
 
 from __future__ import annotations
@@ -10,9 +19,11 @@ from __future__ import annotations
 import gc
 import logging
 import threading
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field
 from typing import Literal
 
+from confluent_kafka import KafkaError
 from prometheus_client import CollectorRegistry
 
 from replicator.access.permissions import authorization_failure
@@ -22,12 +33,19 @@ from replicator.config.topology import check_loop_free
 from replicator.errors import ConfigError, MirrorlakeError, PortInUseError, ReplicationError
 from replicator.flow.copying.copycore import copies_natively
 from replicator.flow.runner import FlowRunner, FlowStats
-from replicator.kafka.settings import default_replicator_id
+from replicator.kafka.errors import fatal_client_error
+from replicator.kafka.settings import default_replicator_id, transactional_id
 from replicator.metrics.observability import FlowCollector, StatusServer, waiting_for
 
 __all__ = ["Replicator"]
 
 _log = logging.getLogger(__name__)
+MAX_RESTARTS = 5  # restarts of one flow after fatal client errors ...
+RESTART_WINDOW_S = 300.0  # ... within this long, before the flow fails
+RESTART_DELAY_S = 1.0  # between a failure and the restart (doubled for each recent restart)
+_FENCED = frozenset(
+    {KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH, KafkaError._FATAL}
+)
 
 
 @dataclass
@@ -35,6 +53,7 @@ class _Running:
     runner: FlowRunner
     thread: threading.Thread
     error: BaseException | None = None
+    restarted_at: list[float] = field(default_factory=list)  # monotonic times of the recent restarts
 
 
 class Replicator:
@@ -89,22 +108,67 @@ class Replicator:
                     f"status endpoint: cannot listen on {self.config.status_host}:{self._status_port}: {exc.strerror}"
                 ) from None
         for flow in self.flows:
-            runner = FlowRunner(self.config, flow, replicator_id=self.replicator_id, policy=self.policy)
-            running = _Running(runner, threading.Thread())
+            running = _Running(self._runner(flow), threading.Thread())
             running.thread = threading.Thread(
                 target=self._run_one, args=(running, until_caught_up), name=f"flow-{flow.name}", daemon=True
             )
             self._running.append(running)
             running.thread.start()
 
+    def _runner(self, flow: FlowConfig) -> FlowRunner:
+        return FlowRunner(self.config, flow, replicator_id=self.replicator_id, policy=self.policy)
+
     def _run_one(self, running: _Running, until_caught_up: bool) -> None:
-        try:
-            running.runner.run(self._stop, until_caught_up=until_caught_up)
-        except BaseException as exc:  # reported by wait(); other flows are stopped too
-            running.error = authorization_failure(self.config, running.runner.flow, exc) or exc
-            if not isinstance(running.error, MirrorlakeError):
-                _log.exception("flow %s failed", running.runner.flow.name)
-            self._stop.set()
+        while True:
+            try:
+                running.runner.run(self._stop, until_caught_up=until_caught_up)
+                return
+            except BaseException as exc:  # reported by wait(); other flows are stopped too
+                after = self._restart(running, exc)
+                if after == "restarted":
+                    continue
+                if after == "stopped":
+                    return  # asked to stop while waiting: the target holds what a stop leaves
+                running.error = authorization_failure(self.config, running.runner.flow, exc) or exc
+                if not isinstance(running.error, MirrorlakeError):
+                    _log.exception("flow %s failed", running.runner.flow.name)
+                self._stop.set()
+                return
+
+    def _fenced_hint(self, flow: FlowConfig, err: KafkaError) -> str:
+        """For an exactly-once producer fenced: the likeliest cause, a second process of the same id."""
+        if not flow.exactly_once or err.code() not in _FENCED:
+            return ""
+        instance = self.config.replicator_id or "main"
+        return (
+            f"; its transactional id {transactional_id(flow, instance)} was taken over: if another process "
+            "runs this flow with the same replicator_id, give each its own (--replicator-id)"
+        )
+
+    def _restart(self, running: _Running, exc: BaseException) -> Literal["restarted", "stopped", "failed"]:
+        """After a fatal client error: wait, then a new runner of the flow; any other error fails it."""
+        err = fatal_client_error(exc)
+        now = time.monotonic()
+        recent = [t for t in running.restarted_at if now - t < RESTART_WINDOW_S]
+        if err is None or self._stop.is_set() or len(recent) >= MAX_RESTARTS:
+            return "failed"
+        old = running.runner
+        delay = RESTART_DELAY_S * 2 ** len(recent)
+        _log.warning(
+            "flow %s: a client failed for good (%s): the flow starts again with new clients in %.0f s, "
+            "from what the target holds (restart %d within %.0f s; at %d the flow fails)%s",
+            old.flow.name, err.str(), delay, len(recent) + 1, RESTART_WINDOW_S, MAX_RESTARTS + 1,
+            self._fenced_hint(old.flow, err),
+        )  # fmt: skip
+        if self._stop.wait(delay):
+            return "stopped"
+        running.restarted_at = [*recent, time.monotonic()]
+        gc.collect()  # the old runner's clients (threads, sockets) go before the new ones come
+        running.runner = self._runner(old.flow)
+        stats, before = running.runner.stats, old.stats
+        stats.records, stats.bytes, stats.recoveries = before.records, before.bytes, before.recoveries
+        stats.restarts = before.restarts + 1
+        return "restarted"
 
     def stop(self) -> None:
         """Ask every flow to finish: each drains, publishes its syncs and commits."""
@@ -146,6 +210,7 @@ class Replicator:
                 "waiting_for": waiting_for(r.runner.stats),
                 "reading_paused": r.runner.stats.paused,
                 "copy_path": r.runner.stats.copy_path,
+                "restarts": r.runner.stats.restarts,
             }
             for r in self._running
         }

@@ -31,6 +31,24 @@ def kafka_error(exc: BaseException) -> KafkaError | None:
     return None
 
 
+# what produce() and delivery reports say after the instance failed (their errors carry no fatal flag)
+_FATAL_CODES = frozenset({KafkaError._FATAL, KafkaError._FENCED, KafkaError.PRODUCER_FENCED})
+
+
+def fatal_client_error(exc: BaseException) -> KafkaError | None:
+    """The fatal ``KafkaError`` (librdkafka: the client instance is unusable) that ``exc`` carries
+    itself or through its causes, else ``None``."""
+    seen: set[int] = set()
+    cause: BaseException | None = exc
+    while cause is not None and id(cause) not in seen:
+        seen.add(id(cause))
+        err = kafka_error(cause)
+        if err is not None and (err.fatal() or err.code() in _FATAL_CODES):
+            return err
+        cause = cause.__cause__ or cause.__context__
+    return None
+
+
 def kafka_error_reason(exc: BaseException) -> str:
     """librdkafka's human-readable reason (``Local: Broker transport failure``), not the repr."""
     err = kafka_error(exc)

@@ -63,6 +63,9 @@ class Commits:
 
     def before_revoke(self, partitions: list[TopicPartition]) -> None: ...
 
+    def after_lost(self, partitions: list[TopicPartition]) -> None:
+        """``partitions`` were taken away without a revoke (the group gave them to another process)."""
+
     def close(self) -> None: ...
 
     def give_up(self) -> None:
@@ -295,6 +298,19 @@ class TransactionalCommits(Commits):
         for tp in partitions:
             self._positions.pop((tp.topic, tp.partition), None)
             self._written.pop((tp.topic, tp.partition), None)
+
+    def after_lost(self, partitions: list[TopicPartition]) -> None:
+        """The open transaction holds copies and positions of partitions another process may own by
+        now, and started copying from the committed positions: committing it would put a second
+        copy of those records on the target, visible to read_committed. It is aborted instead (every
+        partition rewinds to its committed position; the ones kept are copied again in the next)."""
+        lost = {(tp.topic, tp.partition) for tp in partitions}
+        held = lost & self._positions.keys()
+        for tp in lost:
+            self._positions.pop(tp, None)
+            self._written.pop(tp, None)
+        if self._dirty and held:
+            self.abort(f"partitions lost to the group while copying: {sorted(held)}")
 
     def close(self) -> None:
         """Commit what is open. The empty transaction begun after it is left for the producer's close
