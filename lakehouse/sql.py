@@ -262,7 +262,7 @@ def format_result(result: QueryResult, fmt: Literal["table", "json", "csv"]) -> 
         return json.dumps(result.to_records(), default=str, indent=2)
     if fmt == "csv":
         buf = io.StringIO()
-        writer = csv.writer(buf)
+        writer = csv.writer(buf, lineterminator="\n")  # the csv module's default is RFC 4180's CRLF
         writer.writerow(result.columns)
         writer.writerows(result.rows)
         return buf.getvalue()

@@ -18,11 +18,13 @@ from mirrorlake.localkafka import local_brokers, up
 from mirrorlake.progress import Steps
 from mirrorlake.traffic import TrafficReport, ensure_topic, produce_sample_traffic
 from replicator.client.group_offsets import commit_offsets
+from replicator.client.policy import policy_from_config
 from replicator.client.translation import translate_offsets
 from replicator.config import FlowConfig, MirrorlakeConfig
 from replicator.errors import ConfigError
 from replicator.flow.runtime import Replicator
 from replicator.kafka.log_bounds import topic_bounds
+from replicator.kafka.settings import RDKAFKA_LOG
 
 __all__ = ["DemoSummary", "run_demo", "render_summary", "DEMO_TOPIC", "DEMO_GROUP"]
 
@@ -39,7 +41,9 @@ def _consume_some(bootstrap: str, topic: str, records: int, group: str = DEMO_GR
     (A subscribed consumer reading ``records`` in arrival order may never reach one partition, which
     then has no committed offset and no checkpoint to show.)
     """
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
+    consumer = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False, "logger": RDKAFKA_LOG}
+    )
     try:
         bounds = topic_bounds(consumer, topic)
         if not bounds:
@@ -154,9 +158,11 @@ def _demo_steps(config: MirrorlakeConfig, flow: FlowConfig, records: int, partit
 def render_summary(s: DemoSummary, config: MirrorlakeConfig) -> str:
     """What the demo prints at the end: what happened, and the commands to try next."""
     resumes = ", ".join(f"{t}[{p}] {src} -> {dst}" for t, p, src, dst in s.group_offsets)
+    source, target = s.flow.split("->")
+    remote = policy_from_config(config.replication_policy).format_remote_topic(source, DEMO_TOPIC)
     lines = [
         "",
-        f"mirrorlake demo: flow {s.flow}, topic {DEMO_TOPIC} -> {s.flow.split('->')[1]}",
+        f"mirrorlake demo: flow {s.flow}, topic {DEMO_TOPIC} on {source} -> {remote} on {target}",
         f"  produced      {s.traffic.plain_records} records + {s.traffic.committed_records} in committed and "
         f"{s.traffic.aborted_records} in aborted transactions",
         f"  replicated    {s.replicated_records} records this run",

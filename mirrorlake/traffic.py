@@ -15,6 +15,11 @@ from confluent_kafka import KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from replicator.errors import ReplicationError
+from replicator.kafka.settings import RDKAFKA_LOG
+
+# librdkafka's own lines (``%4|...|GETPID|`` while a transaction coordinator loads) through logging,
+# not printed on the demo's terminal
+_LOGGED = {"logger": RDKAFKA_LOG}
 
 __all__ = ["TrafficReport", "ensure_topic", "produce_sample_traffic"]
 
@@ -50,7 +55,7 @@ def produce_sample_traffic(
     value_size: int = 100,
 ) -> TrafficReport:
     """Produce ``records`` plain records, then ``transactions`` transactions, every other aborted."""
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "enable.idempotence": True})
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "enable.idempotence": True, **_LOGGED})
     pad = "x" * max(0, value_size - 20)
     now_ms = int(time.time() * 1000)
     for i in range(records):
@@ -68,7 +73,9 @@ def produce_sample_traffic(
             except BufferError:
                 producer.poll(0.05)
     producer.flush(60)
-    txn = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"mirrorlake-demo-{uuid.uuid4().hex[:8]}"})
+    txn = Producer(
+        {"bootstrap.servers": bootstrap, "transactional.id": f"mirrorlake-demo-{uuid.uuid4().hex[:8]}", **_LOGGED}
+    )
     txn.init_transactions(30)
     committed = aborted = 0
     for n in range(transactions):

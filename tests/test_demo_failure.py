@@ -42,3 +42,19 @@ def test_a_failed_demo_stops_what_it_started_and_nothing_else(tmp_path: Path, mo
         assert running == {"A": True, "B": False}
     finally:
         down(config)
+
+
+def test_the_summary_names_the_remote_topic_the_policy_gives(tmp_path: Path):
+    """Issue 38: the summary said "topic orders -> B" for A.orders on B."""
+    from types import SimpleNamespace
+
+    config = parse_config(
+        {"clusters": {"A": {"bootstrap_servers": "127.0.0.1:1"}, "B": {"bootstrap_servers": "127.0.0.1:3"}},
+         "flows": [{"source": "A", "target": "B"}], "lakehouse": {"path": str(tmp_path / "lh")}},
+        source="test_demo_failure",
+    )  # fmt: skip
+    traffic = SimpleNamespace(plain_records=10, committed_records=4, aborted_records=2)
+    build = SimpleNamespace(bronze_rows=5, offset_syncs=3, mapping_segments=2, quarantined=0)
+    summary = demo.DemoSummary("A->B", traffic, 14, build, 0, 3, 3, [(0, 1)], [("A.orders", 0, 3, 3)])  # type: ignore[arg-type]
+    first = demo.render_summary(summary, config).splitlines()[1]
+    assert first == f"mirrorlake demo: flow A->B, topic {demo.DEMO_TOPIC} on A -> A.{demo.DEMO_TOPIC} on B"

@@ -42,6 +42,12 @@ def test_a_sql_table_shows_one_row_per_row():
     assert rendered.count("\n") == 4 and "\x1b" not in rendered  # header, rule, two rows, count
 
 
+def test_csv_lines_end_with_a_newline_and_a_value_with_one_is_quoted():
+    """Issue 38: CRLF line ends were the csv module's default; a line feed inside a value stays quoted."""
+    rendered = format_result(QueryResult(["flow", "topic"], [("A->B", "orders"), ("A->B", "a\nb")]), "csv")
+    assert rendered == 'flow,topic\nA->B,orders\nA->B,"a\nb"\n'
+
+
 def test_the_dashboard_shows_names_as_text_not_markdown():
     assert fmt.text("A->B") == "A->B"
     shown = fmt.text("[click](http://evil) ![i](x) *b* $x$" + TITLE)
