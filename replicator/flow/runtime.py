@@ -3,15 +3,6 @@
 ``Replicator`` owns one thread per flow (each flow has its own clients, so flows never block
 each other) and one stop signal. ``run_until_caught_up`` is for batch use (demos, tests, planned
 failover): it returns once every flow has copied everything its source had.
-
-A flow whose client failed for good (librdkafka's fatal errors: an exactly-once producer fenced
-because its transaction coordinator bumped the epoch after a broker restart, an idempotent
-producer's broken sequence) starts over in the same thread with new clients, as Kafka Connect
-restarts a failed task: from what the target holds (the transactional positions; tail recovery
-at least once), so nothing is lost or copied twice beyond the flow's own guarantee, and the
-process's other flows never notice. ``MAX_RESTARTS`` within ``RESTART_WINDOW_S`` (two processes
-sharing one ``replicator_id`` fence each other for ever) ends it as before: the flow fails and
-the others stop.
 """
 
 from __future__ import annotations
@@ -19,8 +10,7 @@ from __future__ import annotations
 import gc
 import logging
 import threading
-import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Literal
 
 from confluent_kafka import KafkaError
@@ -40,9 +30,7 @@ from replicator.metrics.observability import FlowCollector, StatusServer, waitin
 __all__ = ["Replicator"]
 
 _log = logging.getLogger(__name__)
-MAX_RESTARTS = 5  # restarts of one flow after fatal client errors ...
-RESTART_WINDOW_S = 300.0  # ... within this long, before the flow fails
-RESTART_DELAY_S = 1.0  # between a failure and the restart (doubled for each recent restart)
+# what a fenced transactional producer says (flag or code: errors of delivery reports carry no flag)
 _FENCED = frozenset(
     {KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH, KafkaError._FATAL}
 )
@@ -53,7 +41,6 @@ class _Running:
     runner: FlowRunner
     thread: threading.Thread
     error: BaseException | None = None
-    restarted_at: list[float] = field(default_factory=list)  # monotonic times of the recent restarts
 
 
 class Replicator:
@@ -108,67 +95,43 @@ class Replicator:
                     f"status endpoint: cannot listen on {self.config.status_host}:{self._status_port}: {exc.strerror}"
                 ) from None
         for flow in self.flows:
-            running = _Running(self._runner(flow), threading.Thread())
+            runner = FlowRunner(self.config, flow, replicator_id=self.replicator_id, policy=self.policy)
+            running = _Running(runner, threading.Thread())
             running.thread = threading.Thread(
                 target=self._run_one, args=(running, until_caught_up), name=f"flow-{flow.name}", daemon=True
             )
             self._running.append(running)
             running.thread.start()
 
-    def _runner(self, flow: FlowConfig) -> FlowRunner:
-        return FlowRunner(self.config, flow, replicator_id=self.replicator_id, policy=self.policy)
-
     def _run_one(self, running: _Running, until_caught_up: bool) -> None:
-        while True:
-            try:
-                running.runner.run(self._stop, until_caught_up=until_caught_up)
-                return
-            except BaseException as exc:  # reported by wait(); other flows are stopped too
-                after = self._restart(running, exc)
-                if after == "restarted":
-                    continue
-                if after == "stopped":
-                    return  # asked to stop while waiting: the target holds what a stop leaves
-                running.error = authorization_failure(self.config, running.runner.flow, exc) or exc
-                if not isinstance(running.error, MirrorlakeError):
-                    _log.exception("flow %s failed", running.runner.flow.name)
-                self._stop.set()
-                return
+        try:
+            running.runner.run(self._stop, until_caught_up=until_caught_up)
+        except BaseException as exc:  # reported by wait(); other flows are stopped too
+            running.error = authorization_failure(self.config, running.runner.flow, exc) or self._named(running, exc)
+            if not isinstance(running.error, MirrorlakeError):
+                _log.exception("flow %s failed", running.runner.flow.name)
+            self._stop.set()
 
-    def _fenced_hint(self, flow: FlowConfig, err: KafkaError) -> str:
-        """For an exactly-once producer fenced: the likeliest cause, a second process of the same id."""
-        if not flow.exactly_once or err.code() not in _FENCED:
-            return ""
-        instance = self.config.replicator_id or "main"
-        return (
-            f"; its transactional id {transactional_id(flow, instance)} was taken over: if another process "
-            "runs this flow with the same replicator_id, give each its own (--replicator-id)"
-        )
-
-    def _restart(self, running: _Running, exc: BaseException) -> Literal["restarted", "stopped", "failed"]:
-        """After a fatal client error: wait, then a new runner of the flow; any other error fails it."""
+    def _named(self, running: _Running, exc: BaseException) -> BaseException:
+        """A fatal client error as the flow's ``ReplicationError`` (one raised through a librdkafka
+        callback arrives as ``SystemError: ... returned a result with an exception set``); for an
+        exactly-once producer fenced, with its likeliest cause named. Any other error as it is."""
         err = fatal_client_error(exc)
-        now = time.monotonic()
-        recent = [t for t in running.restarted_at if now - t < RESTART_WINDOW_S]
-        if err is None or self._stop.is_set() or len(recent) >= MAX_RESTARTS:
-            return "failed"
-        old = running.runner
-        delay = RESTART_DELAY_S * 2 ** len(recent)
-        _log.warning(
-            "flow %s: a client failed for good (%s): the flow starts again with new clients in %.0f s, "
-            "from what the target holds (restart %d within %.0f s; at %d the flow fails)%s",
-            old.flow.name, err.str(), delay, len(recent) + 1, RESTART_WINDOW_S, MAX_RESTARTS + 1,
-            self._fenced_hint(old.flow, err),
-        )  # fmt: skip
-        if self._stop.wait(delay):
-            return "stopped"
-        running.restarted_at = [*recent, time.monotonic()]
-        gc.collect()  # the old runner's clients (threads, sockets) go before the new ones come
-        running.runner = self._runner(old.flow)
-        stats, before = running.runner.stats, old.stats
-        stats.records, stats.bytes, stats.recoveries = before.records, before.bytes, before.recoveries
-        stats.restarts = before.restarts + 1
-        return "restarted"
+        if err is None:
+            return exc
+        flow = running.runner.flow
+        text = str(exc) if isinstance(exc, MirrorlakeError) else f"flow {flow.name}: a client failed: {err.str()}"
+        if flow.exactly_once and err.code() in _FENCED:
+            instance = self.config.replicator_id or "main"
+            text += (
+                f"; its transactional id {transactional_id(flow, instance)} was taken over (another process "
+                "running this flow with the same replicator_id: give each its own, --replicator-id; or the "
+                "target's transaction coordinator aborted the transaction): a restart resumes from the "
+                "positions committed on the target"
+            )
+        failed = ReplicationError(text)
+        failed.__cause__ = exc
+        return failed
 
     def stop(self) -> None:
         """Ask every flow to finish: each drains, publishes its syncs and commits."""
@@ -210,7 +173,6 @@ class Replicator:
                 "waiting_for": waiting_for(r.runner.stats),
                 "reading_paused": r.runner.stats.paused,
                 "copy_path": r.runner.stats.copy_path,
-                "restarts": r.runner.stats.restarts,
             }
             for r in self._running
         }

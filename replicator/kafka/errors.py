@@ -32,7 +32,9 @@ def kafka_error(exc: BaseException) -> KafkaError | None:
 
 
 # what produce() and delivery reports say after the instance failed (their errors carry no fatal flag)
-_FATAL_CODES = frozenset({KafkaError._FATAL, KafkaError._FENCED, KafkaError.PRODUCER_FENCED})
+_FATAL_CODES = frozenset(
+    {KafkaError._FATAL, KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH}
+)
 
 
 def fatal_client_error(exc: BaseException) -> KafkaError | None:

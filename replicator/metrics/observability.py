@@ -81,14 +81,8 @@ class FlowCollector(Collector):
             "source records deleted (retention, delete-records) before the flow copied them",
             labels=["flow"],
         )
-        restarts = CounterMetricFamily(
-            "mirrorlake_flow_restarts",
-            "times the flow started over with new clients after a fatal client error (a fenced producer)",
-            labels=["flow"],
-        )
         flows = self._flows()
         for name, stats in flows:
-            restarts.add_metric([name], stats.restarts)
             recreated.add_metric([name], stats.topics_recreated)
             lost_before_copy.add_metric([name], stats.records_lost_before_copy)
             waits = waiting_for(stats)
@@ -107,7 +101,7 @@ class FlowCollector(Collector):
             buckets, total = stats.latency.snapshot()
             latency.add_metric([name], buckets=buckets, sum_value=total)
         yield from (records, size, syncs, skipped, lag, age, latency, waiting, paused, recoveries)
-        yield from (recreated, lost_before_copy, restarts)
+        yield from (recreated, lost_before_copy)
         yield from mm2_families([stats for _name, stats in flows])
         yield from connect_families(flows)
 

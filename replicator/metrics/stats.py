@@ -46,7 +46,6 @@ class FlowStats:
     recoveries: int = 0  # outages the flow waited out
     stalled: str | None = None  # records behind, no outage, no progress (flow.stall): why health is degraded
     rejoins: int = 0  # consumer group joins forced after a loss with no new assignment (flow.rejoin)
-    restarts: int = 0  # times the flow started over with new clients after a fatal client error (flow.runtime)
     topics_recreated: int = 0  # source topics found deleted and created again (flow.topic_lives)
     records_lost_before_copy: int = 0  # source offsets deleted before the flow read them (flow.topic_lives)
     turned_at: float = field(default_factory=time.monotonic)  # the copy loop's last turn (liveness)
