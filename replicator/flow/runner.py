@@ -22,7 +22,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import OffsetSpec
@@ -34,7 +34,7 @@ from replicator.client.policy import ReplicationPolicy, policy_from_config
 from replicator.client.provenance import Provenance
 from replicator.config import FlowConfig, MirrorlakeConfig
 from replicator.config.topology import provenance_enabled
-from replicator.errors import ReplicationError
+from replicator.errors import MirrorlakeError, ReplicationError
 from replicator.events import Event, Lifecycle, MetadataChange
 from replicator.flow.clients import ClientFactory, FlowClients, kafka_clients
 from replicator.flow.control.caught_up import CaughtUpCheck
@@ -96,6 +96,7 @@ _REBALANCE_CODES = frozenset(
     {KafkaError.UNKNOWN_MEMBER_ID, KafkaError.ILLEGAL_GENERATION, KafkaError.REBALANCE_IN_PROGRESS}
 )
 _DRAIN_SLICE_S = 1.0  # a drain waits in slices, watching outages between them
+_T = TypeVar("_T")
 _TASKS_JOIN_S = 5.0  # a stop that gave up on the target waits this long for a state task in progress
 _PAUSED_WAIT_S = 0.1  # while reading is paused, the loop waits on deliveries this long per turn
 
@@ -256,7 +257,8 @@ class FlowRunner:
 
     def _run_wired(self, stop: threading.Event, until_caught_up: bool) -> FlowStats:
         assert self._clients is not None
-        self._clients.topics.ensure_state_topic(self.config.state_topic)
+        clients = self._clients
+        self._starting(lambda: clients.topics.ensure_state_topic(self.config.state_topic), stop)
         requested = threading.Event()  # `failover apply --stop-replication` stops this flow only
         watcher = StopRequestWatcher(
             self.config.cluster(self.flow.target).client_config(),
@@ -284,7 +286,8 @@ class FlowRunner:
         tasks.ctx.view.subscribe(Lifecycle.event_type, previous.take)
         tasks.ctx.view.subscribe(MetadataChange.event_type, self._take_metadata_change)
         try:
-            tasks.ctx.view.refresh()  # the mapping's lives: which topic id each source topic was copied under
+            # the mapping's lives: which topic id each source topic was copied under
+            self._starting(tasks.ctx.view.refresh, stop)
             self._metadata_sync.seed(self._copied_topics(tasks.ctx.view.index), self._decided_topics)
             if self._guarded(self._follower.refresh, "source", "target"):
                 self._guarded(lambda: self._check_lives("start"), "source")
@@ -293,12 +296,12 @@ class FlowRunner:
                 selected = [(r.source_topic, r.target_topic, p) for r in remote for p in range(r.partitions)]
                 producer = self._clients.lifecycle_producer
                 # through the tasks' own view: the state log is read once at start, not twice
-                recovery = recover_orphan_copies(
+                recovery = self._starting(lambda: recover_orphan_copies(
                     self.config, self.flow, self.replicator_id, producer, selected, tasks.ctx.view,
                     skipped=lambda headers: not self._provenance.stamp(headers)[0], after_a_crash=previous.crashed,
-                )  # fmt: skip
+                ), stop)  # fmt: skip
                 self._resumes = PendingResumes(recovery.resume_at, self._read_committed)
-            self.commits.start()
+            self._starting(self.commits.start, stop)
             self.stats.state = "running"
             tasks.start()
             try:
@@ -328,6 +331,18 @@ class FlowRunner:
         finally:
             watcher.close()
         return self.stats
+
+    def _starting(self, operation: Callable[[], _T], stop: threading.Event) -> _T:
+        """A step of the flow's start, tried again while a cluster does not answer (a broker restarting
+        as the process starts): a running flow waits out an outage, so a starting one does too. Only
+        a stop ends the wait (then the step's error propagates); any other error at once."""
+        while True:
+            try:
+                return operation()
+            except (KafkaException, MirrorlakeError) as exc:
+                if stop.is_set() or not self._outages.blame(("source", "target"), exc):
+                    raise
+                stop.wait(max(0.5, self._outages.delay_left("source"), self._outages.delay_left("target")))
 
     def _loop(self, stop: _StopFlag, until_caught_up: bool) -> None:
         next_refresh = next_metadata_sync = 0.0
