@@ -18,7 +18,19 @@ at once):
   (``bench/netsplit.py``: iptables drops what the process sends to the broker's port; root only,
   otherwise the fault is skipped and the report says why);
 - ``recreate-topic``: ``accounts`` on S (its own producer) deleted and created again while the
-  flows run; its producer starts a new life of keys on the new topic.
+  flows run; its producer starts a new life of keys on the new topic;
+- ``compact-target``: T's ``S.orders`` turned compacted (segments rolled every 2 s, cleaned at once)
+  for the rest of the run, as an operator's slip would leave it: keys are unique, so the cleaner
+  removes only the earlier copies of a record copied twice.
+
+The flow S->T copies at least once, T->S exactly once (transactional; ``duplicated`` is judged
+read_committed there and must be 0).
+
+Whenever S is down (``kill-broker`` or ``kill-both`` of S), the failover plan of S->T for S's group
+is made with the source down, as an operator in that incident would (``failover plan``), and judged
+once S is back against the contents: for each partition, the records lost, re-read and duplicated
+by resuming where the plan says (``mirrorlake.groundtruth.resume_cost``), the target read as it was
+when the plan was made.
 
 At the end the producers and groups stop, the replicators run until caught up, and everything is
 judged from the clusters' contents (``mirrorlake.groundtruth``), never from mirrorlake's own figures:
@@ -26,19 +38,20 @@ judged from the clusters' contents (``mirrorlake.groundtruth``), never from mirr
 - ``missing``: records on a source (read_committed) with no copy on the target: must be 0;
 - ``aborted``: records of aborted transactions on a target: must be 0;
 - ``duplicated``: copies beyond a record's first (at-least-once; the aim is 0);
-- ``lost_before_copy``: records deleted before their copy, against the sum of the flow's
-  ``records_lost_before_copy`` events: must be equal;
+- ``lost_before_copy``: records deleted before their copy and never copied (a deletion a broker
+  restart undid lets them be copied after all: Kafka checkpoints a moved log start once a minute),
+  against the sum of the flow's ``records_lost_before_copy`` events: must be equal;
 - ``gone``: records of a deleted topic that had no copy when it was deleted (reported: nothing on
   the source says how many there were once the topic is gone, so the flow does not count them);
 - ``mapping``: source offsets whose translation through the flow's offset syncs differs from the
   latest copy's (``GroundTruth``): must be 0;
-- ``groups``: each group's last checkpoint, against its committed offset and the exact translation.
+- ``groups``: each group's last checkpoint, against its committed offset and the exact translation;
+- ``plans``: every failover plan made while S was down, row by row against the truth: must equal.
 
     .venv/bin/python -m bench.chaos --seed 7 --minutes 3
     .venv/bin/python -m bench.chaos --seed 7 --minutes 30 --out bench/results/chaos-<date>.txt
 
 Prints the schedule, each figure and last ``chaos_failures=<n>``; exit 1 when a must-be figure is off.
-Not yet in the schedule: a target topic turned compacted, exactly-once flows (issue 39 item 4).
 """
 
 from __future__ import annotations
@@ -56,7 +69,7 @@ import threading
 import time
 import uuid
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -66,20 +79,29 @@ if __package__ in (None, ""):  # run as a file: make ``bench`` importable
 
 import yaml
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    NewPartitions,
+    NewTopic,
+)
 
 from bench import netsplit
 from bench.faults import SteadyProducer
 from bench.replicate_vs_mm2 import cluster_config
-from mirrorlake.groundtruth import GroundTruth, Rec, copies_by_content, read_partition, state_events
+from mirrorlake.groundtruth import GroundTruth, Rec, copies_by_content, read_partition, resume_cost, state_events
 from mirrorlake.localkafka import LocalBroker, down, local_brokers, up
 from mirrorlake.traffic import ensure_topic
-from replicator.client.failover_cost import union_size
+from replicator.client.failover_cost import interval_union, union_size
 from replicator.client.mapping_index import MappingIndex
 from replicator.client.translation import translate_offsets
 from replicator.config import MirrorlakeConfig, parse_config
-from replicator.errors import TranslationError
+from replicator.errors import MirrorlakeError, TranslationError
 from replicator.events import RecordsLostBeforeCopy
+from replicator.failover import plan_failover
+from replicator.failover.plan import GroupPartitionPlan
 from replicator.kafka.log_bounds import partition_bounds, throwaway_reader
 from replicator.tasks.audit import RangeReader
 
@@ -97,7 +119,11 @@ KINDS = (
     "delete-unreplicated",
     "partition-replicator",
     "recreate-topic",
+    "compact-target",
 )
+EXACTLY_ONCE = ("T->S",)
+COMPACTED = {"cleanup.policy": "compact", "segment.ms": "2000", "min.cleanable.dirty.ratio": "0.01",
+             "min.compaction.lag.ms": "0"}  # fmt: skip
 _log = logging.getLogger("bench.chaos")
 
 
@@ -123,6 +149,8 @@ def schedule(seed: int, seconds: float, processes: int) -> list[Fault]:
             side = str(rng.randrange(processes))
         elif kind in ("add-partition", "delete-unreplicated", "kill-both", "recreate-topic"):
             side = "S"
+        elif kind == "compact-target":
+            side = "T"
         elif kind == "partition-replicator":  # process/cluster: cut off from that cluster's broker
             side = f"{rng.randrange(processes)}/{rng.choice(SIDES)}"
         else:
@@ -154,8 +182,7 @@ class TransactionalProducer:
         self._thread.start()
 
     def _run(self) -> None:
-        producer = Producer(self._conf)
-        producer.init_transactions(60)
+        producer = self._renew(None)  # S may be down right now (a fault at the start)
         n = 0
         while not self._stop.is_set():
             keys = [f"txn-{n + i}".encode() for i in range(20)]
@@ -177,7 +204,7 @@ class TransactionalProducer:
                 producer = self._renew(producer)
             self._stop.wait(0.1)
 
-    def _renew(self, old: Producer) -> Producer:
+    def _renew(self, old: Producer | None) -> Producer:
         del old
         while not self._stop.is_set():
             producer = Producer(self._conf)  # the same transactional.id fences the old one
@@ -236,9 +263,12 @@ class Replicators:
     def start(self, i: int, *extra: str) -> subprocess.Popen:
         group = netsplit.as_group(netsplit.GID_BASE + i) if self._partitionable else []
         with (self._logs / f"replicator-{i}.log").open("a") as log:  # the child keeps its own copy
+            # one id per process slot, kept across its restarts (a StatefulSet's pod names): each
+            # exactly-once process has a transactional id of its own and fences its predecessor
+            env = {**os.environ, "MIRRORLAKE_REPLICATOR_ID": f"chaos-{i}"}
             proc = subprocess.Popen(
                 [*group, sys.executable, "-m", "mirrorlake.cli", "replicate", str(self._config), *extra],
-                cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
+                cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env=env,
             )  # fmt: skip
         self.procs[i] = proc
         return proc
@@ -276,12 +306,15 @@ class Run:
     processes: int
     work: Path
     faults: list[Fault] = field(default_factory=list)
-    lost_truth: Counter = field(default_factory=Counter)  # (topic, partition) -> records deleted before copy
+    lost_ranges: dict[tuple[str, int], list[tuple[int, int]]] = field(default_factory=dict)  # deleted before copy
     deleted: dict[tuple[str, int], list[Rec]] = field(default_factory=dict)  # source records deleted, as read before
     earlier_lives: dict[tuple[str, int], list[Rec]] = field(default_factory=dict)  # records of deleted topics
     lives: int = 1  # of ``accounts`` on S
     accounts: SteadyProducer | None = None
     cannot_partition: str | None = None  # why partition faults are skipped (None: they are made)
+    config: MirrorlakeConfig | None = None
+    plan_problems: list[str] = field(default_factory=list)
+    plans_judged: int = 0  # rows of plans made with S down, judged against the truth
     notes: list[str] = field(default_factory=list)
 
 
@@ -299,9 +332,10 @@ def write_config(fleet: MirrorlakeConfig, path: Path) -> MirrorlakeConfig:
     flow = {"topics": ["orders", "payments", "accounts"], "groups": ["chaos-.*"], "sync_interval_seconds": 0.5,
             "emit_checkpoints_interval_seconds": 1, "refresh_topics_interval_seconds": 2,
             "watermarks_interval_seconds": 2}  # fmt: skip
+    flows = [{"source": a, "target": b, **flow, "exactly_once": f"{a}->{b}" in EXACTLY_ONCE} for a, b in ("ST", "TS")]
     data = {
         "clusters": {a: {"bootstrap_servers": fleet.cluster(a).bootstrap_servers} for a in SIDES},
-        "flows": [{"source": "S", "target": "T", **flow}, {"source": "T", "target": "S", **flow}],
+        "flows": flows,
         "state_topic": STATE_TOPIC,
         "stop_timeout_seconds": 10,
     }
@@ -320,9 +354,12 @@ def inject(
         reps.ensure_running()
     elif fault.kind == "kill-broker":
         brokers[fault.side].kill()
+        check = plan_while_down(run, bootstrap) if fault.side == "S" else None
         time.sleep(fault.hold_s)
         brokers[fault.side].start()
         brokers[fault.side].wait_ready(120)
+        if check is not None:
+            judge_plan(run, check, bootstrap)
     elif fault.kind == "freeze-broker":
         brokers[fault.side].freeze(True)
         time.sleep(fault.hold_s)
@@ -330,9 +367,11 @@ def inject(
     elif fault.kind == "kill-both":
         brokers["S"].kill()
         reps.send(0, signal.SIGKILL)
+        check = plan_while_down(run, bootstrap)
         time.sleep(fault.hold_s)
         brokers["S"].start()
         brokers["S"].wait_ready(120)
+        judge_plan(run, check, bootstrap)
         reps.ensure_running()
     elif fault.kind == "add-partition":
         admin = AdminClient({"bootstrap.servers": bootstrap["S"]})
@@ -350,7 +389,74 @@ def inject(
             run.notes.append(f"partition-replicator at {fault.at_s} s skipped: {run.cannot_partition}")
     elif fault.kind == "recreate-topic":
         recreate_accounts(run, bootstrap)
+    elif fault.kind == "compact-target":
+        admin = AdminClient({"bootstrap.servers": bootstrap["T"]})
+        entries = [ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET) for k, v in COMPACTED.items()]
+        change = ConfigResource("topic", "S.orders", incremental_configs=entries)
+        next(iter(admin.incremental_alter_configs([change]).values())).result(30)
+        run.notes.append(f"compact-target at {fault.at_s} s: S.orders on T compacted from now on")
     reps.ensure_running()
+
+
+# -- failover plans made while S is down ---------------------------------------------------------
+@dataclass(frozen=True)
+class PlanCheck:
+    at: str
+    rows: tuple[GroupPartitionPlan, ...]
+    ends: dict[int, int]  # T's S.orders log end of each partition while the plan was made
+    still: bool  # those ends did not move while the plan was made (else the plan is not judged)
+
+
+def plan_while_down(run: Run, bootstrap: dict[str, str]) -> PlanCheck | None:
+    """S->T's failover plan for S's group, with S down (a moment for copies in flight to land first)."""
+    assert run.config is not None
+    time.sleep(1.5)
+    before = _log_ends(bootstrap["T"], "S.orders")
+    try:
+        plan = plan_failover(run.config, "S->T", groups="chaos-app-S", stale_after_s=0)
+    except MirrorlakeError as exc:
+        if "no group has a checkpoint" in str(exc):  # too early in the run: nothing to plan yet
+            run.notes.append(f"failover plan with S down: {exc}")
+        else:
+            run.plan_problems.append(f"failover plan with S down refused: {exc}")
+        return None
+    after = _log_ends(bootstrap["T"], "S.orders")
+    rows = tuple(r for g in plan.groups for r in g.partitions if r.source_topic == "orders")
+    stamp = datetime.datetime.now(datetime.UTC).strftime("%H:%M:%S")
+    return PlanCheck(stamp, rows, after, before == after)
+
+
+def judge_plan(run: Run, check: PlanCheck | None, bootstrap: dict[str, str]) -> None:
+    """The plan's lost, re-read and duplicated of each partition, against the contents (S is back)."""
+    if check is None:
+        return
+    if not check.still:
+        run.notes.append(f"plan at {check.at}: the target moved while it was made; not judged")
+        return
+    for row in check.rows:
+        p = row.partition
+        if row.target_offset is None:
+            run.plan_problems.append(f"plan at {check.at}: orders[{p}] has no resume offset ({row.method})")
+            continue
+        source = [*run.deleted.get(("orders", p), []), *_read_to_now(bootstrap["S"], "orders", p)]
+        target = _read_to_now(bootstrap["T"], "S.orders", p, until=check.ends.get(p, 0))
+        truth = resume_cost(source, target, row.committed_offset, row.target_offset)
+        said = (row.records_lost, row.records_reread, row.records_duplicated)
+        true = (truth.lost, truth.reread, truth.duplicated)
+        run.plans_judged += 1
+        line = (
+            f"plan at {check.at}: orders[{p}] committed {row.committed_offset} -> {row.target_offset} "
+            f"({row.method}{', presumed' if row.copies_presumed else ''}, {row.unmapped_copies or 0} unmapped): "
+            f"lost/re-read/duplicated {'/'.join(map(str, said))}, truth {'/'.join(map(str, true))}"
+        )
+        run.notes.append(line)
+        if said != true:
+            run.plan_problems.append(line)
+
+
+def _log_ends(bootstrap: str, topic: str) -> dict[int, int]:
+    with throwaway_reader({"bootstrap.servers": bootstrap}, "chaos") as consumer:
+        return {p: partition_bounds(consumer, topic, p)[1] for p in range(partitions_of(bootstrap, topic))}
 
 
 def recreate_accounts(run: Run, bootstrap: dict[str, str]) -> None:
@@ -403,8 +509,15 @@ def delete_unreplicated(run: Run, reps: Replicators, bootstrap: dict[str, str]) 
     future.result(30)
     low_before = source[0].offset if source else end
     lost = end - max(last_copied + 1, low_before)  # no markers in orders: offsets are records
-    run.lost_truth[("orders", 0)] += lost
-    run.deleted[("orders", 0)] = source  # what the truth of earlier translations still needs
+    ranges = run.lost_ranges.setdefault(("orders", 0), [])
+    if ranges and low_before <= max(hi for _lo, hi in ranges):
+        # Kafka checkpoints a log start moved by DeleteRecords once a minute: a broker SIGKILLed
+        # before that brings the deleted records back at its restart (deleted again now: counted once)
+        run.notes.append(f"delete-unreplicated: S orders[0] log start was back at {low_before} after a restart")
+    ranges.append((max(last_copied + 1, low_before), end - 1))
+    earlier = {r.offset: r for r in run.deleted.get(("orders", 0), [])}
+    # what the truth of earlier translations still needs
+    run.deleted[("orders", 0)] = sorted({**earlier, **{r.offset: r for r in source}}.values(), key=lambda r: r.offset)
     run.notes.append(
         f"delete-unreplicated: S orders[0] log start -> {end}, {lost} records never copied "
         f"(last copied {last_copied}, the flow's committed position {committed})"
@@ -421,11 +534,15 @@ def _flow_position(bootstrap: str, flow: str, topic: str, partition: int) -> int
         consumer.close()
 
 
-def _read_to_now(bootstrap: str, topic: str, partition: int) -> list[Rec]:
-    """The partition's records from its log start to its end as it is now (later records are not waited for)."""
+def _read_to_now(bootstrap: str, topic: str, partition: int, until: int | None = None) -> list[Rec]:
+    """The partition's records from its log start to its end as it is now, or to ``until`` if before
+    (later records are not waited for: a partition written faster than it is read has no end to reach)."""
     conf = {"bootstrap.servers": bootstrap}
     with throwaway_reader(conf, "chaos") as consumer:
         low, end = partition_bounds(consumer, topic, partition)
+    end = end if until is None else min(end, until)
+    if end <= low:
+        return []
     reader = RangeReader(conf, "chaos")
     try:
         msgs = reader.read(topic, partition, low, end, timeout_s=120)
@@ -492,9 +609,19 @@ def judge_topic(run: Run, flow: str, source: str, target: str, topic: str, abort
                 got = index.translate(flow, topic, p, c)
                 if (got.downstream if got else None) != truth.translate(c):
                     figures.mapping_off += 1
-        figures.lost_truth += run.lost_truth[(topic, p)] if flow == "S->T" else 0
+        if flow == "S->T":
+            figures.lost_truth += _lost_for_good(run, topic, p, counts.keys())
         figures.lost_said += said[p]
     return figures
+
+
+def _lost_for_good(run: Run, topic: str, partition: int, on_target: Iterable[bytes]) -> int:
+    """Records deleted before their copy that never reached the target: a deletion Kafka undid
+    (the broker SIGKILLed before it checkpointed the log start) let the flow copy them after all."""
+    deleted = {r.offset: r.key for r in run.deleted.get((topic, partition), [])}
+    copied = set(on_target)
+    spans = interval_union(run.lost_ranges.get((topic, partition), []))
+    return sum(1 for lo, hi in spans for o in range(lo, hi + 1) if deleted.get(o) not in copied)
 
 
 def _truth(source: list[Rec], target: list[Rec]) -> GroundTruth:
@@ -539,6 +666,7 @@ class Verdict:
     lines: list[str]
     figures: list[Figures]
     group_problems: list[str]
+    plan_problems: list[str]
     final_exit: int
 
     @property
@@ -562,6 +690,7 @@ def run_soak(seed: int, seconds: float, processes: int = 2, rate: int = 300, wor
         ensure_topic(bootstrap["S"], "payments", PARTITIONS)
         ensure_topic(bootstrap["S"], "accounts", PARTITIONS)
         config = write_config(fleet, work / "chaos.yaml")
+        run.config = config
         reps = Replicators(work / "chaos.yaml", processes, work, partitionable=run.cannot_partition is None)
         producers = [
             SteadyProducer(bootstrap[s], "orders", rate, prefix=f"{s}-orders-", partitions=None) for s in SIDES
@@ -603,12 +732,16 @@ def run_soak(seed: int, seconds: float, processes: int = 2, rate: int = 300, wor
             f"{f.mapping_off:>11}  {f.lost_truth:>7}/{f.lost_said:<8}  {f.gone}"
         )
         failures += f.missing + f.aborted + f.mapping_off + abs(f.lost_truth - f.lost_said)
-    failures += len(problems) + (final.returncode != 0)
+        failures += f.duplicated if f.flow in EXACTLY_ONCE else 0  # read_committed: no second copy visible
+    failures += len(problems) + (final.returncode != 0) + len(run.plan_problems)
     lines += [f"group: {p}" for p in problems] or ["groups: every checkpoint at its commit's exact translation"]
+    lines += [f"plan off: {p}" for p in run.plan_problems] or [
+        f"plans with S down: {run.plans_judged} partition rows, each equal to the truth"
+    ]
     lines.append(f"replicator exits: {sorted(Counter(code for _i, code in reps.exits).items())}")
     lines.append(f"chaos_duplicated={sum(f.duplicated for f in figures)}")
     lines.append(f"chaos_failures={failures}")
-    return Verdict(failures, lines, figures, problems, final.returncode)
+    return Verdict(failures, lines, figures, problems, run.plan_problems, final.returncode)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -31,7 +31,8 @@ class Rec:
 
 
 def read_partition(bootstrap: str, topic: str, partition: int, *, isolation: str = "read_committed") -> list[Rec]:
-    """Every record of one partition, from its log start to its current end."""
+    """Every record of one partition, from its log start to its current end. The partition exists
+    (callers read what they created or saw): "unknown" is a broker that has just restarted."""
     consumer = Consumer(
         {
             "bootstrap.servers": bootstrap,
@@ -42,7 +43,7 @@ def read_partition(bootstrap: str, topic: str, partition: int, *, isolation: str
         }
     )
     try:
-        low, high = partition_bounds(consumer, topic, partition)  # asked again while a new topic's leader is elected
+        low, high = partition_bounds(consumer, topic, partition, listed=True)  # asked again while a leader is elected
         if high <= low:
             return []
         consumer.assign([TopicPartition(topic, partition, low)])
@@ -96,6 +97,30 @@ class GroundTruth:
         if i > 0:
             return self.latest[self.ups[i - 1]] + 1
         return self.latest[self.ups[0]] if self.ups else None
+
+
+@dataclass(frozen=True)
+class ResumeCost:
+    """What resuming at a target offset costs a group, counted record by record (DESIGN.md's
+    definitions, the ones ``replicator.client.failover_cost`` computes from the mapping)."""
+
+    lost: int  # replicated records >= committed with no copy at or after the resume offset
+    reread: int  # copies at or after the resume offset of records < committed
+    duplicated: int  # copies at or after it of records >= committed, beyond the first of each
+
+
+def resume_cost(source: list[Rec], target: list[Rec], committed: int, resume: int) -> ResumeCost:
+    """The cost of resuming at ``resume`` on ``target`` for a group that committed ``committed`` on
+    ``source``, by content (``copies_by_content``: records carry unique keys)."""
+    copies = copies_by_content(source, target)
+    after = [u for u, d in copies if d >= resume]
+    after_unread = [u for u in after if u >= committed]
+    copied_unread = {u for u, _d in copies if u >= committed}
+    return ResumeCost(
+        lost=len(copied_unread - set(after_unread)),
+        reread=sum(1 for u in after if u < committed),
+        duplicated=len(after_unread) - len(set(after_unread)),
+    )
 
 
 def expected_translation(copies: list[tuple[int, int]], c: int) -> int | None:

@@ -25,7 +25,7 @@ import pytest
 import yaml
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
-from mirrorlake.groundtruth import Rec, read_partition
+from mirrorlake.groundtruth import Rec, read_partition, resume_cost
 from mirrorlake.traffic import ensure_topic
 from replicator.config import parse_config
 from replicator.failover import apply_failover, plan_failover
@@ -63,10 +63,8 @@ def _copy_by_hand(x: str, b: str, topic: str, start: int, stop: int) -> None:
 
 def _truth(on_x: list[Rec], on_b: list[Rec], committed: int, resume: int) -> tuple[int, int]:
     """(lost, re-read) of resuming at ``resume`` for a group that committed ``committed``, by content."""
-    upstream = {r.key: r.offset for r in on_x}
-    after = [upstream[r.key] for r in on_b if r.offset >= resume]
-    copied = {upstream[r.key] for r in on_b}
-    return len({u for u in copied if u >= committed} - set(after)), sum(1 for u in after if u < committed)
+    cost = resume_cost(on_x, on_b, committed, resume)
+    return cost.lost, cost.reread
 
 
 def _resumed_reads(b: str, group: str, topic: str, partition: int) -> list[bytes]:
