@@ -703,11 +703,15 @@ def run_soak(seed: int, seconds: float, processes: int = 2, rate: int = 300, wor
         run.accounts = accounts_producer(bootstrap["S"], run.lives)
         reps.ensure_running()
         started = time.monotonic()
-        for fault in run.faults:
-            time.sleep(max(0.0, fault.at_s - (time.monotonic() - started)))
-            _log.info("fault: %s", fault)
-            inject(run, fault, brokers, reps, bootstrap)
-        time.sleep(max(0.0, seconds - (time.monotonic() - started)))
+        try:
+            for fault in run.faults:
+                time.sleep(max(0.0, fault.at_s - (time.monotonic() - started)))
+                _log.info("fault: %s", fault)
+                inject(run, fault, brokers, reps, bootstrap)
+            time.sleep(max(0.0, seconds - (time.monotonic() - started)))
+        except BaseException:
+            reps.stop_all(signal.SIGKILL)  # a soak that fails stops its replicators, not only its brokers
+            raise
         for worker in [*workers, *([run.accounts] if run.accounts else [])]:
             worker.stop()
         reps.stop_all()
