@@ -4,15 +4,16 @@ The status answers the on-call question "is this flow replicating, and is it saf
 from what the lakehouse knows, judged at a reference moment ``now_ms`` (the wall clock, or the
 "as of" moment when travelling back):
 
-* red: a replicator process reported an error after the flow's latest start (``flow_lifecycle``:
-  lifecycle per process, so one process's clean stop never paints a running flow); source records were deleted
-  before they were copied (lost for good); nothing was heard from the flow (no heartbeat, no sync)
-  for ``stale_red_ms``; or the oldest un-replicated record is older than ``lag_red_ms``;
-* amber: every process of the flow stopped; silence longer than ``stale_amber_ms``, records at risk older than ``lag_amber_ms``,
-  copies deleted from the target after they were replicated (retention/deletion: a failover
-  would not find them, counted in ``records_at_risk``), a failover now would lose replicated
-  records for some group, or the target differs from the source in a way the flow does not expect
-  (divergence rows with ``expected = false``);
+* red: a replicator process reported an error after the flow's latest start
+  (``flow_lifecycle``: lifecycle per process, so one process's clean stop never paints a running
+  flow); source records were deleted before they were copied (lost for good); nothing was heard
+  from the flow (no heartbeat, no sync) for ``stale_red_ms``; or the oldest un-replicated record
+  is older than ``lag_red_ms``;
+* amber: every process of the flow stopped; silence longer than ``stale_amber_ms``; records at
+  risk older than ``lag_amber_ms``; copies deleted from the target after they were replicated
+  (retention/deletion: a failover would not find them, counted in ``records_at_risk``); a failover
+  now would lose replicated records for some group; or the target differs from the source in a way
+  the flow does not expect (divergence rows with ``expected = false``);
 * green otherwise; the reason then says what was checked.
 
 Every threshold is a field of ``Thresholds``; reasons are short phrases a person can act on.
