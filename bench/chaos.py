@@ -605,10 +605,16 @@ def judge_topic(run: Run, flow: str, source: str, target: str, topic: str, abort
         figures.aborted += sum(1 for k in counts if k in aborted and k not in src_keys)
         truth = _truth([*run.deleted.get((topic, p), []), *src], dst) if flow == "S->T" else _truth(src, dst)
         if src:
+            off = []
             for c in range(src[0].offset, src[-1].offset + 2):
                 got = index.translate(flow, topic, p, c)
-                if (got.downstream if got else None) != truth.translate(c):
-                    figures.mapping_off += 1
+                said_d, exact = (got.downstream if got else None), truth.translate(c)
+                if said_d != exact:
+                    off.append(f"{c}: {said_d} ({got.method if got else '-'}), exact {exact}")
+            figures.mapping_off += len(off)
+            if off:  # the first and last few, to find the cause from the report alone
+                shown = off if len(off) <= 6 else [*off[:3], "...", *off[-3:]]
+                run.notes.append(f"{flow} {topic}[{p}]: {len(off)} offsets translated off: {'; '.join(shown)}")
         if flow == "S->T":
             figures.lost_truth += _lost_for_good(run, topic, p, counts.keys())
         figures.lost_said += said[p]
