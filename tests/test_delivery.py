@@ -113,6 +113,17 @@ def kill_mid_stream(kafka_clusters, config: Path, topic: str) -> None:
     producer.join(60)
 
 
+def assert_each_copied_once_in_order(a: str, b: str, topic: str) -> tuple[dict, dict]:
+    """Each partition's records on the target are the source's, once each, in order; returns both sides."""
+    source = {p: read_partition(a, topic, p) for p in range(PARTITIONS)}
+    target = {p: read_partition(b, f"A.{topic}", p) for p in range(PARTITIONS)}
+    for p in range(PARTITIONS):
+        keys = [r.key for r in target[p]]
+        assert set(keys) == {r.key for r in source[p]}, p  # nothing lost
+        assert keys == [r.key for r in source[p]], (p, len(keys) - len(set(keys)))  # no second copy, in order
+    return source, target
+
+
 def assert_mapping_exact(kafka_clusters, topic: str, source, target) -> None:
     syncs = syncs_for(state_events(kafka_clusters.bootstrap("B"), "mirrorlake.events"), topic)
     for p in range(PARTITIONS):
@@ -163,12 +174,7 @@ def test_kill_9_with_at_least_once_loses_nothing_and_the_mapping_stays_exact(
 
     rerun = start_replicator(config, "--until-caught-up")
     assert rerun.wait(180) == 0, rerun.stderr.read()
-    source = {p: read_partition(a, topic, p) for p in range(PARTITIONS)}
-    target = {p: read_partition(b, f"A.{topic}", p) for p in range(PARTITIONS)}
-    for p in range(PARTITIONS):
-        keys = [r.key for r in target[p]]
-        assert set(keys) == {r.key for r in source[p]}, p  # nothing lost
-        assert keys == [r.key for r in source[p]], (p, len(keys) - len(set(keys)))  # no second copy, in order
+    source, target = assert_each_copied_once_in_order(a, b, topic)
     assert_mapping_exact(kafka_clusters, topic, source, target)
     assert_every_copy_reverse_translates(kafka_clusters, topic, source, target)
     if orphans:  # the kill left copies without a sync: the restart recovered them
@@ -216,3 +222,60 @@ def test_sigterm_drains_and_commits_so_a_restart_has_nothing_to_replay(kafka_clu
     assert lifecycle == ["started", "stopped"]
     rerun = Replicator(load_config(config)).run_until_caught_up()
     assert rerun["A->B"].records == 0  # everything copied was committed before the exit
+
+
+def log_lines(path: Path, needle: str) -> int:
+    return sum(needle in line for line in path.read_text(errors="replace").splitlines()) if path.exists() else 0
+
+
+def test_a_live_process_taking_over_a_killed_peers_partitions_copies_nothing_twice(
+    kafka_clusters, unique_topic, tmp_path
+):
+    """Two processes share an at-least-once flow; one is SIGKILLed mid-stream and the group hands its
+    partitions to the other, which is running (issue 39 item 1: "a partition is recovered only by the
+    process that owns it"). The survivor recovers the dead peer's copies (syncs it left, orphans by
+    content) before it copies them, so the target holds each source record once, in order."""
+    topic = unique_topic("takeover")
+    a, b = kafka_clusters.bootstrap("A"), kafka_clusters.bootstrap("B")
+    ensure_topic(a, topic, PARTITIONS)
+    config = write_config(kafka_clusters, tmp_path, topic)
+    logs = {name: tmp_path / f"{name}.log" for name in ("one", "two")}
+    procs = {}
+    for name, log in logs.items():
+        with log.open("w") as err:
+            procs[name] = subprocess.Popen(
+                [sys.executable, "-m", "mirrorlake.cli", "replicate", str(config), "--replicator-id", name],
+                cwd=ROOT, stdout=subprocess.DEVNULL, stderr=err, text=True,
+            )  # fmt: skip
+    stop = threading.Event()
+    producer = threading.Thread(target=produce_steadily, args=(a, topic, stop), daemon=True)
+    try:
+        producer.start()
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not all(log_lines(log, "A->B: assigned") for log in logs.values()):
+            time.sleep(0.1)  # the group split the partitions between them
+        assert log_lines(logs["two"], "A->B: assigned"), logs["two"].read_text()
+        start = high_watermarks(b, f"A.{topic}")
+        while high_watermarks(b, f"A.{topic}") < start + 5_000 and time.monotonic() < deadline:
+            time.sleep(0.05)  # both copy for a while
+        procs["one"].send_signal(signal.SIGKILL)
+        procs["one"].wait(30)
+        taken = log_lines(logs["two"], "A->B: assigned")
+        while log_lines(logs["two"], "A->B: assigned") == taken and time.monotonic() < deadline:
+            time.sleep(0.1)  # the group gives the dead peer's partitions to the survivor
+        assert log_lines(logs["two"], "A->B: assigned") > taken, logs["two"].read_text()
+        time.sleep(1)  # the survivor copies them while records still arrive
+        stop.set()
+        producer.join(60)
+        total = high_watermarks(a, topic)
+        while high_watermarks(b, f"A.{topic}") < total and time.monotonic() < deadline + 60:
+            time.sleep(0.1)
+    finally:
+        stop.set()
+        for proc in procs.values():
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+        for proc in procs.values():
+            proc.wait(60)
+    source, target = assert_each_copied_once_in_order(a, b, topic)
+    assert_mapping_exact(kafka_clusters, topic, source, target)

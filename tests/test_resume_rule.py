@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from replicator.client.mapping import Segment
 from replicator.events import Lifecycle
 from replicator.flow.syncs.resume import Coverage, PendingResumes, PreviousRun, resume_point
+from replicator.flow.syncs.takeover import Takeovers
 
 
 def _seg(lo: int, hi: int, delta: int = 0) -> Segment:
@@ -121,3 +122,23 @@ def test_only_a_run_that_did_not_stop_cleanly_is_resumed_past_its_commit():
     assert not _previous(me, _life("me", "started", 10), _life("me", "stopped", 20)).crashed
     assert _previous(me, _life("me", "stopped", 10), _life("me", "started", 20)).crashed
     assert _previous(me, _life("r1", "stopped", 10, flow="B->A")).crashed  # another flow's stop
+
+
+def test_only_the_first_assignment_skips_recovery_for_what_the_start_recovered():
+    takeovers = Takeovers()
+    takeovers.started([("t", 0), ("t", 1)])
+    now, held = takeovers.split([TopicPartition("t", 0, OFFSET_INVALID), TopicPartition("u", 0, OFFSET_INVALID)])
+    assert [(tp.topic, tp.partition) for tp in now] == [("t", 0)] and held == [("u", 0)]
+    # the next assignment: a peer may have copied ("t", 1) since the start, so it is held too
+    now, held = takeovers.split([TopicPartition("t", 1, OFFSET_INVALID), TopicPartition("t", 2, 40)])
+    assert [(tp.topic, tp.partition, tp.offset) for tp in now] == [("t", 2, 40)]  # a start of its own goes ahead
+    assert held == [("t", 1)] and takeovers.pending == [("u", 0), ("t", 1)]
+
+
+def test_a_held_partition_taken_away_is_dropped_and_named_as_never_assigned():
+    takeovers = Takeovers()
+    takeovers.split([TopicPartition("t", 0, OFFSET_INVALID), TopicPartition("t", 1, OFFSET_INVALID)])
+    assert takeovers.revoked(iter([("t", 1), ("t", 5)])) == {("t", 1)}
+    assert takeovers.pending == [("t", 0)]
+    takeovers.release([("t", 0)])
+    assert takeovers.pending == []

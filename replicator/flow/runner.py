@@ -4,7 +4,8 @@ Fidelity: key, value, headers, timestamp and partition number are copied unchang
 provenance header where enabled); the remote topic has at least the source's partition count.
 Source partitions are shared among the processes of one flow by the consumer group
 ``mirrorlake.<source>-><target>`` with cooperative-sticky assignment; a revoked partition is
-drained and its position committed before it is given up.
+drained and its position committed before it is given up, and a partition handed over while the
+process runs is copied only once its last owner's copies are recovered (``syncs.takeover``).
 
 Delivery: ``AtLeastOnceCommits`` by default, ``TransactionalCommits`` with ``exactly_once``
 (``replicator.flow.syncs.commits`` states both contracts).
@@ -24,7 +25,7 @@ import time
 from collections.abc import Callable
 from typing import Protocol, TypeVar
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import OFFSET_INVALID, Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import OffsetSpec
 
 from replicator.access.permissions import AUTHORIZATION_CODES
@@ -53,6 +54,7 @@ from replicator.flow.syncs.offset_sync import SyncOrigin
 from replicator.flow.syncs.resume import PendingResumes, PreviousRun
 from replicator.flow.syncs.sync_ledger import TP, SyncLedger
 from replicator.flow.syncs.tail_recovery import recover_orphan_copies
+from replicator.flow.syncs.takeover import Takeovers
 from replicator.flow.topics.metadata_sync import TopicMetadataSync
 from replicator.flow.topics.topic_follower import TopicFollower
 from replicator.flow.topics.topic_lives import TopicLives, log_offsets
@@ -63,7 +65,7 @@ from replicator.kafka.state_log import StateLog
 from replicator.metadata.topics import RemoteTopic, flow_topic_selector
 from replicator.metrics.connect_metrics import mm2_connectors
 from replicator.metrics.stats import FlowStats
-from replicator.tasks.base import StateTasks
+from replicator.tasks.base import StateTasks, StateView
 from replicator.tasks.flow_tasks import flow_state_tasks
 from replicator.tasks.read_positions import ReadPositions
 
@@ -141,6 +143,9 @@ class FlowRunner:
         # those assigned, to commit
         self._resumes = PendingResumes({}, self._read_committed)
         self._resume_due: list[TopicPartition] = []
+        self._takeovers = Takeovers()  # at-least-once: partitions handed over, held until recovered
+        self._takeover_view: StateView | None = None  # the loop's own view of the state log, for them
+        self._takeover_retry_at = 0.0
         self._resets_retry_at = 0.0  # after a commit refused in a rebalance (monotonic seconds)
         self._decided_topics: set[str] = set()  # source topics with a metadata_change of kind topic
         self._newly_assigned: set[TP] = set()  # at-least-once: assigned, commit not yet held to the log start
@@ -301,6 +306,7 @@ class FlowRunner:
                     skipped=lambda headers: not self._provenance.stamp(headers)[0], after_a_crash=previous.crashed,
                 ), stop)  # fmt: skip
                 self._resumes = PendingResumes(recovery.resume_at, self._read_committed)
+                self._takeovers.started((source, p) for source, _t, p in selected)
             self._starting(self.commits.start, stop)
             self.stats.state = "running"
             tasks.start()
@@ -330,6 +336,8 @@ class FlowRunner:
             raise
         finally:
             watcher.close()
+            if self._takeover_view is not None:
+                self._takeover_view.close()
         return self.stats
 
     def _starting(self, operation: Callable[[], _T], stop: threading.Event) -> _T:
@@ -367,6 +375,8 @@ class FlowRunner:
                 messages = []
             else:
                 messages = next_batch()
+            if self._takeovers.pending and now >= self._takeover_retry_at:
+                self._take_over()
             if self._newly_assigned:  # before the resets are committed: it reads the commits they replace
                 self._check_newly_assigned()
             if (self._reset_due or self._resume_due) and now >= self._resets_retry_at:
@@ -503,19 +513,61 @@ class FlowRunner:
     def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         _log.info("flow %s: assigned %s", self.flow.name, _names(partitions))
         self._rejoin.assigned()
-        keys = [(tp.topic, tp.partition) for tp in partitions]
         if self.flow.exactly_once:
             self.commits.on_assign(consumer, partitions)
-        elif any(k in self._lives.pending_reset for k in keys) or self._resumes.wanted(keys):
-            starts, reset = self._lives.starts_on_assign(partitions)  # a re-created topic's start anew
-            starts, resumed = self._resumes.starts(starts)  # past known copies, after a crash
-            consumer.incremental_assign(starts)
-            self._reset_due += reset  # committed by the loop: the coordinator is busy inside this callback
-            self._resume_due += resumed
+            self._took([(tp.topic, tp.partition) for tp in partitions])
+            return
+        starts, reset = self._lives.starts_on_assign(partitions)  # a re-created topic's start anew
+        starts, resumed = self._resumes.starts(starts)  # past known copies, after a crash
+        starts, held = self._takeovers.split(starts)  # handed over from a peer: recovered first
+        self._resumes = PendingResumes({}, self._read_committed)  # the start's resumes serve one assignment
+        consumer.incremental_assign(starts)
+        self._reset_due += reset  # committed by the loop: the coordinator is busy inside this callback
+        self._resume_due += resumed
+        if held:
+            _log.info("flow %s: %s held until the copies their last owner left are recovered",
+                      self.flow.name, _names([TopicPartition(t, p) for t, p in held]))  # fmt: skip
+        self._took([(tp.topic, tp.partition) for tp in starts])
+
+    def _took(self, keys: list[TP]) -> None:
+        """``keys`` are assigned to the consumer now."""
         if not self.flow.exactly_once:
             self._newly_assigned.update(keys)
-        self._assigned.update((tp.topic, tp.partition) for tp in partitions)
+        self._assigned.update(keys)
         self.stats.assigned = sorted(self._assigned)
+
+    def _take_over(self) -> None:
+        """Recover the held partitions' copies (``syncs.takeover``), then assign them past those copies.
+
+        On the loop's thread, outside any rebalance callback. A cluster that does not answer keeps
+        them held and is asked again after its back-off (they would only wait for it anyway)."""
+        held = self._takeovers.pending
+        assert self._clients is not None  # wired
+        selected = [(t, self._remote[t].target_topic, p) for t, p in held if t in self._remote]
+        if self._takeover_view is None:
+            self._takeover_view = StateView(self.config, self.flow)
+        view = self._takeover_view
+        try:
+            recovery = recover_orphan_copies(
+                self.config, self.flow, self.replicator_id, self._clients.lifecycle_producer, selected, view,
+                skipped=lambda headers: not self._provenance.stamp(headers)[0],
+            )  # fmt: skip
+        except (KafkaException, MirrorlakeError) as exc:
+            if not self._outages.blame(("source", "target"), exc):
+                raise
+            self._takeover_retry_at = time.monotonic() + max(
+                1.0, self._outages.delay_left("source"), self._outages.delay_left("target")
+            )
+            return
+        starts = [TopicPartition(t, p, recovery.resume_at.get((t, p), OFFSET_INVALID)) for t, p in held]
+        self._takeovers.release(held)
+        self._consumer.incremental_assign(starts)
+        for tp in starts:
+            if tp.offset != OFFSET_INVALID:
+                _log.info("flow %s: %s[%d] resumes at %d, past the copies its last owner made",
+                          self.flow.name, tp.topic, tp.partition, tp.offset)  # fmt: skip
+                self._resume_due.append(tp)
+        self._took(held)
 
     def _known_copied(self) -> dict[TP, int]:
         """Per source partition of the flow, one past the last copy its mapping (current life) knows."""
@@ -548,19 +600,31 @@ class FlowRunner:
         if found:
             self._guarded(lambda: self._lives.check_committed(found, self._known_at_start, "running"), "source")
 
-    def _on_revoke(self, _consumer: Consumer, partitions: list[TopicPartition]) -> None:
+    def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         _log.info("flow %s: revoked %s", self.flow.name, _names(partitions))
+        held = self._takeovers.revoked((tp.topic, tp.partition) for tp in partitions)
         self.commits.before_revoke(partitions)
         self._forget(partitions)
         self._backpressure.forget(partitions)
         self.stats.revoked += len(partitions)
+        self._unassign_all_but(consumer, partitions, held)
 
-    def _on_lost(self, _consumer: Consumer, partitions: list[TopicPartition]) -> None:
+    def _on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         _log.warning("flow %s: lost %s", self.flow.name, _names(partitions))
+        held = self._takeovers.revoked((tp.topic, tp.partition) for tp in partitions)
         self._rejoin.lost(time.monotonic())
         self.commits.after_lost(partitions)
         self._forget(partitions)
         self._backpressure.forget(partitions)
+        self._unassign_all_but(consumer, partitions, held)
+
+    @staticmethod
+    def _unassign_all_but(consumer: Consumer, partitions: list[TopicPartition], held: set[TP]) -> None:
+        """Partitions taken away while held for recovery were never assigned to the consumer: only
+        the others are unassigned (the client would refuse the whole list). Last in the callback:
+        the positions of the others are committed first."""
+        if held:
+            consumer.incremental_unassign([tp for tp in partitions if (tp.topic, tp.partition) not in held])
 
     def _rejoin_group(self) -> None:
         """Subscribe anew: librdkafka did not rejoin after losing the partitions (``flow.rejoin``)."""

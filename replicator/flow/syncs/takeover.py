@@ -1,0 +1,74 @@
+"""Partitions the group hands a running process: their copies are recovered before they are copied.
+
+A flow's process recovers, at its start, the copies its partitions' previous owner left (orphans
+matched by content, ``tail_recovery``) and resumes past every copy it knows (``resume``). The same
+holds when the group later hands a *running* process a partition that another process owned: a
+peer killed with SIGKILL leaves copies past its last commit (with a durable sync, or none), and
+copying from the commit would make each of them a second time (issue 39 item 1: "a partition is
+recovered only by the process that owns it").
+
+So, at-least-once, a partition assigned to a running process is held back from the consumer (the
+rebalance callback assigns the others) until the flow's loop has run the start's recovery for it,
+against the state log as it stands then, and is then assigned at its resume point. Only the
+process's first assignment goes ahead at once for the partitions the start recovered (a moment
+ago; often the first assignment is empty, the peers own everything), and so does a start of its
+own (a re-created topic's log start). A held partition revoked before its
+recovery ran is dropped: its next owner recovers it.
+
+What can still be copied twice: a peer that lost its partitions (session expired) but still runs
+keeps copying until it notices; only exactly-once fences it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from confluent_kafka import OFFSET_INVALID, TopicPartition
+
+from replicator.flow.syncs.sync_ledger import TP
+
+__all__ = ["Takeovers"]
+
+
+class Takeovers:
+    """Which assigned partitions wait for their recovery (single-threaded: the flow's loop and its
+    rebalance callbacks, which run inside its ``poll``)."""
+
+    def __init__(self) -> None:
+        self._recovered_at_start: set[TP] = set()
+        self._held: dict[TP, None] = {}  # in assignment order
+
+    def started(self, recovered: Iterable[TP]) -> None:
+        """The partitions the start's recovery covered: the first assignment does not hold them."""
+        self._recovered_at_start = set(recovered)
+
+    def split(self, starts: Sequence[TopicPartition]) -> tuple[list[TopicPartition], list[TP]]:
+        """(the starts to assign now, the partitions held for recovery) of one assignment."""
+        now: list[TopicPartition] = []
+        held: list[TP] = []
+        for tp in starts:
+            key = (tp.topic, tp.partition)
+            if tp.offset != OFFSET_INVALID or key in self._recovered_at_start:
+                now.append(tp)
+            else:
+                self._held[key] = None
+                held.append(key)
+        self._recovered_at_start = set()  # later assignments: what the start saw may have moved on
+        return now, held
+
+    @property
+    def pending(self) -> list[TP]:
+        return list(self._held)
+
+    def revoked(self, keys: Iterable[TP]) -> set[TP]:
+        """Drop ``keys`` (revoked or lost); the ones that were held, never assigned to the consumer."""
+        keys = list(keys)
+        out = {k for k in keys if k in self._held}
+        for k in keys:
+            self._held.pop(k, None)
+        return out
+
+    def release(self, keys: Iterable[TP]) -> None:
+        """``keys`` were recovered and are being assigned."""
+        for k in keys:
+            self._held.pop(k, None)
