@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from replicator.client.state_snapshot import FlowSnapshot, latest_key
 from replicator.config import parse_config
@@ -12,6 +14,7 @@ from replicator.failover.plan import build_plan, select_groups
 from replicator.failover.state import flow_state_from_events
 from replicator.failover.target import GroupActivity, TimePosition
 from replicator.failover.times import parse_time
+from replicator.failover.unmapped import presumed_sources
 
 T = 1_700_000_000_000
 CONFIG = parse_config(
@@ -225,3 +228,18 @@ def test_a_target_log_start_below_the_copies_changes_nothing():
                      log_start_offset=0, log_end_offset=100, observed_at_ms=T + 300)  # fmt: skip
     (row,) = _plan([*_events(), kept]).groups[0].partitions
     assert (row.method, row.records_lost, row.records_deleted_on_target, row.lost_cause) == ("exact", 0, 0, None)
+
+
+@given(
+    first=st.integers(0, 50),
+    count=st.integers(0, 40),
+    lost=st.lists(st.tuples(st.integers(0, 120), st.integers(1, 30)).map(lambda t: (t[0], t[0] + t[1])), max_size=5),
+)
+def test_presumed_copies_are_the_next_offsets_outside_every_range_lost_before_copy(first, count, lost):
+    """With the source down, the copies past the last mapped one are presumed to hold, in order, the
+    source offsets after it that were not deleted before their copy."""
+    got = presumed_sources(first, count, lost)
+    assert len(got) == count and got == sorted(set(got))
+    assert not any(lo <= o < hi for o in got for lo, hi in lost)
+    if got:  # no offset skipped but a lost one
+        assert all(any(lo <= o < hi for lo, hi in lost) for o in range(first, got[-1]) if o not in got)

@@ -24,13 +24,16 @@ import sys
 import pytest
 import yaml
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient
 
 from mirrorlake.groundtruth import Rec, read_partition, resume_cost
 from mirrorlake.traffic import ensure_topic
 from replicator.config import parse_config
+from replicator.events import RecordsLostBeforeCopy
 from replicator.failover import apply_failover, plan_failover
 from replicator.failover.state import read_flow_state
 from replicator.flow.runtime import Replicator
+from replicator.kafka.state_log import StateLog
 from replicator.tasks.observe import observe_once
 from tests.killable_source import Source, source_cluster  # noqa: F401 (the fixture ``source``: cluster X)
 from tests.test_state_events import _commit
@@ -61,6 +64,24 @@ def _copy_by_hand(x: str, b: str, topic: str, start: int, stop: int) -> None:
     assert producer.flush(30) == 0
 
 
+def _mapped_then_more(x: str, b: str, topic: str, state_topic: str, more: int):
+    """A flow X->B that copied ``MAPPED`` records per partition (with syncs), then ``more`` on X only."""
+    ensure_topic(x, topic, PARTITIONS)
+    config = parse_config(
+        {
+            "clusters": {"X": {"bootstrap_servers": x}, "B": {"bootstrap_servers": b}},
+            "flows": [{"source": "X", "target": "B", "topics": [topic], "audit": False, "emit_heartbeats": False}],
+            "state_topic": state_topic,
+            "replicator_id": "unmapped-test",
+        },
+        source="test_failover_unmapped",
+    )
+    _produce(x, topic, "mapped", MAPPED)
+    Replicator(config, status_port=None).run_until_caught_up()
+    _produce(x, topic, "late", more)
+    return config
+
+
 def _truth(on_x: list[Rec], on_b: list[Rec], committed: int, resume: int) -> tuple[int, int]:
     """(lost, re-read) of resuming at ``resume`` for a group that committed ``committed``, by content."""
     cost = resume_cost(on_x, on_b, committed, resume)
@@ -84,19 +105,7 @@ def test_a_plan_accounts_for_a_killed_replicator_s_copies_with_the_source_down_a
     topic = unique_topic("unmapped")
     ahead, among, behind, later = (unique_topic(f"unmapped-{n}") for n in ("ahead", "among", "behind", "later"))
     committed = {ahead: 180, among: 100, behind: 20, later: 120}
-    ensure_topic(x, topic, PARTITIONS)
-    config = parse_config(
-        {
-            "clusters": {"X": {"bootstrap_servers": x}, "B": {"bootstrap_servers": b}},
-            "flows": [{"source": "X", "target": "B", "topics": [topic], "audit": False, "emit_heartbeats": False}],
-            "state_topic": unique_topic("mirrorlake.unmapped"),
-            "replicator_id": "unmapped-test",
-        },
-        source="test_failover_unmapped",
-    )
-    _produce(x, topic, "mapped", MAPPED)
-    Replicator(config, status_port=None).run_until_caught_up()
-    _produce(x, topic, "late", ORPHANS + ONLY_ON_X)
+    config = _mapped_then_more(x, b, topic, unique_topic("mirrorlake.unmapped"), ORPHANS + ONLY_ON_X)
     for group in (ahead, among, behind):
         _commit(x, group, [(topic, p, committed[group]) for p in range(PARTITIONS)])
     assert observe_once(config) == {FLOW: {}}  # checkpoints, and a watermark: 150 per partition unreplicated
@@ -221,3 +230,48 @@ def _end(bootstrap: str, topic: str, partition: int) -> int:
         return 0
     finally:
         consumer.close()
+
+
+def test_with_the_source_down_presumed_copies_leave_out_records_lost_before_copy(
+    source: Source, kafka_clusters, unique_topic
+):
+    """The 5-minute soak's case: records deleted on the source before their copy (the flow said so and
+    copied on from the new log start), then the flow killed with copies past its last sync, then the
+    source down. Presuming those copies hold the offsets right after the last mapped copy made the
+    plan say "lost 0" for a group that had not read them (truth 2,747); they hold the offsets after
+    the deleted range. Per partition: 0-49 mapped; 50-99 deleted before their copy (said); 100-149
+    copied without a sync; 150-199 only on X. Groups at 120 (among the copies past the gap) and 60
+    (inside the deleted range)."""
+    source.restart()
+    x, b = source.bootstrap, kafka_clusters.bootstrap("B")
+    topic = unique_topic("lostgap")
+    among, inside = unique_topic("lostgap-among"), unique_topic("lostgap-inside")
+    committed = {among: 120, inside: 60}
+    config = _mapped_then_more(x, b, topic, unique_topic("mirrorlake.lostgap"), 150)
+    for group in (among, inside):
+        _commit(x, group, [(topic, p, committed[group]) for p in range(PARTITIONS)])
+    assert observe_once(config) == {FLOW: {}}
+    _copy_by_hand(x, b, topic, 100, 150)  # the copies past the gap, at B offsets 50-99
+    admin = AdminClient({"bootstrap.servers": x})
+    deleted = [TopicPartition(topic, p, 100) for p in range(PARTITIONS)]
+    for future in admin.delete_records(deleted).values():
+        future.result(timeout=30)
+    producer = Producer({"bootstrap.servers": b})
+    state = StateLog(producer, config.state_topic)
+    for p in range(PARTITIONS):  # what the flow says when its position (50) is below the log start (100)
+        state.emit(RecordsLostBeforeCopy(
+            flow=FLOW, replicator_id="lostgap-test", source_cluster="X", target_cluster="B", source_topic=topic,
+            partition=p, from_offset=MAPPED, to_offset=100, records=100 - MAPPED, noticed="start",
+        ))  # fmt: skip
+    assert producer.flush(30) == 0
+    on_x = {p: read_partition(x, topic, p) for p in range(PARTITIONS)}
+    on_b = {p: read_partition(b, f"X.{topic}", p) for p in range(PARTITIONS)}
+    source.kill()
+
+    plan = plan_failover(config, FLOW, groups=f"{among}|{inside}", stale_after_s=0)
+    expected = {among: ("presumed_copy", MAPPED + 20), inside: ("after_last_copy", MAPPED)}
+    for g in plan.groups:
+        for row in g.partitions:
+            truth = _truth(on_x[row.partition], on_b[row.partition], committed[g.group], row.target_offset)
+            assert (row.records_lost, row.records_reread) == truth == (0, 0), (g.group, row)
+            assert (row.method, row.target_offset) == expected[g.group], (g.group, row)

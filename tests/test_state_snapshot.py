@@ -12,7 +12,7 @@ from mirrorlake.traffic import ensure_topic
 from replicator.client.state_reader import read_state_log
 from replicator.client.state_snapshot import _key, load_snapshot, snapshot_topic
 from replicator.client.translation import latest_checkpoints, translate_offsets
-from replicator.events import Checkpoint, Failover, FailoverOffset, Lifecycle, Watermark
+from replicator.events import Checkpoint, Failover, FailoverOffset, Lifecycle, RecordsLostBeforeCopy, Watermark
 from replicator.failover.plan import build_plan, select_groups
 from replicator.failover.state import EVENT_TYPES_READ, FlowState, read_flow_state
 from replicator.failover.target import group_activity, positions_at
@@ -124,7 +124,7 @@ def _comparable(state: FlowState) -> tuple:
     segments = {key: state.index.segments(*key) for key in state.index.partitions(flow)}
     return (
         state.checkpoints, state.source_marks, state.target_marks, state.lifecycle, state.last_seen_ms,
-        state.failovers, state.failbacks, state.last_copy(), segments,
+        state.failovers, state.failbacks, state.last_copy(), segments, state.losses,
     )  # fmt: skip
 
 
@@ -136,6 +136,12 @@ def test_a_failover_plan_from_snapshot_and_tail_equals_one_from_a_full_replay(ka
         _produce(a, topic, [(i % 2, f"k{run}-{i}".encode(), b"v") for i in range(200)])
         _commit(a, "g", [(topic, 0, 40 + 60 * run), (topic, 1, 77 + 10 * run)])
         Replicator(config, status_port=None).run_until_caught_up()
+        if run == 0:  # a loss said between the runs: before the second run's snapshot
+            early = StateLog(Producer({"bootstrap.servers": b}), state_topic)
+            early.emit(RecordsLostBeforeCopy(flow="A->B", replicator_id="r", source_cluster="A", target_cluster="B",
+                                             source_topic=topic, partition=1, from_offset=5, to_offset=9, records=4,
+                                             noticed="start"))  # fmt: skip
+            assert early.producer.flush(30) == 0 and early.failed is None
     snap = load_snapshot(conf, state_topic, "A->B")
     assert snap is not None
     kinds = {key[0] for key in snap.latest}
@@ -155,6 +161,7 @@ def test_a_failover_plan_from_snapshot_and_tail_equals_one_from_a_full_replay(ka
     assert _comparable(fast) == _comparable(full)
     assert fast.checkpoints[("g", topic, 0)].upstream_offset == 120  # from the tail
     assert [f.groups for f in fast.failovers] == [("other",)]
+    assert [(e.from_offset, e.to_offset) for e in fast.losses[(topic, 1)].values()] == [(5, 9)]  # kept by the snapshot
 
     groups = select_groups(full, None)
     activity = group_activity(admin_client(conf), groups)

@@ -132,7 +132,7 @@ def test_a_damaged_mapping_or_latest_record_means_a_full_replay(bad):
     assert _fold([bad, marker], "A->B") is None
 
 
-def test_fold_keeps_seen_times_and_a_v1_snapshot_means_a_full_replay():
+def test_fold_keeps_seen_times_and_an_older_snapshot_means_a_full_replay():
     records = [
         (_key("seen", "A->B", "r|1"), b'{"ms": 7}'),
         (_key("seen", "A->B", "r|1"), b'{"ms": 5}'),  # an older time written later: the newest stays
@@ -141,5 +141,5 @@ def test_fold_keeps_seen_times_and_a_v1_snapshot_means_a_full_replay():
     ]
     snap = _fold(records, "A->B")
     assert snap is not None and snap.seen == {"r|1": 7}
-    v1 = [(key.replace(b"v2|", b"v1|", 1), value) for key, value in records]
-    assert _fold(v1, "A->B") is None  # written before watermarks and lifecycle were kept: replay the log
+    for old in (b"v1|", b"v2|"):  # before watermarks and lifecycle (v1), losses before copy (v2) were kept
+        assert _fold([(key.replace(b"v3|", old, 1), value) for key, value in records], "A->B") is None

@@ -9,7 +9,7 @@ partition, on the same cluster) holds per flow:
 - ``latest``: the latest event per identity of the types readers resume from (a group's
   checkpoint per partition, the furthest audit window per side and partition, the latest
   watermark per side, topic and partition, the latest lifecycle event per replicator) and every
-  ``failover`` and ``failback`` event (few: one per operation);
+  ``failover``, ``failback`` and ``records_lost_before_copy`` event (few: one per operation or loss);
 - ``seen``: per replicator, the emission time of its latest event among ``SEEN_TYPES``;
 - ``position``: the state-topic offsets up to which the records above are complete.
 
@@ -19,8 +19,10 @@ the log up to that position; records written after it reflect a later one. Mergi
 then reads the log from the last ``position`` on and gets exactly what a full replay would give.
 No snapshot, or a snapshot of another version, means a full replay: the snapshot is a cache that
 any reader may ignore and the next writer rebuilds. v2 added watermarks, lifecycle, failovers,
-failbacks and ``seen`` (what ``replicator.failover`` plans from); a v1 snapshot lacks them, so
-readers ignore it and replay the log until a v2 writer has written its first snapshot.
+failbacks and ``seen`` (what ``replicator.failover`` plans from), v3 every
+``records_lost_before_copy`` (a plan with the source down presumes no copy of those records); an
+older snapshot lacks them, so readers ignore it and replay the log until a v3 writer has written
+its first snapshot.
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ from replicator.events import (
     Failover,
     Lifecycle,
     MetadataChange,
+    RecordsLostBeforeCopy,
     Watermark,
     decode,
     encode,
@@ -68,7 +71,7 @@ __all__ = [
 
 _log = logging.getLogger(__name__)
 
-_VERSION = "v2"
+_VERSION = "v3"
 SNAPSHOT_CONFIG = {"cleanup.policy": "compact", "min.compaction.lag.ms": "0", "segment.ms": "3600000"}
 
 LatestKey = tuple[str, ...]
@@ -83,6 +86,7 @@ SEEN_TYPES = (
     "failover",
     "failback",
     "topic_recreated",
+    "records_lost_before_copy",
 )
 # What a snapshot writer must decode from the log for its snapshot to be complete.
 SNAPSHOT_TYPES = (*SEEN_TYPES, "audit_window", "metadata_change")
@@ -105,7 +109,7 @@ def latest_key(event: Event) -> LatestKey | None:
         return ("lifecycle", event.replicator_id)
     if isinstance(event, MetadataChange):  # the last decision about each binding or remote topic
         return ("metadata_change", event.kind, event.topic, event.acl or "")
-    if isinstance(event, Failover | Failback):  # every one is kept: its id is its identity
+    if isinstance(event, Failover | Failback | RecordsLostBeforeCopy):  # every one is kept: its id is its identity
         return (event.event_type, event.event_id or f"{event.replicator_id}@{event.emitted_at_ms}")
     return None
 

@@ -28,6 +28,7 @@ from replicator.events import (
     Failover,
     Lifecycle,
     OffsetSync,
+    RecordsLostBeforeCopy,
     TopicRecreated,
     Watermark,
 )
@@ -54,6 +55,18 @@ class FlowState:
     last_seen_ms: dict[str, int] = field(default_factory=dict)  # replicator id -> its latest event
     failovers: list[Failover] = field(default_factory=list)
     failbacks: list[Failback] = field(default_factory=list)
+    # (source topic, partition) -> event id -> a loss (each process may say one under the loss's id)
+    losses: dict[PartitionKey, dict[str, RecordsLostBeforeCopy]] = field(default_factory=dict)
+
+    def lost_before_copy(self, topic: str, partition: int) -> list[tuple[int, int]]:
+        """The source offset ranges ``[from, to)`` said deleted before their copy, in the partition's
+        current life (said since it started: an older life's offsets name other records)."""
+        _topic_id, started = self.index.life(self.flow.name, topic, partition)
+        return sorted(
+            (e.from_offset, e.to_offset)
+            for e in self.losses.get((topic, partition), {}).values()
+            if started is None or e.emitted_at_ms >= started
+        )
 
     def groups(self) -> list[str]:
         return sorted({g for g, _t, _p in self.checkpoints})
@@ -113,6 +126,8 @@ def flow_state_from_events(
             state.failovers.append(e)
         elif isinstance(e, Failback):
             state.failbacks.append(e)
+        elif isinstance(e, RecordsLostBeforeCopy):
+            state.losses.setdefault((e.source_topic, e.partition), {})[e.event_id or str(e.emitted_at_ms)] = e
     # one each: the state topic is at-least-once, and a snapshot read while its next round is being
     # written holds events the log after its position holds too
     state.failovers = sorted(_distinct(state.failovers), key=lambda f: (f.emitted_at_ms, f.event_id))

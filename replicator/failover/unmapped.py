@@ -10,9 +10,11 @@ no sync. A plan that ignores them resumes a group that committed past ``U`` at `
   is exact. ``apply`` publishes those syncs (reason ``recovered``) before it writes offsets, so the
   lakehouse's mapping holds them too.
 * **source down**: nothing can say which source records they hold. The ``n`` records read on the
-  target past ``D`` are *presumed* to be copies of ``U + 1 .. U + n``, in order: what a single
-  copying process writes when the source partition has no gaps (no transaction markers, no
-  compaction holes, no records the flow skips) and nobody else writes to the target topic. The
+  target past ``D`` are *presumed* to be copies of the ``n`` source offsets after ``U``, in order,
+  leaving out the ranges the flow said were deleted before their copy (``records_lost_before_copy``:
+  it copied on from the new log start): what a single copying process writes when the source
+  partition has no other gaps (no transaction markers, no compaction holes, no records the flow
+  skips) and nobody else writes to the target topic. The
   presumed syncs join the plan's mapping in memory only (never published), the plan's rows say
   ``copies_presumed`` and how many records ``unmapped_copies`` holds: where the presumption fails,
   the figures can be off by at most that many records.
@@ -42,7 +44,7 @@ from replicator.kafka.errors import kafka_error_reason
 from replicator.kafka.log_bounds import log_bounds, throwaway_reader
 from replicator.tasks.audit import RangeReader
 
-__all__ = ["UnmappedCopies", "account_for_unmapped_copies", "PartitionRef"]
+__all__ = ["UnmappedCopies", "account_for_unmapped_copies", "PartitionRef", "presumed_sources"]
 
 _log = logging.getLogger(__name__)
 _MAX_TAIL = 1_000_000  # records read past one partition's last mapped copy (a bound on a plan's cost)
@@ -66,6 +68,25 @@ class UnmappedCopies:
     @property
     def presumed_records(self) -> int:
         return 0 if self.presumed is None else self.presumed[1] - self.presumed[0] + 1
+
+
+def presumed_sources(first: int, count: int, lost: Sequence[tuple[int, int]]) -> list[int]:
+    """``count`` source offsets from ``first`` on, in order, none inside a range ``[from, to)`` of
+    ``lost`` (records deleted before their copy: never copied)."""
+    out: list[int] = []
+    spans = sorted(lost)
+    offset, i = first, 0
+    while len(out) < count:
+        while i < len(spans) and spans[i][1] <= offset:
+            i += 1
+        if i < len(spans) and spans[i][0] <= offset:
+            offset = spans[i][1]  # past the lost range
+            continue
+        end = spans[i][0] if i < len(spans) else offset + count - len(out)
+        take = min(end - offset, count - len(out))
+        out.extend(range(offset, offset + take))
+        offset += take
+    return out
 
 
 def _last_copy(state: FlowState, topic: str, partition: int) -> tuple[int, int] | None:
@@ -164,7 +185,8 @@ def _presumed(
             last = _last_copy(state, topic, partition)
             presumed = None
             if offsets and last is not None:
-                pairs = [(last[0] + 1 + i, d) for i, d in enumerate(offsets)]
+                sources = presumed_sources(last[0] + 1, len(offsets), state.lost_before_copy(topic, partition))
+                pairs = list(zip(sources, offsets, strict=True))
                 state.index.add(recovery_syncs(origin, topic, target_topic, partition, last, pairs, {}))
                 presumed = (pairs[0][0], pairs[-1][0])
             if offsets:
