@@ -94,7 +94,7 @@ from bench.replicate_vs_mm2 import cluster_config
 from mirrorlake.groundtruth import GroundTruth, Rec, copies_by_content, read_partition, resume_cost, state_events
 from mirrorlake.localkafka import LocalBroker, down, local_brokers, up
 from mirrorlake.traffic import ensure_topic
-from replicator.client.failover_cost import interval_union, union_size
+from replicator.client.failover_cost import interval_union
 from replicator.client.mapping_index import MappingIndex
 from replicator.client.translation import translate_offsets
 from replicator.config import MirrorlakeConfig, parse_config
@@ -581,7 +581,6 @@ def judge_topic(run: Run, flow: str, source: str, target: str, topic: str, abort
     events = state_events(target, STATE_TOPIC)
     index = MappingIndex()
     index.add([e for e in events if getattr(e, "flow", None) == flow])
-    said: Counter[int] = Counter()
     ranges: dict[int, list[tuple[int, int]]] = {}
     losses = {e.event_id: e for e in events if isinstance(e, RecordsLostBeforeCopy)}  # each process may say it
     for e in losses.values():
@@ -590,8 +589,6 @@ def judge_topic(run: Run, flow: str, source: str, target: str, topic: str, abort
             run.notes.append(
                 f"{flow} said: {topic}[{e.partition}] {e.from_offset}..{e.to_offset - 1} lost ({e.noticed})"
             )
-    for part, spans in ranges.items():  # processes and checks may say overlapping ranges: each record once
-        said[part] = union_size(spans)
     for p in range(partitions_of(source, topic)):
         src: list[Rec] = read_partition(source, topic, p)
         dst: list[Rec] = read_partition(target, remote, p) if p < partitions_of(target, remote) else []
@@ -617,8 +614,23 @@ def judge_topic(run: Run, flow: str, source: str, target: str, topic: str, abort
                 run.notes.append(f"{flow} {topic}[{p}]: {len(off)} offsets translated off: {'; '.join(shown)}")
         if flow == "S->T":
             figures.lost_truth += _lost_for_good(run, topic, p, counts.keys())
-        figures.lost_said += said[p]
+        figures.lost_said += _said_for_good(run, topic, p, ranges.get(p, []), counts.keys(), flow)
     return figures
+
+
+def _said_for_good(
+    run: Run, topic: str, partition: int, spans: list[tuple[int, int]], on_target: Iterable[bytes], flow: str
+) -> int:
+    """Offsets the flow said lost before copy (processes and checks may say overlapping ranges: each
+    once), less those whose record reached the target after all: Kafka undid the deletion (a broker
+    SIGKILLed before it checkpointed the log start) and the flow copied them. True when said."""
+    deleted = {r.offset: r.key for r in run.deleted.get((topic, partition), [])}
+    copied = set(on_target)
+    union = interval_union(spans)
+    back = sum(1 for lo, hi in union for o in range(lo, hi + 1) if deleted.get(o) in copied)
+    if back:
+        run.notes.append(f"{flow} {topic}[{partition}]: {back} records said lost before copy came back and were copied")
+    return sum(hi - lo + 1 for lo, hi in union) - back
 
 
 def _lost_for_good(run: Run, topic: str, partition: int, on_target: Iterable[bytes]) -> int:
