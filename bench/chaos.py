@@ -538,8 +538,8 @@ def _read_to_now(bootstrap: str, topic: str, partition: int, until: int | None =
     """The partition's records from its log start to its end as it is now, or to ``until`` if before
     (later records are not waited for: a partition written faster than it is read has no end to reach)."""
     conf = {"bootstrap.servers": bootstrap}
-    with throwaway_reader(conf, "chaos") as consumer:
-        low, end = partition_bounds(consumer, topic, partition)
+    with throwaway_reader(conf, "chaos") as consumer:  # listed: a broker just restarted may not know it yet
+        low, end = partition_bounds(consumer, topic, partition, listed=True)
     end = end if until is None else min(end, until)
     if end <= low:
         return []

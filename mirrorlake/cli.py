@@ -7,6 +7,7 @@ else is a bug and keeps its traceback.
 from __future__ import annotations
 
 import faulthandler
+import json
 import logging
 import os
 import sys
@@ -18,8 +19,8 @@ from mirrorlake.cli_mm2 import takeover_mm2
 from mirrorlake.cli_options import config_argument_or_option, config_option, pick_config
 from mirrorlake.progress import Steps
 from mirrorlake.stopping import stopping_on_signals
-from replicator.config import load_config
-from replicator.errors import ConfigError, ExitCode, MirrorlakeError, PortInUseError
+from replicator.config import MirrorlakeConfig, load_config
+from replicator.errors import ConfigError, ExitCode, MirrorlakeError, PortInUseError, TranslationError
 from replicator.text import ERROR_LIMIT, printable
 
 __all__ = ["main", "cli"]
@@ -147,18 +148,32 @@ def replicate(
 @cli.command()
 @config_option
 @click.option("--flow", "flow", required=True, help="the flow the group fails over along (A->B)")
-@click.option("--group", required=True, help="the consumer group")
+@click.option("--group", default=None, help="the consumer group (its latest checkpoints)")
+@click.option(
+    "--offsets",
+    "offsets",
+    default=None,
+    help="offsets an application stored itself: a file, or - for stdin (JSON lines, Spark's JSON, Kafka's CSV)",
+)
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
-def translate(config_path: Path, flow: str, group: str, fmt: str) -> None:
-    """Where GROUP resumes on the flow's target: its latest checkpoints, read from the event log."""
-    import json
-
+def translate(config_path: Path, flow: str, group: str | None, offsets: str | None, fmt: str) -> None:
+    """Where GROUP, or the application that stored --offsets itself, resumes on the flow's target."""
     from replicator.access.permissions import naming_missing_acls
-    from replicator.client.translation import translate_offsets
 
+    if (group is None) == (offsets is None):
+        raise click.UsageError("give one of --group or --offsets")
     config = load_config(config_path)
     with naming_missing_acls(config, [config.flow(flow)], "translate"):
-        checkpoints = translate_offsets(config, flow, group)
+        if offsets is not None:
+            _translate_stored(config, flow, offsets, fmt)
+        else:
+            _translate_group(config, flow, str(group), fmt)
+
+
+def _translate_group(config: MirrorlakeConfig, flow: str, group: str, fmt: str) -> None:
+    from replicator.client.translation import translate_offsets
+
+    checkpoints = translate_offsets(config, flow, group)
     rows = [
         {
             "topic": topic,
@@ -179,6 +194,43 @@ def translate(config_path: Path, flow: str, group: str, fmt: str) -> None:
     for r in rows:
         row = f"{r['topic']:30} {r['partition']:>9} {r['offset']:>12} {r['source_offset']:>13}  {r['method']}"
         click.echo(printable(row))
+
+
+_STORED_FIELDS = (
+    "source_topic", "partition", "committed_offset", "target_topic", "target_offset", "method", "records_lost",
+    "records_reread", "records_duplicated", "records_unreplicated", "unmapped_copies", "copies_presumed", "lost_cause",
+)  # fmt: skip
+
+
+def _translate_stored(config: MirrorlakeConfig, flow: str, offsets: str, fmt: str) -> None:
+    """Stored positions in; the exact target positions and each one's cost out (``translate_positions``)."""
+    from replicator.failover import parse_positions, translate_positions
+
+    where = "stdin" if offsets == "-" else offsets
+    try:
+        text = sys.stdin.read() if offsets == "-" else Path(offsets).read_text()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise TranslationError(f"cannot read offsets from {where}: {exc}") from exc
+    rows = translate_positions(config, flow, parse_positions(text, where)).partitions
+    if fmt == "json":
+        found = [{f: getattr(r, f) for f in _STORED_FIELDS} for r in rows]
+        click.echo(json.dumps({"flow": flow, "positions": found}, indent=2))
+        return
+    click.echo(f"{'source topic':24} {'part':>4} {'stored':>10} -> {'target topic':26} {'offset':>10}  "
+               f"{'method':22} {'lost':>6} {'re-read':>7} {'dup':>5} {'unrepl':>7}")  # fmt: skip
+    for r in rows:
+        figures = [
+            "-" if v is None else str(v)
+            for v in (r.target_offset, r.records_lost, r.records_reread, r.records_duplicated, r.records_unreplicated)
+        ]
+        click.echo(printable(
+            f"{r.source_topic:24} {r.partition:>4} {r.committed_offset:>10} -> {r.target_topic:26} {figures[0]:>10}  "
+            f"{r.method:22} {figures[1]:>6} {figures[2]:>7} {figures[3]:>5} {figures[4]:>7}"
+        ))  # fmt: skip
+    presumed = sum(1 for r in rows if r.copies_presumed)
+    if presumed:
+        click.echo(f"the source did not answer: {presumed} row(s) presume that the copies past the last mapped one "
+                   "hold the next source offsets (unmapped_copies in --format json)")  # fmt: skip
 
 
 @cli.command()

@@ -41,6 +41,22 @@ class Bad:
     names_file: bool = True
 
 
+def _stored_bad(what: str, text: str, needle: str) -> Bad:
+    """``translate --offsets`` given ``text``: exit 20 (a translation error) with ``needle``."""
+    args = ("translate", "-c", "{path}", "--flow", "A->B", "--offsets", "{dir}/offsets.txt")
+    return Bad(f"translate --offsets: {what}", _stored_offsets(text), (needle,), code=20, names_file=False, args=args)
+
+
+def _stored_offsets(text: str) -> Callable[[Path], object]:
+    """A config with flow A->B at ``path`` and ``text`` beside it as ``offsets.txt`` (translate --offsets)."""
+
+    def write(path: Path) -> None:
+        path.write_text(A_B + "flows: [{source: A, target: B, topics: [t]}]\n")
+        (path.parent / "offsets.txt").write_text(text)
+
+    return write
+
+
 def _huge(path: Path) -> None:
     with path.open("w") as f:
         f.write(A_B)
@@ -229,6 +245,16 @@ CASES = [
     Bad("clusters down: not YAML", "clusters: [", ("not valid YAML",), args=("clusters", "down", "-c", "{path}")),
     Bad("translate: an unknown flow", A_B, ("unknown flow", "Q->B"),
         args=("translate", "-c", "{path}", "--flow", "Q->B", "--group", "g"), names_file=False),
+    _stored_bad("a line not JSON", '{"topic": "t", "partition": 0, "offset": 5}\n{oops\n',
+                "offsets.txt line 2: not JSON"),
+    _stored_bad("Spark's -2 (earliest) names no record", '{"t": {"0": -2}}',
+                "offsets.txt.t.0: offset -2 names no record"),
+    _stored_bad("a CSV line of two fields", "t,0,5\nt,1\n",
+                "offsets.txt line 2: expected topic,partition,offset (got 2 fields)"),
+    _stored_bad("one partition at two offsets", "t,0,5\nt,0,7\n", "t[0] given twice (5 and 7)"),
+    Bad("translate --offsets: no such file", _stored_offsets(""), ("cannot read offsets from", "none.txt"), code=20,
+        names_file=False,
+        args=("translate", "-c", "{path}", "--flow", "A->B", "--offsets", "{dir}/none.txt")),
     Bad("observe: an unknown flow", A_B, ("Q->B",), args=("observe", "{path}", "--flow", "Q->B"), names_file=False),
     Bad("import-mm2: an unknown flow", A_B, ("Q->B",), args=("import-mm2", "{path}", "--flow", "Q->B"),
         names_file=False),

@@ -16,6 +16,7 @@ the mapped copies. The source X is a cluster of this module's own, killed with S
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -23,12 +24,15 @@ import sys
 
 import pytest
 import yaml
+from click.testing import CliRunner
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
+from mirrorlake.cli import cli
 from mirrorlake.groundtruth import Rec, read_partition, resume_cost
 from mirrorlake.traffic import ensure_topic
 from replicator.config import parse_config
+from replicator.errors import TranslationError
 from replicator.events import RecordsLostBeforeCopy
 from replicator.failover import apply_failover, plan_failover
 from replicator.failover.state import read_flow_state
@@ -275,3 +279,56 @@ def test_with_the_source_down_presumed_copies_leave_out_records_lost_before_copy
             truth = _truth(on_x[row.partition], on_b[row.partition], committed[g.group], row.target_offset)
             assert (row.records_lost, row.records_reread) == truth == (0, 0), (g.group, row)
             assert (row.method, row.target_offset) == expected[g.group], (g.group, row)
+
+
+def test_positions_an_application_stored_itself_translate_like_a_group_with_the_source_down(
+    source: Source, kafka_clusters, unique_topic, tmp_path
+):
+    """``mirrorlake translate --offsets`` (issue 37 item 1): an application that keeps its own offsets
+    (Spark's checkpoint, a database) hands them over in the shape its tools write, and gets the exact
+    target positions and each one's cost, from the target alone. The same positions in JSON lines,
+    Spark's JSON, Kafka's CSV and on stdin give one answer, held to the clusters' contents."""
+    source.restart()
+    x, b = source.bootstrap, kafka_clusters.bootstrap("B")
+    topic = unique_topic("stored")
+    config = _mapped_then_more(x, b, topic, unique_topic("mirrorlake.stored"), ORPHANS + ONLY_ON_X)
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(config.model_dump(mode="json", exclude_none=True)))
+    _copy_by_hand(x, b, topic, MAPPED, MAPPED + ORPHANS)  # a killed flow's copies past its last sync
+    stored = {0: 20, 1: 120}  # among the mapped copies; among the unmapped ones
+    on_x = {p: read_partition(x, topic, p) for p in range(PARTITIONS)}
+    on_b = {p: read_partition(b, f"X.{topic}", p) for p in range(PARTITIONS)}
+    source.kill()
+
+    shapes = {
+        "jsonl": "\n".join(json.dumps({"topic": topic, "partition": p, "offset": o}) for p, o in stored.items()),
+        "spark": json.dumps({topic: {str(p): o for p, o in stored.items()}}),
+        "csv": "".join(f"{topic},{p},{o}\n" for p, o in stored.items()),
+    }
+    answers = []
+    for name, text in shapes.items():
+        (tmp_path / name).write_text(text)
+        run = CliRunner().invoke(
+            cli, ["translate", "-c", str(path), "--flow", FLOW, "--offsets", str(tmp_path / name), "--format", "json"]
+        )
+        assert run.exit_code == 0, run.output
+        answers.append(json.loads(run.output)["positions"])
+    assert answers[0] == answers[1] == answers[2]
+    for row in answers[0]:
+        p = row["partition"]
+        assert (row["source_topic"], row["committed_offset"], row["target_topic"]) == (topic, stored[p], f"X.{topic}")
+        truth = _truth(on_x[p], on_b[p], stored[p], row["target_offset"])
+        assert (row["records_lost"], row["records_reread"]) == truth == (0, 0), row
+        assert on_b[p][row["target_offset"]].key == on_x[p][stored[p]].key  # the copy of the next record to read
+    assert [r["method"] for r in answers[0]] == ["exact", "presumed_copy"]
+
+    table = CliRunner().invoke(
+        cli, ["translate", "-c", str(path), "--flow", FLOW, "--offsets", "-"], input=shapes["csv"]
+    )
+    assert table.exit_code == 0, table.output
+    assert f"X.{topic}" in table.output and "presume" in table.output  # the source is down: said under the table
+    unknown = CliRunner().invoke(cli, ["translate", "-c", str(path), "--flow", FLOW, "--offsets", "-"],
+                                 input="elsewhere,0,5\n")  # fmt: skip
+    error = unknown.exception  # main() turns it into "error: ..." and its exit code
+    assert isinstance(error, TranslationError) and error.exit_code == 20, unknown.output
+    assert "has copied nothing of 'elsewhere'" in str(error)

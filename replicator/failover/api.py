@@ -26,9 +26,10 @@ from __future__ import annotations
 import getpass
 import logging
 import os
+import re
 import socket
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -37,11 +38,12 @@ from confluent_kafka import KafkaException
 from replicator.client.group_offsets import GroupOffset, committed_offsets
 from replicator.client.present_copies import PresentCopies
 from replicator.config import MirrorlakeConfig
-from replicator.errors import FailoverError
+from replicator.errors import FailoverError, TranslationError
 from replicator.events import Checkpoint, Failover, FailoverOffset, Lifecycle, OffsetSync
 from replicator.failover.plan import FailoverPlan, GroupPlan, build_plan, select_groups
 from replicator.failover.state import FlowState, read_flow_state
-from replicator.failover.target import group_activity, positions_at, read_present
+from replicator.failover.stored_positions import StoredPosition
+from replicator.failover.target import GroupActivity, group_activity, positions_at, read_present
 from replicator.failover.unmapped import PartitionRef, account_for_unmapped_copies
 from replicator.flow.control.stop_requests import STOP_REQUESTED
 from replicator.kafka.admin import admin_client, partition_counts
@@ -52,10 +54,19 @@ from replicator.metadata.topic_configs import compacted_topics
 from replicator.tasks.base import StateView, TaskContext, task_producer
 from replicator.tasks.group_sync import Decision, GroupOffsetSync
 
-__all__ = ["plan_failover", "apply_failover", "running_replicators", "AppliedGroup", "FailoverResult"]
+__all__ = [
+    "plan_failover",
+    "apply_failover",
+    "translate_positions",
+    "running_replicators",
+    "AppliedGroup",
+    "FailoverResult",
+    "STORED_POSITIONS",
+]
 
 _log = logging.getLogger(__name__)
 STALE_AFTER_S = 60.0
+STORED_POSITIONS = "(stored positions)"  # the group named in the rows of ``translate_positions``
 
 
 def running_replicators(config: MirrorlakeConfig, state: FlowState, stale_after_s: float = STALE_AFTER_S) -> list[str]:
@@ -100,12 +111,14 @@ def _plan(
     groups: str | None,
     at_ms: int | None,
     stale_after_s: float,
+    activity: Mapping[str, GroupActivity] | None = None,
 ) -> tuple[FailoverPlan, list[OffsetSync]]:
-    """The plan, and the syncs of the unmapped copies it matched by content (for ``apply`` to publish)."""
+    """The plan, and the syncs of the unmapped copies it matched by content (for ``apply`` to publish).
+    ``activity``: the groups' activity when known already (else asked of the target)."""
     chosen = select_groups(state, groups)
     target_conf = config.cluster(state.flow.target).client_config()
     admin = admin_client(target_conf)
-    activity = group_activity(admin, chosen)
+    activity = activity if activity is not None else group_activity(admin, chosen)
     unmapped, matched = account_for_unmapped_copies(config, state, _unmapped_search(state, chosen))
 
     def present_of(ends: Mapping[tuple[str, int], int]) -> dict[tuple[str, int], PresentCopies]:
@@ -136,6 +149,51 @@ def plan_failover(
 ) -> FailoverPlan:
     """The plan of failing ``flow`` over now (dry run: nothing is written anywhere)."""
     return _plan(config, read_flow_state(config, flow), groups, at_ms, stale_after_s)[0]
+
+
+def translate_positions(
+    config: MirrorlakeConfig,
+    flow: str,
+    positions: Sequence[StoredPosition],
+    *,
+    stale_after_s: float = STALE_AFTER_S,
+) -> GroupPlan:
+    """Where an application that stored ``positions`` itself (not a consumer group: a Spark
+    checkpoint, a database) resumes on the flow's target, one row per position, with what each
+    resume costs: the plan's rules for a group's checkpoint (exact translation, copies past the
+    last mapped one matched or presumed, copies deleted or compacted on the target), read from the
+    target alone, so the source may be down. The rows' group is ``STORED_POSITIONS``.
+
+    Raises ``TranslationError`` for a topic the flow never copied (naming the ones it did)."""
+    state = read_flow_state(config, flow)
+    name = state.flow.name
+    copied = {t for _f, t, _p in state.index.partitions(name)}
+    unknown = sorted({p.topic for p in positions} - copied)
+    if unknown:
+        raise TranslationError(
+            f"flow {name} has copied nothing of {', '.join(map(repr, unknown))} "
+            f"(topics it copied: {', '.join(sorted(copied)[:20]) or 'none'})"
+        )
+    state.checkpoints = {
+        (STORED_POSITIONS, p.topic, p.partition): Checkpoint(
+            flow=name,
+            replicator_id="translate",
+            source_cluster=state.flow.source,
+            target_cluster=state.flow.target,
+            group=STORED_POSITIONS,
+            source_topic=p.topic,
+            target_topic=state.index.target_topic(name, p.topic) or p.topic,
+            partition=p.partition,
+            upstream_offset=p.offset,
+            downstream_offset=-1,
+            method="stored",
+            emitted_at_ms=state.read_at_ms,
+        )  # fmt: skip
+        for p in positions
+    }
+    inactive = {STORED_POSITIONS: GroupActivity(0, "NONE")}  # not a group: nothing to ask the target
+    plan, _matched = _plan(config, state, re.escape(STORED_POSITIONS), None, stale_after_s, inactive)
+    return plan.groups[0]
 
 
 @dataclass(frozen=True)
