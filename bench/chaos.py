@@ -539,7 +539,7 @@ def _read_to_now(bootstrap: str, topic: str, partition: int, until: int | None =
     (later records are not waited for: a partition written faster than it is read has no end to reach)."""
     conf = {"bootstrap.servers": bootstrap}
     with throwaway_reader(conf, "chaos") as consumer:  # listed: a broker just restarted may not know it yet
-        low, end = partition_bounds(consumer, topic, partition, listed=True)
+        low, end = partition_bounds(consumer, topic, partition, listed=True, timeout_s=120)
     end = end if until is None else min(end, until)
     if end <= low:
         return []

@@ -196,12 +196,6 @@ def _translate_group(config: MirrorlakeConfig, flow: str, group: str, fmt: str) 
         click.echo(printable(row))
 
 
-_STORED_FIELDS = (
-    "source_topic", "partition", "committed_offset", "target_topic", "target_offset", "method", "records_lost",
-    "records_reread", "records_duplicated", "records_unreplicated", "unmapped_copies", "copies_presumed", "lost_cause",
-)  # fmt: skip
-
-
 def _translate_stored(config: MirrorlakeConfig, flow: str, offsets: str, fmt: str) -> None:
     """Stored positions in; the exact target positions and each one's cost out (``translate_positions``)."""
     from replicator.failover import parse_positions, translate_positions
@@ -211,26 +205,10 @@ def _translate_stored(config: MirrorlakeConfig, flow: str, offsets: str, fmt: st
         text = sys.stdin.read() if offsets == "-" else Path(offsets).read_text()
     except (OSError, UnicodeDecodeError) as exc:
         raise TranslationError(f"cannot read offsets from {where}: {exc}") from exc
+    from mirrorlake.cli_failover import echo_positions
+
     rows = translate_positions(config, flow, parse_positions(text, where)).partitions
-    if fmt == "json":
-        found = [{f: getattr(r, f) for f in _STORED_FIELDS} for r in rows]
-        click.echo(json.dumps({"flow": flow, "positions": found}, indent=2))
-        return
-    click.echo(f"{'source topic':24} {'part':>4} {'stored':>10} -> {'target topic':26} {'offset':>10}  "
-               f"{'method':22} {'lost':>6} {'re-read':>7} {'dup':>5} {'unrepl':>7}")  # fmt: skip
-    for r in rows:
-        figures = [
-            "-" if v is None else str(v)
-            for v in (r.target_offset, r.records_lost, r.records_reread, r.records_duplicated, r.records_unreplicated)
-        ]
-        click.echo(printable(
-            f"{r.source_topic:24} {r.partition:>4} {r.committed_offset:>10} -> {r.target_topic:26} {figures[0]:>10}  "
-            f"{r.method:22} {figures[1]:>6} {figures[2]:>7} {figures[3]:>5} {figures[4]:>7}"
-        ))  # fmt: skip
-    presumed = sum(1 for r in rows if r.copies_presumed)
-    if presumed:
-        click.echo(f"the source did not answer: {presumed} row(s) presume that the copies past the last mapped one "
-                   "hold the next source offsets (unmapped_copies in --format json)")  # fmt: skip
+    echo_positions(rows, fmt, {"flow": flow})
 
 
 @cli.command()

@@ -1,4 +1,4 @@
-"""``mirrorlake failover plan|apply`` and ``mirrorlake failback plan``: the command-line face of
+"""``mirrorlake failover plan|apply|spark-checkpoint`` and ``mirrorlake failback plan``: the command-line face of
 ``replicator.failover``. ``mirrorlake.cli`` registers both groups and gives every command its
 ``--config`` option (so this module never imports the CLI back)."""
 
@@ -140,6 +140,33 @@ def _plan_json(plan: Any) -> dict[str, Any]:
     return out
 
 
+_POSITION_FIELDS = (
+    "source_topic", "partition", "committed_offset", "target_topic", "target_offset", "method", "records_lost",
+    "records_reread", "records_duplicated", "records_unreplicated", "unmapped_copies", "copies_presumed", "lost_cause",
+)  # fmt: skip
+
+
+def echo_positions(rows: Any, fmt: str, head: dict[str, Any]) -> None:
+    """Stored positions and where each resumes on the target (``translate_positions``' rows)."""
+    if fmt == "json":
+        found = [{f: getattr(r, f) for f in _POSITION_FIELDS} for r in rows]
+        click.echo(json.dumps({**head, "positions": found}, indent=2))
+        return
+    _row(f"{'source topic':24} {'part':>4} {'stored':>10} -> {'target topic':26} {'offset':>10}  "
+         f"{'method':22} {'lost':>6} {'re-read':>7} {'dup':>5} {'unrepl':>7}")  # fmt: skip
+    for r in rows:
+        figures = [
+            "-" if v is None else str(v)
+            for v in (r.target_offset, r.records_lost, r.records_reread, r.records_duplicated, r.records_unreplicated)
+        ]
+        _row(f"{r.source_topic:24} {r.partition:>4} {r.committed_offset:>10} -> {r.target_topic:26} {figures[0]:>10}  "
+             f"{r.method:22} {figures[1]:>6} {figures[2]:>7} {figures[3]:>5} {figures[4]:>7}")  # fmt: skip
+    presumed = sum(1 for r in rows if r.copies_presumed)
+    if presumed:
+        _row(f"the source did not answer: {presumed} row(s) presume that the copies past the last mapped one "
+             "hold the next source offsets (unmapped_copies in --format json)")  # fmt: skip
+
+
 def _n(value: Any) -> str:
     return "?" if value is None else str(value)
 
@@ -199,6 +226,33 @@ def _echo_plan(plan: Any) -> None:
             if r.lost_cause:
                 counts = ", ".join(f"{n} by {why}" for why, n in gone.items() if n)
                 _row(f"    of the lost records: {counts} ({r.lost_cause})")
+
+
+@failover.command("spark-checkpoint")
+@click.option("--flow", required=True, help="the flow to fail over (A->B): its target takes over")
+@click.option("--checkpoint", "checkpoint", required=True, type=click.Path(path_type=Path),
+              help="the streaming query's checkpoint directory (stopped)")  # fmt: skip
+@click.option("--dry-run", is_flag=True, help="print the translated positions; write nothing")
+@click.option("--force", is_flag=True, help="set aside a batch not committed (the query is stopped, not running)")
+@_FORMAT
+def spark_checkpoint_cmd(config_path: Path, flow: str, checkpoint: Path, dry_run: bool, force: bool, fmt: str) -> None:
+    """Move a Spark Structured Streaming query's Kafka positions to the flow's target: its newest committed
+    batch's offsets, translated exactly, rewritten in place (the original kept beside them). Restart the
+    query against the target cluster, subscribed to the remote topics."""
+    from replicator.access.permissions import naming_missing_acls
+    from replicator.failover.spark_checkpoint import rewrite_checkpoint
+
+    config = load_config(config_path)
+    with naming_missing_acls(config, [config.flow(flow)], "translate"):
+        done = rewrite_checkpoint(config, flow, checkpoint, dry_run=dry_run, force=force)
+    head = {"flow": flow, "checkpoint": str(checkpoint), "batch": done.batch, "set_aside": list(done.set_aside),
+            "written": done.written}  # fmt: skip
+    echo_positions(done.rows, fmt, head)
+    if fmt == "table":
+        verb = "rewrote" if done.written else "would rewrite (dry run)"
+        target = config.flow(flow).target
+        _row(f"{verb} offsets/{done.batch} in {checkpoint} (the original kept as .{done.batch}.before-failover "
+             f"beside it); restart the query on {target}, subscribed to the target topics")  # fmt: skip
 
 
 @click.group()
