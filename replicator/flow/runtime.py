@@ -13,7 +13,6 @@ import threading
 from dataclasses import dataclass
 from typing import Literal
 
-from confluent_kafka import KafkaError
 from prometheus_client import CollectorRegistry
 
 from replicator.access.permissions import authorization_failure
@@ -23,17 +22,13 @@ from replicator.config.topology import check_loop_free
 from replicator.errors import ConfigError, MirrorlakeError, PortInUseError, ReplicationError
 from replicator.flow.copying.copycore import copies_natively
 from replicator.flow.runner import FlowRunner, FlowStats
-from replicator.kafka.errors import fatal_client_error
+from replicator.kafka.errors import FATAL_CODES, fatal_client_error
 from replicator.kafka.settings import default_replicator_id, transactional_id
 from replicator.metrics.observability import FlowCollector, StatusServer, waiting_for
 
 __all__ = ["Replicator"]
 
 _log = logging.getLogger(__name__)
-# what a fenced transactional producer says (flag or code: errors of delivery reports carry no flag)
-_FENCED = frozenset(
-    {KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH, KafkaError._FATAL}
-)
 
 
 @dataclass
@@ -121,7 +116,7 @@ class Replicator:
             return exc
         flow = running.runner.flow
         text = str(exc) if isinstance(exc, MirrorlakeError) else f"flow {flow.name}: a client failed: {err.str()}"
-        if flow.exactly_once and err.code() in _FENCED:
+        if flow.exactly_once and err.code() in FATAL_CODES:
             instance = self.config.replicator_id or "main"
             text += (
                 f"; its transactional id {transactional_id(flow, instance)} was taken over (another process "

@@ -11,7 +11,14 @@ from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException
 
-__all__ = ["kafka_error", "kafka_error_reason", "scrub_values", "AUTHORIZATION_CODES"]
+__all__ = [
+    "kafka_error",
+    "kafka_error_reason",
+    "scrub_values",
+    "fatal_client_error",
+    "AUTHORIZATION_CODES",
+    "FATAL_CODES",
+]
 
 # A broker's refusal: asking again changes nothing until an ACL is granted.
 AUTHORIZATION_CODES = frozenset(
@@ -31,8 +38,9 @@ def kafka_error(exc: BaseException) -> KafkaError | None:
     return None
 
 
-# what produce() and delivery reports say after the instance failed (their errors carry no fatal flag)
-_FATAL_CODES = frozenset(
+# what produce() and delivery reports say after the instance failed (their errors carry no fatal flag);
+# for a transactional producer, also what being fenced says
+FATAL_CODES = frozenset(
     {KafkaError._FATAL, KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH}
 )
 
@@ -45,7 +53,7 @@ def fatal_client_error(exc: BaseException) -> KafkaError | None:
     while cause is not None and id(cause) not in seen:
         seen.add(id(cause))
         err = kafka_error(cause)
-        if err is not None and (err.fatal() or err.code() in _FATAL_CODES):
+        if err is not None and (err.fatal() or err.code() in FATAL_CODES):
             return err
         cause = cause.__cause__ or cause.__context__
     return None
