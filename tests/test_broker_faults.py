@@ -18,6 +18,7 @@ import uuid
 
 import pytest
 import yaml
+from confluent_kafka import KafkaError, KafkaException
 
 from bench.faults import (
     PARTITIONS,
@@ -35,7 +36,8 @@ from bench.faults import (
     write_replicator_config,
 )
 from mirrorlake.traffic import ensure_topic
-from replicator.flow.control.outage import Outages
+from replicator.errors import ReplicationError
+from replicator.flow.control.outage import Outages, transient
 from replicator.flow.control.shutdown import StopBudget, StopTimedOut
 from replicator.metrics.observability import waiting_for
 from replicator.metrics.stats import FlowStats
@@ -94,6 +96,18 @@ def test_an_outage_is_logged_once_with_bounded_back_off(caplog):
     assert len(lines) == 2, lines  # one line when the wait starts, one when it ends
     assert "waiting for the target cluster T" in lines[0] and "answers again" in lines[1]
     assert not outages.failed("target", ValueError("not a broker outage"))
+
+
+@pytest.mark.parametrize(
+    "code", [KafkaError._DESTROY_BROKER, KafkaError._ALL_BROKERS_DOWN, KafkaError._TRANSPORT, KafkaError._TIMED_OUT]
+)
+def test_a_broker_going_away_mid_request_is_an_outage_to_wait_out(code):
+    """The soak's exit 9: a process starting while S restarted read the state topic and got "Broker handle
+    destroyed without termination"; wrapped in the reader's error, it must still read as an outage."""
+    wrapped = ReplicationError("cannot read state topic x")
+    wrapped.__cause__ = KafkaException(KafkaError(code))
+    assert transient(wrapped)
+    assert not transient(KafkaException(KafkaError(KafkaError.TOPIC_AUTHORIZATION_FAILED)))
 
 
 def test_health_sees_a_wait_that_starts_inside_a_blocking_call():

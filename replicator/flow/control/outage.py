@@ -43,6 +43,7 @@ TRANSPORT_CODES = frozenset(
     {
         KafkaError._ALL_BROKERS_DOWN,
         KafkaError._TRANSPORT,
+        KafkaError._DESTROY_BROKER,  # a broker's handle torn down mid-request (it went away or restarted)
         KafkaError._TIMED_OUT,
         KafkaError._MSG_TIMED_OUT,
         KafkaError._RESOLVE,
