@@ -114,9 +114,10 @@ class StateLogFollower:
         try:
             new = self._new_partitions(timeout_s)
             # end offsets asked before new partitions are assigned: a broker answers a connection's
-            # requests in order, so one behind a fetch's long poll would wait out fetch.wait.max.ms
+            # requests in order, so one behind a fetch's long poll would wait out fetch.wait.max.ms;
+            # listed (metadata named them): "unknown partition" is a broker that just restarted
             ends = {
-                p: partition_bounds(self._consumer, self._topic, p, timeout_s=timeout_s)[1]
+                p: partition_bounds(self._consumer, self._topic, p, timeout_s=timeout_s, listed=True)[1]
                 for p in sorted(self._assigned | set(new))
             }
             self._assign(new)
