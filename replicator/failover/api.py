@@ -26,7 +26,6 @@ from __future__ import annotations
 import getpass
 import logging
 import os
-import re
 import socket
 import time
 from collections.abc import Mapping, Sequence
@@ -108,14 +107,13 @@ def _unmapped_search(state: FlowState, groups: list[str]) -> list[PartitionRef]:
 def _plan(
     config: MirrorlakeConfig,
     state: FlowState,
-    groups: str | None,
+    chosen: list[str],
     at_ms: int | None,
     stale_after_s: float,
     activity: Mapping[str, GroupActivity] | None = None,
 ) -> tuple[FailoverPlan, list[OffsetSync]]:
-    """The plan, and the syncs of the unmapped copies it matched by content (for ``apply`` to publish).
-    ``activity``: the groups' activity when known already (else asked of the target)."""
-    chosen = select_groups(state, groups)
+    """The plan of the ``chosen`` groups, and the syncs of the unmapped copies it matched by content (for
+    ``apply`` to publish). ``activity``: the groups' activity when known already (else asked of the target)."""
     target_conf = config.cluster(state.flow.target).client_config()
     admin = admin_client(target_conf)
     activity = activity if activity is not None else group_activity(admin, chosen)
@@ -148,7 +146,8 @@ def plan_failover(
     stale_after_s: float = STALE_AFTER_S,
 ) -> FailoverPlan:
     """The plan of failing ``flow`` over now (dry run: nothing is written anywhere)."""
-    return _plan(config, read_flow_state(config, flow), groups, at_ms, stale_after_s)[0]
+    state = read_flow_state(config, flow)
+    return _plan(config, state, select_groups(state, groups), at_ms, stale_after_s)[0]
 
 
 def translate_positions(
@@ -192,7 +191,7 @@ def translate_positions(
         for p in positions
     }
     inactive = {STORED_POSITIONS: GroupActivity(0, "NONE")}  # not a group: nothing to ask the target
-    plan, _matched = _plan(config, state, re.escape(STORED_POSITIONS), None, stale_after_s, inactive)
+    plan, _matched = _plan(config, state, [STORED_POSITIONS], None, stale_after_s, inactive)
     return plan.groups[0]
 
 
@@ -288,7 +287,7 @@ def apply_failover(
     requested = False
     while True:
         state = read_flow_state(config, flow)
-        plan, matched = _plan(config, state, groups, at_ms, stale_after_s)
+        plan, matched = _plan(config, state, select_groups(state, groups), at_ms, stale_after_s)
         if stop_replication and plan.running_replicators and not requested:
             _request_stop(config, state)
             requested = True
