@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from mirrorlake.groundtruth import GroundTruth
 from replicator.client.mapping_index import MappingIndex
 from replicator.events import OffsetSync, SyncReason
+from replicator.flow.syncs.gap_recovery import downstream_gaps
 from replicator.flow.syncs.offset_sync import SyncOrigin
 from replicator.flow.syncs.tail_recovery import match_copies, recovery_syncs
 
@@ -53,3 +57,54 @@ def test_a_partition_without_any_durable_sync_is_recovered_from_its_first_copy()
     assert [(s.upstream_start, s.upstream_end, s.downstream_start) for s in index.segments("A->B", "t", 0)] == [
         (0, 4, 3)
     ]
+
+
+def test_a_late_batch_of_earlier_records_is_matched_as_their_second_copies():
+    source = [(u, 1000 + u) for u in range(100)]
+    gap = [(61 + i, 1030 + i) for i in range(20)]  # between copies (60, 60) and (61, 81): 30..49 again
+    assert match_copies(gap, source, expect_from=61) == [(30 + i, 61 + i) for i in range(20)]
+    tail = [(100 + i, 1060 + i) for i in range(5)] + [(105 + i, 1090 + i) for i in range(5)]
+    assert match_copies(tail, source, expect_from=90) == [
+        *[(60 + i, 100 + i) for i in range(5)],  # a late batch of 60..64
+        *[(90 + i, 105 + i) for i in range(5)],  # then the flow's own copies, in order
+    ]
+    assert match_copies([(7, 5555)], source, expect_from=50) == []  # another producer's record
+
+
+@given(
+    n=st.integers(5, 60),
+    data=st.data(),
+)
+@settings(max_examples=200, deadline=None)
+def test_gaps_read_back_make_the_mapping_the_latest_copy_of_every_record(n, data):
+    """The flow's copies in order, a late batch of earlier records landing between two of them (a
+    gap the flow's syncs jump over) or after the last (the next start's tail), maybe a foreign
+    record: the gap task's and the tail recovery's steps give the truth."""
+    a = data.draw(st.integers(0, n - 1))
+    b = data.draw(st.integers(a + 1, n))
+    k = data.draw(st.integers(b - 1, n - 1))  # the flow had copied up to k when the batch landed
+    foreign = data.draw(st.booleans())
+    hashes = {u: 1000 + u for u in range(n)}
+    target: list[tuple[int, int | None]] = [(u, u) for u in range(k + 1)]  # (downstream, upstream or None)
+    late = [(k + 1 + i, u) for i, u in enumerate(range(a, b))]
+    target += late
+    if foreign:
+        target.append((len(target), None))
+    target += [(len(target) + i, u) for i, u in enumerate(range(k + 1, n))]
+    own = [(u, d) for d, u in target if u is not None and (d, u) not in late]
+    index = MappingIndex()
+    index.add(recovery_syncs(ORIGIN, "t", "A.t", 0, None, own, {}))
+    source = [(u, hashes[u]) for u in range(n)]
+    on_target = {d: (hashes[u] if u is not None else 7) for d, u in target}
+    for before, after in downstream_gaps(index.segments("A->B", "t", 0)):
+        gap = [(d, on_target[d]) for d in range(before.downstream_end + 1, after.downstream_start)]
+        pairs = match_copies(gap, source, expect_from=before.upstream_end + 1)
+        index.add(recovery_syncs(ORIGIN, "t", "A.t", 0, (before.upstream_end, before.downstream_end), pairs, {}))
+    last = max(index.segments("A->B", "t", 0), key=lambda s: s.downstream_end)
+    tail = [(d, on_target[d]) for d in range(last.downstream_end + 1, len(target))]  # the next start's part
+    pairs = match_copies(tail, source, expect_from=last.upstream_end + 1)
+    index.add(recovery_syncs(ORIGIN, "t", "A.t", 0, (last.upstream_end, last.downstream_end), pairs, {}))
+    truth = GroundTruth([(u, d) for d, u in target if u is not None])
+    for c in range(n + 1):
+        got = index.translate("A->B", "t", 0, c)
+        assert (got.downstream if got else None) == truth.translate(c), (c, index.segments("A->B", "t", 0))

@@ -50,6 +50,7 @@ from replicator.flow.copying.batching import Batcher
 from replicator.flow.copying.copier import PythonCopier
 from replicator.flow.copying.native_copier import NativeCopier
 from replicator.flow.syncs.commits import AbortTransaction, AtLeastOnceCommits, Commits, TransactionalCommits
+from replicator.flow.syncs.gap_recovery import GapRecovery
 from replicator.flow.syncs.offset_sync import SyncOrigin
 from replicator.flow.syncs.resume import PendingResumes, PreviousRun
 from replicator.flow.syncs.sync_ledger import TP, SyncLedger
@@ -283,6 +284,7 @@ class FlowRunner:
             continuous=not until_caught_up,
             read_positions=self.read_positions.request,
             metrics=self.stats.mm2,
+            extra=() if self.flow.exactly_once else (GapRecovery,),
         )
         self.stats.task_errors = tasks.errors
         self.stats.connectors = mm2_connectors(self.flow, continuous=not until_caught_up)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from replicator.client.policy import ReplicationPolicy
 from replicator.config import FlowConfig, MirrorlakeConfig
@@ -33,11 +33,13 @@ def flow_state_tasks(
     continuous: bool,
     read_positions: Callable[[], PositionSnapshot | None] | None = None,
     metrics: Mm2Metrics | None = None,
+    extra: Sequence[Callable[[TaskContext], StateTask]] = (),
 ) -> StateTasks:
     """The flow's tasks; heartbeats only when ``continuous`` (a batch run ends, its heartbeats would not).
 
     ``read_positions``: the copy loop's replicated positions (none when observing without a loop);
-    ``metrics``: where the tasks keep their MM2-named metrics (the flow's ``FlowStats.mm2``).
+    ``metrics``: where the tasks keep their MM2-named metrics (the flow's ``FlowStats.mm2``);
+    ``extra``: tasks of the layers above (the copy loop's recovery of second copies), made from the context.
     """
     source_conf = config.cluster(flow.source).client_config()
     target_conf = config.cluster(flow.target).client_config()
@@ -58,6 +60,7 @@ def flow_state_tasks(
     ]
     if flow.audit:
         tasks.append(AuditTask(ctx, source_conf, target_conf))
+    tasks += [make(ctx) for make in extra]
     tasks.append(StateSnapshotTask(ctx, target_conf))  # last: it covers what the others emitted
 
     def is_leader() -> bool:

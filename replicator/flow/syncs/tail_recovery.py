@@ -8,9 +8,12 @@ again (at larger offsets), which fixes forward translation, not the orphans.
 
 Recovery, per partition of the flow that has a mapping: the last copy the mapping knows is
 ``(U, D)``; if the target holds records past ``D``, read that tail (at most what was written
-between two syncs) and the source from ``U + 1``, match them by content (``record_hash``: key,
-value, headers without the provenance header, timestamp), in order, and publish the matched
-pairs as ``OffsetSync`` events with reason ``recovered``, before copying resumes.
+between two syncs) and the source from ``U + 1`` (and, for second copies, up to ``_LOOKAHEAD``
+records before it), match them by content (``record_hash``: key, value, headers without the
+provenance header, timestamp), in order, and publish the matched pairs as ``OffsetSync`` events
+with reason ``recovered``, before copying resumes. A second copy is a killed writer's batch that
+reached the target after the flow copied the same records again (``gap_recovery`` finds those
+that land between two of the flow's copies).
 
 Contract of the published syncs (``replicator.client.mapping.points_from_sync``): each maximal run
 of matched pairs adjacent on both sides becomes one sync at its first pair, carrying the copy
@@ -27,6 +30,7 @@ from __future__ import annotations
 
 import logging
 import time
+from bisect import bisect_left
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -45,7 +49,15 @@ from replicator.kafka.state_log import StateLog
 from replicator.tasks.audit import RangeReader, record_hash
 from replicator.tasks.base import StateView
 
-__all__ = ["match_copies", "recovery_syncs", "TailRecovery", "Recovered", "Recovery", "recover_orphan_copies"]
+__all__ = [
+    "match_copies",
+    "recovery_syncs",
+    "hashed_range",
+    "TailRecovery",
+    "Recovered",
+    "Recovery",
+    "recover_orphan_copies",
+]
 
 _log = logging.getLogger(__name__)
 
@@ -55,19 +67,44 @@ _CHUNK = 20_000  # records per read: memory holds hashes, not records
 Hashed = tuple[int, int]  # (offset, record hash)
 
 
-def match_copies(target: Sequence[Hashed], source: Sequence[Hashed], lookahead: int = _LOOKAHEAD) -> list[Hashed]:
-    """``(upstream, downstream)`` pairs: each target record matched to the next source record with its
-    content, scanning at most ``lookahead`` source records past the previous match; both in offset order."""
+def match_copies(
+    target: Sequence[Hashed], source: Sequence[Hashed], lookahead: int = _LOOKAHEAD, expect_from: int | None = None
+) -> list[Hashed]:
+    """``(upstream, downstream)`` pairs, in target order: each target record is matched to the next
+    source record with its content, scanning at most ``lookahead`` source records past the previous
+    match (a copy in order); failing that, to the latest *earlier* source record with its content, and
+    the order goes on from there (a second copy of records copied before: a killed writer's batch that
+    reached the target after the flow had copied them again). Both sequences in offset order.
+
+    ``expect_from``: the source offset the first in-order copy is looked for at (default: the first
+    source record); the source records before it are there to be found as second copies only.
+    """
     pairs: list[Hashed] = []
-    i = 0
+    seen: dict[int, list[int]] = {}  # hash -> indices of the source records scanned so far, ascending
+    scanned = 0  # source[:scanned] are in ``seen``
+    i = 0 if expect_from is None else bisect_left(source, expect_from, key=lambda r: r[0])
+
+    def scan_to(end: int) -> None:
+        nonlocal scanned
+        for k in range(scanned, end):
+            seen.setdefault(source[k][1], []).append(k)
+        scanned = max(scanned, end)
+
+    scan_to(i)
     for d, h in target:
         limit = min(len(source), i + lookahead)
         j = i
         while j < limit and source[j][1] != h:
             j += 1
-        if j < limit:
-            pairs.append((source[j][0], d))
-            i = j + 1
+        if j == limit:  # not ahead: a second copy of an earlier record, or no copy at all
+            scan_to(limit)
+            before = seen.get(h, [])
+            k = bisect_left(before, i) - 1
+            if k < 0:
+                continue  # another producer's record, or a copy beyond the look-ahead: no pair
+            j = before[k]  # the latest earlier record with this content
+        pairs.append((source[j][0], d))
+        i = j + 1
     return pairs
 
 
@@ -190,13 +227,16 @@ class TailRecovery:
                         flow, target_topic, partition, t_end - d_from,
                     )  # fmt: skip
                     continue
-                tail = _hashed(target, target_topic, partition, d_from, t_end)
+                tail = hashed_range(target, target_topic, partition, d_from, t_end)
                 if not tail:
                     continue  # markers or aborted records only
                 src_end = min(s_end, u_from + len(tail) + _LOOKAHEAD)
-                src_msgs = _hashed(source, topic, partition, u_from, src_end, keep_ts=True)
+                # from before the last known copy too: the tail may hold second copies of records the
+                # flow had copied again before a killed writer's batch reached the target
+                src_from = max(s_low, u_from - len(tail) - _LOOKAHEAD) if last else u_from
+                src_msgs = hashed_range(source, topic, partition, src_from, src_end, keep_ts=True)
                 timestamps = {o: ts for o, _h, ts in src_msgs}
-                pairs = match_copies(tail, [(o, h) for o, h, _ts in src_msgs])
+                pairs = match_copies(tail, [(o, h) for o, h, _ts in src_msgs], expect_from=u_from)
                 syncs += recovery_syncs(self._origin, topic, target_topic, partition, last, pairs, timestamps)
                 report.append(Recovered(topic, partition, len(tail), len(pairs)))
         finally:
@@ -205,7 +245,7 @@ class TailRecovery:
         return syncs, report
 
 
-def _hashed(reader: RangeReader, topic: str, partition: int, start: int, end: int, keep_ts: bool = False) -> list:
+def hashed_range(reader: RangeReader, topic: str, partition: int, start: int, end: int, keep_ts: bool = False) -> list:
     """``(offset, hash)`` (with ``keep_ts``: ``(offset, hash, timestamp)``) of ``[start, end)``, in chunks."""
     out: list = []
     position = start
