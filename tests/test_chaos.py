@@ -4,15 +4,19 @@ restarted, a replicator cut off from a broker (iptables), a partition added, rec
 their copy, a source topic deleted and created again, a target topic turned compacted; then judged
 from the clusters' contents (issue 39 item 4).
 
-A new seed each run (the report, with its schedule, is printed; ``MIRRORLAKE_CHAOS_SEED`` replays
-one). Asserted: nothing missing, nothing aborted copied, nothing copied twice on the exactly-once
+Seed 91040 by default: its schedule holds six faults (a target compacted, a source topic re-created,
+the target frozen while a replicator is SIGKILLed, records deleted before their copy, the source
+broker killed) and its first run found a killed writer's batch landing after the flow had copied
+it again (``replicator/flow/syncs/gap_recovery.py``). ``MIRRORLAKE_CHAOS_SEED`` replays another
+seed, ``random`` draws one (the report, with its schedule, is printed); ``bench/chaos.py`` runs
+longer schedules. Timing still varies between runs of one seed: a schedule is not a replay.
+
+Asserted: nothing missing, nothing aborted copied, nothing copied twice on the exactly-once
 flow (read_committed), the mapping equal to the real copies, every group's checkpoint at its
 commit's exact translation, every failover plan made while S was down equal to the truth row by
-row (when the seed's schedule has such a fault), a clean final run. Reported, not asserted
-(open in issue 39): ``duplicated`` (a partition a rebalance moves to another live process is copied
-again from its commit) and the count of records deleted before their copy, which a run of this
-soak left unsaid once in three (a restart after records were deleted showed no reset to the log
-start: cause not found yet).
+row (when the seed's schedule has such a fault), a clean final run. Reported, not asserted (open
+in issue 39): ``duplicated`` on the at-least-once flow (a re-created source topic is still copied
+twice in part) and the records deleted before their copy, counted against what the flow said.
 """
 
 from __future__ import annotations
@@ -25,10 +29,12 @@ import pytest
 from bench.chaos import EXACTLY_ONCE, run_soak
 
 pytestmark = pytest.mark.kafka
+DEFAULT_SEED = 91040
 
 
 def test_a_short_seeded_soak_loses_nothing_and_the_mapping_and_groups_equal_the_truth(tmp_path):
-    seed = int(os.environ.get("MIRRORLAKE_CHAOS_SEED", random.randrange(100_000)))
+    chosen = os.environ.get("MIRRORLAKE_CHAOS_SEED", str(DEFAULT_SEED))
+    seed = random.randrange(100_000) if chosen == "random" else int(chosen)
     verdict = run_soak(seed, seconds=90, processes=2, rate=200, work=tmp_path)
     print(verdict.report)
     assert verdict.final_exit == 0, verdict.report
