@@ -18,6 +18,7 @@ from replicator.events import (
     AuditWindow,
     Checkpoint,
     ConfigSnapshot,
+    ConsumerRelease,
     Failback,
     FailbackOffset,
     FailbackRange,
@@ -313,6 +314,17 @@ SAMPLES = [
         acl="LITERAL|User:alice|*|READ|ALLOW",
         source_acl="LITERAL|User:alice|*|ALL|ALLOW",
         reason="the source binding is gone",
+    ),
+    ConsumerRelease(
+        flow="A->B",
+        replicator_id="failover@h-1",
+        source_cluster="A",
+        target_cluster="B",
+        cluster="A",
+        groups=("billing", "audit"),
+        reason="failover",
+        host="h",
+        user="u",
     ),
 ]
 

@@ -30,6 +30,7 @@ __all__ = [
     "FailbackRange",
     "TopicRecreated",
     "RecordsLostBeforeCopy",
+    "ConsumerRelease",
     "EVENT_TYPES",
     "SyncReason",
     "new_event_id",
@@ -450,6 +451,29 @@ class RecordsLostBeforeCopy(Event):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class ConsumerRelease(Event):
+    """An operator's move of ``groups`` is about to start: their ``FailoverConsumer``s on ``cluster``
+    commit what they consumed and leave, so the move reads final positions (``failover apply`` or
+    ``failback apply --groups`` with ``--move-consumers``; ``reason`` says which)."""
+
+    event_type: ClassVar[str] = "consumer_release"
+    source_cluster: str
+    target_cluster: str
+    cluster: str
+    groups: tuple[str, ...]
+    reason: str
+    host: str
+    user: str
+
+    @classmethod
+    def from_record(cls, record: dict[str, Any]) -> Self:
+        return super(ConsumerRelease, cls).from_record({**record, "groups": tuple(record["groups"])})
+
+    def to_record(self) -> dict[str, Any]:
+        return {**super(ConsumerRelease, self).to_record(), "groups": list(self.groups)}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class MetadataChange(Event):
     """A decision of the flow's metadata sync about a remote topic or an ACL binding on the target:
     ``created``, ``deleted``, ``kept`` (a deletion not made, ``reason`` says why) or ``failed``.
@@ -484,5 +508,6 @@ EVENT_TYPES: dict[str, type[Event]] = {
         TopicRecreated,
         RecordsLostBeforeCopy,
         MetadataChange,
+        ConsumerRelease,
     )
 }

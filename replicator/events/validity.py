@@ -106,6 +106,7 @@ RULES: dict[str, tuple[Rule, ...]] = {
         Rule("records", "offset"),
     ),
     "metadata_change": _TOPICS("topic", "source_topic"),
+    "consumer_release": (),
 }
 
 
