@@ -67,6 +67,9 @@ def plan_cmd(config_path: Path, flow: str, groups: str | None, at: str | None, s
 @click.option("--planned", is_flag=True, help="wait for 0 lag and current checkpoints; move only exact groups")
 @click.option("--stop-replication", is_flag=True, help="ask running replicators of the flow to stop, then go on")
 @click.option(
+    "--move-consumers", is_flag=True, help="first ask the groups' FailoverConsumers on the source to commit and leave"
+)
+@click.option(
     "--timeout",
     type=click.FloatRange(min=0),
     default=300.0,
@@ -82,6 +85,7 @@ def apply_cmd(
     fmt: str,
     planned: bool,
     stop_replication: bool,
+    move_consumers: bool,
     timeout: float,
 ) -> None:
     """The plan, then: refuse while the flow runs (or stop it: --stop-replication), write offsets on
@@ -100,6 +104,7 @@ def apply_cmd(
             at_ms=at_ms,
             planned=planned,
             stop_replication=stop_replication,
+            move_consumers=move_consumers,
             timeout_s=timeout,
             stale_after_s=stale_after,
         )
@@ -295,10 +300,24 @@ def failback_plan_cmd(flow: str, export: str | None, force: bool, fmt: str, conf
 @click.option("--recover", is_flag=True, help="re-produce the never-replicated records to the target's remote topics")
 @click.option("--reverse", is_flag=True, help="make the configured flow B->A start after what came from A")
 @click.option("--groups", default=None, help="regex (full match) of the groups on B to move back to A")
+@click.option(
+    "--move-consumers", is_flag=True, help="with --groups: first ask their FailoverConsumers on B to commit and leave"
+)
+@click.option(
+    "--timeout", type=click.FloatRange(min=0), default=300.0, show_default=True, help="--move-consumers wait (s)"
+)
 @_STALE_AFTER
 @_FORMAT
 def failback_apply_cmd(
-    flow: str, recover: bool, reverse: bool, groups: str | None, stale_after: float, fmt: str, config_path: Path
+    flow: str,
+    recover: bool,
+    reverse: bool,
+    groups: str | None,
+    move_consumers: bool,
+    timeout: float,
+    stale_after: float,
+    fmt: str,
+    config_path: Path,
 ) -> None:
     """Failback steps, in this order (each needs A): --recover re-produces what `failback plan` lists
     to B; --reverse seeds the reverse flow's start positions on B; --groups moves groups back to A.
@@ -308,6 +327,8 @@ def failback_apply_cmd(
 
     if not (recover or reverse or groups):
         raise FailoverError("failback apply: name at least one step (--recover, --reverse, --groups REGEX)")
+    if move_consumers and not groups:
+        raise FailoverError("failback apply: --move-consumers moves the consumers of --groups: name them")
     config = load_config(config_path)
     out: dict[str, Any] = {}
     if recover:
@@ -328,7 +349,7 @@ def failback_apply_cmd(
                 + (f" at {s.offset}" if s.offset is not None else "")
             )
     if groups:
-        moved = failback_groups(config, flow, groups=groups)
+        moved = failback_groups(config, flow, groups=groups, move_consumers=move_consumers, timeout_s=timeout)
         out["groups"] = {
             "groups": [asdict(g) for g in moved.groups],
             "failback_event_id": moved.event.event_id if moved.event else None,

@@ -40,6 +40,7 @@ from replicator.config import MirrorlakeConfig
 from replicator.errors import FailoverError, TranslationError
 from replicator.events import Checkpoint, Failover, FailoverOffset, Lifecycle, OffsetSync
 from replicator.failover.plan import FailoverPlan, GroupPlan, build_plan, select_groups
+from replicator.failover.release import release_consumers
 from replicator.failover.state import FlowState, read_flow_state
 from replicator.failover.stored_positions import StoredPosition
 from replicator.failover.target import GroupActivity, group_activity, positions_at, read_present
@@ -271,6 +272,7 @@ def apply_failover(
     at_ms: int | None = None,
     planned: bool = False,
     stop_replication: bool = False,
+    move_consumers: bool = False,
     timeout_s: float = 300.0,
     stale_after_s: float = STALE_AFTER_S,
 ) -> FailoverResult:
@@ -282,8 +284,18 @@ def apply_failover(
     ``planned``: poll (one state read per second) until nothing is pending, nobody runs the flow
     and every group's checkpoint equals its committed offset on the source, up to ``timeout_s``;
     then move only the groups whose plan loses 0 and re-reads 0.
+
+    ``move_consumers``: first ask the groups' ``FailoverConsumer``s on the source to commit and leave,
+    and wait for them (``replicator.failover.release``), so the move reads their final positions.
     """
     deadline = time.monotonic() + timeout_s
+    if move_consumers:
+        first = read_flow_state(config, flow)
+        chosen = select_groups(first, groups)
+        source = first.flow.source
+        release_consumers(
+            config, first.flow, chosen, cluster=source, reason="failover", user=user_name(), timeout_s=timeout_s
+        )
     requested = False
     while True:
         state = read_flow_state(config, flow)

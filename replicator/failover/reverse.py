@@ -41,6 +41,7 @@ from replicator.config.patterns import UnsupportedPatternError, compile_pattern
 from replicator.errors import ConfigError, FailoverError
 from replicator.events import Checkpoint, Failback, FailbackOffset
 from replicator.failover.api import group_outcome, user_name
+from replicator.failover.release import release_consumers
 from replicator.failover.state import FlowState, read_flow_state
 from replicator.failover.target import group_activity
 from replicator.kafka.admin import admin_client
@@ -51,7 +52,7 @@ from replicator.kafka.positions_guard import real_positions
 from replicator.kafka.settings import consumer_group_id
 from replicator.kafka.state_log import StateLog
 from replicator.metadata.filters import RegexTopicFilter
-from replicator.metadata.topics import TopicSelector
+from replicator.metadata.topics import TopicManager, TopicSelector
 from replicator.tasks.base import StateView, TaskContext, task_producer
 from replicator.tasks.group_sync import GroupOffsetSync
 
@@ -219,16 +220,29 @@ def _translate(
     )
 
 
-def failback_groups(config: MirrorlakeConfig, flow_name: str, *, groups: str) -> FailbackGroupsResult:
-    """Move the groups matching ``groups`` (full match, on B) back to A; see the module doc."""
+def failback_groups(
+    config: MirrorlakeConfig, flow_name: str, *, groups: str, move_consumers: bool = False, timeout_s: float = 300.0
+) -> FailbackGroupsResult:
+    """Move the groups matching ``groups`` (full match, on B) back to A; see the module doc.
+
+    ``move_consumers``: first ask the groups' ``FailoverConsumer``s on B to commit and leave, waiting
+    up to ``timeout_s`` (``replicator.failover.release``)."""
     forward = read_flow_state(config, flow_name)
     back_flow = reverse_flow(config, forward.flow)
     back = read_flow_state(config, back_flow.name)  # A's state topic: the reverse flow's mapping
     b_conf = config.cluster(forward.flow.target).client_config()
     a_conf = config.cluster(forward.flow.source).client_config()
     wait_for_cluster(forward.flow.source, a_conf, timeout_s=config.connect_timeout_seconds)
+    admin_a = admin_client(a_conf)
+    # the group_sync events go to A's state topic, which no flow may have made yet (B->A never ran)
+    TopicManager(admin_a, admin_a).ensure_state_topic(config.state_topic)
     admin_b = admin_client(b_conf)
     chosen = _select(admin_b, groups, forward.flow.target)
+    if move_consumers:
+        release_consumers(
+            config, forward.flow, chosen, cluster=forward.flow.target, reason="failback", user=user_name(),
+            timeout_s=timeout_s,
+        )  # fmt: skip
     active_b = group_activity(admin_b, chosen)
     done = {g for f in forward.failbacks if f.action == "groups" for g in f.groups}
     targets = {
