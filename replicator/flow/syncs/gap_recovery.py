@@ -13,8 +13,9 @@ transaction is aborted, and every commit marker is a one-offset gap), matches it
 source by content (``tail_recovery.match_copies``, second copies included) and publishes their
 syncs with reason ``recovered``, as the start does for the copies past the last sync. Records that
 match nothing (another producer's, a marker of an earlier exactly-once run) stay a gap. Gaps are
-examined once per process, newest partitions' in turn, at most ``budget`` target records a run;
-a gap larger than ``max_gap`` is left and logged.
+examined once per process, partition by partition, at most ``max_gaps`` gaps and ``budget`` target
+records a run (a flow that ran exactly-once before has a one-offset gap per transaction: many runs
+then); a gap larger than ``max_gap`` is left and logged.
 """
 
 from __future__ import annotations
@@ -53,10 +54,19 @@ class GapRecovery:
     name = "gap_recovery"
     in_final_round = True
 
-    def __init__(self, ctx: TaskContext, *, interval_s: float = 30.0, budget: int = 200_000, max_gap: int = 100_000):
+    def __init__(
+        self,
+        ctx: TaskContext,
+        *,
+        interval_s: float = 30.0,
+        budget: int = 200_000,
+        max_gap: int = 100_000,
+        max_gaps: int = 50,
+    ):
         self._ctx = ctx
         self.interval_s = interval_s
         self._budget = budget
+        self._max_gaps = max_gaps
         self._max_gap = max_gap
         flow = ctx.flow
         self._origin = SyncOrigin(flow.name, ctx.replicator_id, flow.source, flow.target)
@@ -70,7 +80,7 @@ class GapRecovery:
         view = self._ctx.view
         view.refresh()
         flow = self._ctx.flow.name
-        budget = self._budget
+        budget, reads = self._budget, self._max_gaps
         for _f, topic, partition in view.index.partitions(flow):
             life = (topic, partition, view.index.life(flow, topic, partition)[0])
             gaps = downstream_gaps(view.index.segments(flow, topic, partition), self._examined.get(life, -1))
@@ -79,10 +89,10 @@ class GapRecovery:
                 continue
             for before, after in gaps:
                 size = after.downstream_start - before.downstream_end - 1
-                if size > budget:
+                if size > budget or reads == 0:
                     return  # the next run goes on from here
                 if size <= self._max_gap:
-                    budget -= size
+                    budget, reads = budget - size, reads - 1
                     self._recover(topic, target_topic, partition, before, after)
                 else:
                     _log.warning(
