@@ -125,7 +125,7 @@ def test_an_app_consumes_through_a_failover_and_a_failback_losing_and_rereading_
     assert [(m.reason, m.from_cluster, m.to_cluster, m.topics) for m in moves] == [
         ("failover", "A", "B", (f"A.{topic}",))
     ]
-    assert (moves[0].records_lost, moves[0].records_reread) == (0, 0)
+    assert (moves[0].records_lost, moves[0].records_reread, moves[0].records_unreplicated) == (0, 0, 0)
 
     refused = failback_groups(config, "A->B", groups=group)  # the app is a member on B: not without the release
     assert [g.outcome for g in refused.groups] == ["skipped_active_on_B"], refused.groups

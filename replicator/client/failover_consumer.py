@@ -20,11 +20,12 @@ and loses nothing the flow copied; without a release (the source is down, or the
 ``--move-consumers``) the move starts at what the group had committed when it ran.
 
 What a move costs reaches the application: ``on_move(Move)`` runs on the thread that polls, before
-the first record from the other cluster; ``Move.records_lost``/``records_reread`` are the failover
-plan's figures for the group (records the target lacks, e.g. not replicated when the source died),
-0 for a failback. At construction the history decides where the group is now (an application
-restarted after a failover starts on the target). The state topic is read once at construction
-and then every ``check_every_s`` on a thread of its own; ``poll`` acts on what it found.
+the first record from the other cluster. ``Move.records_unreplicated`` (records at or after the
+group's commit that never reached the target: the source died first), ``records_lost`` and
+``records_reread`` are the failover plan's figures for the group; 0 for a failback. At
+construction the history decides where the group is now (an application restarted after a
+failover starts on the target). The state topic is read once at construction and then every
+``check_every_s`` on a thread of its own; ``poll`` acts on what it found.
 """
 
 from __future__ import annotations
@@ -63,6 +64,7 @@ class Move:
     offsets: tuple[tuple[str, int, int], ...]  # (topic, partition, offset) the move wrote for the group
     records_lost: int
     records_reread: int
+    records_unreplicated: int  # failover: records at or after the group's commit that never reached the target
 
 
 class FailoverConsumer:
@@ -185,12 +187,13 @@ class FailoverConsumer:
                 rows = [o for o in event.offsets if o.group == self.group]
                 offsets = tuple((o.target_topic, o.partition, o.offset) for o in rows)
                 lost, reread = sum(o.records_lost for o in rows), sum(o.records_reread for o in rows)
-                reason = "failover"
+                unreplicated, reason = sum(o.records_unreplicated or 0 for o in rows), "failover"
             else:
                 assert isinstance(event, Failback)
                 offsets = tuple((o.topic, o.partition, o.offset) for o in event.offsets if o.group == self.group)
-                lost, reread, reason = 0, 0, "failback"
-            self._pending = Move(self.group, reason, self.cluster, to, self._names(to), offsets, lost, reread)
+                lost, reread, unreplicated, reason = 0, 0, 0, "failback"
+            names = self._names(to)
+            self._pending = Move(self.group, reason, self.cluster, to, names, offsets, lost, reread, unreplicated)
         return to
 
     def _follow(self) -> None:
