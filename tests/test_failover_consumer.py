@@ -15,7 +15,7 @@ import time
 from collections import Counter
 
 import pytest
-from confluent_kafka import Producer
+from confluent_kafka import KafkaException, Producer
 
 from mirrorlake.groundtruth import read_partition
 from mirrorlake.traffic import ensure_topic
@@ -24,6 +24,8 @@ from replicator.config import parse_config
 from replicator.errors import ConfigError, FailoverError
 from replicator.failover import apply_failover, failback_groups, plan_failover
 from replicator.flow.runtime import Replicator
+from replicator.tasks.observe import observe_once
+from tests.killable_source import Source, source_cluster  # noqa: F401 (the fixture ``source``: cluster X)
 from tests.waiting import wait_for
 
 pytestmark = pytest.mark.kafka
@@ -45,6 +47,9 @@ class App:
         self.consumer = consumer
         self.read: list[tuple[str, bytes]] = []
         self.error: BaseException | None = None
+        self.hold, self.idle = threading.Event(), threading.Event()
+        self.commit_errors: list[KafkaException] = []
+        self.uncommitted: set[bytes] = set()  # read, and their commit failed
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
@@ -52,12 +57,21 @@ class App:
     def _run(self) -> None:
         try:
             while not self._stop.is_set():
+                if self.hold.is_set():  # the application is busy elsewhere: it does not poll
+                    self.idle.set()
+                    time.sleep(0.05)
+                    continue
+                self.idle.clear()
                 msgs = [m for m in self.consumer.consume(5, timeout=0.3) if m.error() is None]
                 time.sleep(0.1)  # a slow application (~50 records/s): the moves find it mid-stream
                 cluster = self.consumer.cluster
                 self.read += [(cluster, m.key()) for m in msgs]
                 if msgs:
-                    self.consumer.commit(asynchronous=False)  # processed: committed before the next batch
+                    try:
+                        self.consumer.commit(asynchronous=False)  # processed: committed before the next batch
+                    except KafkaException as exc:  # its cluster just died: the move's offsets will stand
+                        self.commit_errors.append(exc)
+                        self.uncommitted |= {m.key() for m in msgs}
         except BaseException as exc:  # noqa: BLE001 - reported by the test
             self.error = exc
 
@@ -159,3 +173,59 @@ def test_a_consumer_config_that_cannot_move_is_refused_naming_the_setting(kafka_
         FailoverConsumer(config, "A->B", {"group.id": "g", "bootstrap.servers": "x:1"}, ["t"])
     with pytest.raises(ConfigError, match="unknown flow"):
         FailoverConsumer(config, "A->C", {"group.id": "g"}, ["t"])
+
+
+def test_with_the_source_killed_the_app_moves_and_is_told_what_it_never_gets(
+    source: Source, kafka_clusters, unique_topic
+):
+    """A disaster: X dies with 50 records the flow never copied. The app, stopped between two
+    batches (its commits checkpointed), moves to B on the failover event alone, reads the rest of
+    what was copied, and ``on_move`` says how many records are not on B: the ones it never gets.
+    Read twice: only records the app got from its consumer's prefetch after X died, whose commit
+    failed (a move without a release starts at the group's last commit)."""
+    source.restart()  # no-op when it runs
+    x, b = source.bootstrap, kafka_clusters.bootstrap("B")
+    topic, group = unique_topic("moving-dr"), unique_topic("moving-dr-app")
+    ensure_topic(x, topic, PARTITIONS)
+    data = {
+        "clusters": {"X": {"bootstrap_servers": x}, "B": {"bootstrap_servers": b}},
+        "flows": [{"source": "X", "target": "B", "topics": [topic], "audit": False}],
+        "heartbeats_topic": f"heartbeats-{topic[-12:]}",
+    }
+    config = parse_config(data, source="test_failover_consumer")
+    _load(x, topic, "copied", 400)
+    Replicator(config, status_port=None).run_until_caught_up()
+    moves: list[Move] = []
+    conf = {"group.id": group, "auto.offset.reset": "earliest", "enable.auto.commit": False}
+    app = App(FailoverConsumer(config, "X->B", conf, [topic], on_move=moves.append, check_every_s=0.5))
+    try:
+
+        def both_partitions() -> bool:  # a group with a commit on each: the plan counts both partitions' tails
+            return len({int(k.split(b"-")[1]) % PARTITIONS for _c, k in app.read}) == PARTITIONS
+
+        wait_for(lambda: both_partitions() or app.error is not None, "the app read records of each partition on X")
+        app.hold.set()
+        wait_for(app.idle.is_set, "the app between two batches")
+        Replicator(config, status_port=None).run_until_caught_up()  # checkpoints the app's last commit
+        _load(x, topic, "never", 50)
+        assert observe_once(config) == {"X->B": {}}  # X's log end, measured before it dies
+        on_x = {r.key for p in range(PARTITIONS) for r in read_partition(x, topic, p)}
+        source.kill()
+        result = apply_failover(config, "X->B", groups=group, stale_after_s=0)
+        assert [g.outcome for g in result.groups] == ["moved"], result.groups
+        app.hold.clear()
+        copied = {r.key for p in range(PARTITIONS) for r in read_partition(b, f"X.{topic}", p)}
+        assert len(copied) == 400 and len(on_x) == 450
+        wait_for(lambda: app.keys() >= copied or app.error is not None, "the app read every copy, on X then B")
+    finally:
+        app.stop()
+        source.restart()
+    assert app.error is None, app.error
+    counts = Counter(k for _c, k in app.read)
+    # read twice: only what the app read from X's prefetched records after X died (their commit failed)
+    assert {k for k, n in counts.items() if n > 1} == app.uncommitted
+    assert set(counts) == copied  # nothing copied lost
+    assert [(m.reason, m.from_cluster, m.to_cluster) for m in moves] == [("failover", "X", "B")]
+    never = on_x - set(counts)
+    assert (moves[0].records_unreplicated, moves[0].records_lost, moves[0].records_reread) == (len(never), 0, 0)
+    assert len(never) == 50

@@ -251,8 +251,9 @@ class FailoverConsumer:
     def _move(self) -> None:
         move = self._pending
         assert move is not None
-        if self._consumer is not None:
-            self._consumer.close()  # not released: the move's offsets stand, this consumer's commits do not
+        if self._consumer is not None:  # not released: the move's offsets stand, this consumer's commits do not
+            # closed aside: against a dead cluster a close waits out its group session, the move does not
+            threading.Thread(target=self._consumer.close, name=f"close-{self.group}", daemon=True).start()
         self._released_at = None
         self._consumer = self._open()
         _log.info(
