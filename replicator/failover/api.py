@@ -218,7 +218,7 @@ def _request_stop(config: MirrorlakeConfig, state: FlowState) -> None:
     reason = f"failover apply --stop-replication by {user_name()}@{socket.gethostname()}"
     log.emit(Lifecycle(flow=state.flow.name, replicator_id=f"failover@{socket.gethostname()}-{os.getpid()}",
                        state=STOP_REQUESTED, reason=reason))  # fmt: skip
-    if log.producer.flush(30) != 0 or log.failed is not None:
+    if not log.flushed():
         raise FailoverError(f"could not ask flow {state.flow.name} to stop: {config.state_topic} not written")
 
 
@@ -335,7 +335,7 @@ def apply_failover(
         # the copies matched by content get their syncs before any offset rests on them
         for sync in matched:
             ctx.emit(sync)
-        if producer.flush(30) != 0 or ctx.state.failed is not None:
+        if not ctx.state.flushed():
             raise FailoverError(f"could not write the recovered offset syncs to {config.state_topic}")
     applied: list[AppliedGroup] = []
     written: list[FailoverOffset] = []
@@ -395,7 +395,7 @@ def apply_failover(
             user=user_name(),
         )
         ctx.emit(event)
-    if producer.flush(30) != 0 or ctx.state.failed is not None:
+    if not ctx.state.flushed():
         raise FailoverError(f"could not write the failover's events to {config.state_topic} on {plan.target_cluster}")
     return FailoverResult(plan, tuple(applied), event)
 

@@ -61,7 +61,7 @@ def release_consumers(
     )
     log = StateLog(task_producer(config.cluster(flow.target).client_config(), replicator_id), config.state_topic)
     log.emit(event)
-    if log.producer.flush(_FLUSH_S) != 0 or log.failed is not None:
+    if not log.flushed(_FLUSH_S):
         raise FailoverError(f"could not write the consumer_release event to {config.state_topic} on {flow.target}")
     conf = config.cluster(cluster).client_config()
     if not answers_metadata(conf, timeout_s=3.0):

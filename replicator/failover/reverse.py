@@ -308,8 +308,8 @@ def failback_groups(
         )
         log_b = StateLog(task_producer(b_conf, replicator_id), config.state_topic)
         log_b.emit(event)
-        if log_b.producer.flush(_TIMEOUT_S) != 0 or log_b.failed is not None:
+        if not log_b.flushed(_TIMEOUT_S):
             raise FailoverError(f"could not write the failback event to {config.state_topic} on {forward.flow.target}")
-    if producer_a.flush(_TIMEOUT_S) != 0 or ctx.state.failed is not None:
+    if not ctx.state.flushed(_TIMEOUT_S):
         raise FailoverError(f"could not write group_sync events to {config.state_topic} on {forward.flow.source}")
     return FailbackGroupsResult(tuple(out), event)

@@ -800,7 +800,7 @@ class FlowRunner:
         producer = self._clients.lifecycle_producer
         log = StateLog(producer, self.config.state_topic)
         log.emit(event)
-        if producer.flush(30) != 0 or log.failed is not None:
+        if not log.flushed():
             raise ReplicationError(
                 f"flow {self.flow.name}: {event.event_type} event not acknowledged by {self.flow.target}"
             )

@@ -79,3 +79,8 @@ class StateLog:
                 on_durable()
 
         self._producer.produce(self._topic, value=encode(event), key=key_of(event), on_delivery=delivered)
+
+    def flushed(self, timeout_s: float = 30.0) -> bool:
+        """Whether every event emitted so far was acknowledged within ``timeout_s`` (producing to a
+        topic that does not exist fails in a delivery report, not in ``produce``)."""
+        return self._producer.flush(timeout_s) == 0 and self.failed is None

@@ -329,7 +329,7 @@ def _publish(config: MirrorlakeConfig, flow: FlowConfig, producer: Producer, syn
                 break
             except BufferError:
                 producer.poll(0.05)
-    if producer.flush(30) > 0 or state.failed is not None:
+    if not state.flushed():
         raise ReplicationError(f"flow {flow.name}: recovered offset syncs not acknowledged by {flow.target}")
 
 
