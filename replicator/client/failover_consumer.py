@@ -101,7 +101,6 @@ class FailoverConsumer:
         self._release_timeout_s = release_timeout_s
         self.cluster = self._flow.source
         self._released_at: float | None = None  # monotonic time of the release this consumer acted on
-        self._pending: Move | None = None
         self._state = StateLogFollower(
             config.cluster(self._flow.target).client_config(),
             config.state_topic,
@@ -113,9 +112,8 @@ class FailoverConsumer:
         for event in history:
             if isinstance(event, ConsumerRelease):
                 released_ms = event.emitted_at_ms if event.cluster == self.cluster else released_ms
-            else:
-                self.cluster, released_ms = self._destination(event), None
-        self._pending = None  # the history places the consumer; it moves nowhere now
+            elif (move := self._move_of(event)) is not None:  # the history places the consumer
+                self.cluster, released_ms = move.to_cluster, None
         self._consumer: Consumer | None = None
         if released_ms is not None and time.time() * 1000 - released_ms < release_timeout_s * 1000:
             self._released_at = time.monotonic() - (time.time() * 1000 - released_ms) / 1000
@@ -179,22 +177,21 @@ class FailoverConsumer:
             out.append(e)
         return out
 
-    def _destination(self, event: Event) -> str:
-        """Where a failover or failback event puts the group; keeps the move it describes in ``_pending``."""
+    def _move_of(self, event: Event) -> Move | None:
+        """The move a failover or failback event makes of this consumer's group (None: it is there already)."""
         to = self._flow.target if isinstance(event, Failover) else self._flow.source
-        if to != self.cluster:
-            if isinstance(event, Failover):
-                rows = [o for o in event.offsets if o.group == self.group]
-                offsets = tuple((o.target_topic, o.partition, o.offset) for o in rows)
-                lost, reread = sum(o.records_lost for o in rows), sum(o.records_reread for o in rows)
-                unreplicated, reason = sum(o.records_unreplicated or 0 for o in rows), "failover"
-            else:
-                assert isinstance(event, Failback)
-                offsets = tuple((o.topic, o.partition, o.offset) for o in event.offsets if o.group == self.group)
-                lost, reread, unreplicated, reason = 0, 0, 0, "failback"
-            names = self._names(to)
-            self._pending = Move(self.group, reason, self.cluster, to, names, offsets, lost, reread, unreplicated)
-        return to
+        if to == self.cluster:
+            return None
+        if isinstance(event, Failover):
+            rows = [o for o in event.offsets if o.group == self.group]
+            offsets = tuple((o.target_topic, o.partition, o.offset) for o in rows)
+            lost, reread = sum(o.records_lost for o in rows), sum(o.records_reread for o in rows)
+            unreplicated, reason = sum(o.records_unreplicated or 0 for o in rows), "failover"
+        else:
+            assert isinstance(event, Failback)
+            offsets = tuple((o.topic, o.partition, o.offset) for o in event.offsets if o.group == self.group)
+            lost, reread, unreplicated, reason = 0, 0, 0, "failback"
+        return Move(self.group, reason, self.cluster, to, self._names(to), offsets, lost, reread, unreplicated)
 
     def _follow(self) -> None:
         """The state topic's new events of this group, read on a thread of their own: a read can take
@@ -222,10 +219,9 @@ class FailoverConsumer:
                 if event.cluster == self.cluster and self._consumer is not None:
                     self._release()
                 continue
-            before = self.cluster
-            self.cluster = self._destination(event)
-            if self.cluster != before:
-                self._move()
+            move = self._move_of(event)
+            if move is not None:
+                self._move(move)
         waited = now - self._released_at if self._released_at is not None else 0.0
         if self._consumer is None and waited > self._release_timeout_s:
             _log.warning(
@@ -248,9 +244,8 @@ class FailoverConsumer:
         self._released_at = time.monotonic()
         _log.info("group %s: committed and left %s for a move", self.group, self.cluster)
 
-    def _move(self) -> None:
-        move = self._pending
-        assert move is not None
+    def _move(self, move: Move) -> None:
+        self.cluster = move.to_cluster
         if self._consumer is not None:  # not released: the move's offsets stand, this consumer's commits do not
             # closed aside: against a dead cluster a close waits out its group session, the move does not
             threading.Thread(target=self._consumer.close, name=f"close-{self.group}", daemon=True).start()
@@ -260,7 +255,6 @@ class FailoverConsumer:
             "group %s: moved from %s to %s (%s); lost %d, re-read %d by the plan",
             self.group, move.from_cluster, move.to_cluster, move.reason, move.records_lost, move.records_reread,
         )  # fmt: skip
-        self._pending = None
         if self._on_move is not None:
             self._on_move(move)
 

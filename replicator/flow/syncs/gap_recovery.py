@@ -87,13 +87,16 @@ class GapRecovery:
             target_topic = view.index.target_topic(flow, topic)
             if not gaps or target_topic is None:
                 continue
+            bounds = self._bounds(topic, target_topic, partition)  # once per partition, not per gap
+            if bounds is None:
+                continue
             for before, after in gaps:
                 size = after.downstream_start - before.downstream_end - 1
                 if size > budget or reads == 0:
                     return  # the next run goes on from here
                 if size <= self._max_gap:
                     budget, reads = budget - size, reads - 1
-                    self._recover(topic, target_topic, partition, before, after)
+                    self._recover(topic, target_topic, partition, before, after, bounds)
                 else:
                     _log.warning(
                         "flow %s: %s[%d]: %d target offsets between copies %d and %d not examined (over %d)",
@@ -102,16 +105,26 @@ class GapRecovery:
                     )  # fmt: skip
                 self._examined[life] = after.downstream_start
 
-    def _recover(self, topic: str, target_topic: str, partition: int, before: Segment, after: Segment) -> None:
-        """Publish the syncs of the copies between ``before`` and ``after`` (the source as it is now)."""
+    def _bounds(self, topic: str, target_topic: str, partition: int) -> tuple[int, int, int] | None:
+        """(source log start, source log end, target log start); None when either partition is gone."""
         with throwaway_reader(self._source_conf, f"{self._origin.flow}-gaps") as consumer:
-            bounds = log_bounds(consumer, [(topic, partition)], skip_missing=True)
+            source = log_bounds(consumer, [(topic, partition)], skip_missing=True).get((topic, partition))
         with throwaway_reader(self._target_conf, f"{self._origin.flow}-gaps") as consumer:
-            target_bounds = log_bounds(consumer, [(target_topic, partition)], skip_missing=True)
-        if (topic, partition) not in bounds or (target_topic, partition) not in target_bounds:
-            return
-        s_low, s_end = bounds[(topic, partition)]
-        start = max(target_bounds[(target_topic, partition)][0], before.downstream_end + 1)  # retention
+            target = log_bounds(consumer, [(target_topic, partition)], skip_missing=True).get((target_topic, partition))
+        return None if source is None or target is None else (source[0], source[1], target[0])
+
+    def _recover(
+        self,
+        topic: str,
+        target_topic: str,
+        partition: int,
+        before: Segment,
+        after: Segment,
+        bounds: tuple[int, int, int],
+    ) -> None:
+        """Publish the syncs of the copies between ``before`` and ``after`` (the source as it is now)."""
+        s_low, s_end, t_low = bounds
+        start = max(t_low, before.downstream_end + 1)  # retention
         gap = hashed_range(self._target, target_topic, partition, start, after.downstream_start)
         if not gap:
             return  # markers, aborted or compacted records only
