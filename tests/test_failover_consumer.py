@@ -191,6 +191,9 @@ def test_with_the_source_killed_the_app_moves_and_is_told_what_it_never_gets(
         "clusters": {"X": {"bootstrap_servers": x}, "B": {"bootstrap_servers": b}},
         "flows": [{"source": "X", "target": "B", "topics": [topic], "audit": False}],
         "heartbeats_topic": f"heartbeats-{topic[-12:]}",
+        # a state topic of its own: other modules' X->B flows (each with its own X) share B, and their
+        # failovers would read this test's topic in the flow's mapping and ask their X for it
+        "state_topic": unique_topic("mirrorlake.moving-dr"),
     }
     config = parse_config(data, source="test_failover_consumer")
     _load(x, topic, "copied", 400)
