@@ -148,6 +148,7 @@ class FlowRunner:
         self._takeover_view: StateView | None = None  # the loop's own view of the state log, for them
         self._takeover_retry_at = 0.0
         self._resets_retry_at = 0.0  # after a commit refused in a rebalance (monotonic seconds)
+        self._closing = False  # the consumer is being closed: its last revoke commits nothing
         self._decided_topics: set[str] = set()  # source topics with a metadata_change of kind topic
         self._newly_assigned: set[TP] = set()  # at-least-once: assigned, commit not yet held to the log start
         self._known_at_start: dict[TP, int] = {}  # one past the last copy the mapping knew at start
@@ -258,6 +259,11 @@ class FlowRunner:
         try:
             return self._run_wired(stop, until_caught_up)
         finally:  # also when the flow fails before its loop (a refused state topic, say)
+            # A clean stop committed already (commits.close/give_up); a failed flow must not commit
+            # from a half-known state. And librdkafka 2.16 aborted the process (SIGABRT, CI of
+            # 2026-11-28) in a synchronous commit inside close()'s revoke after a source topic was
+            # re-created: close() revokes without committing.
+            self._closing = True
             self._consumer.close()
             self._copier.close()
 
@@ -605,7 +611,8 @@ class FlowRunner:
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         _log.info("flow %s: revoked %s", self.flow.name, _names(partitions))
         held = self._takeovers.revoked((tp.topic, tp.partition) for tp in partitions)
-        self.commits.before_revoke(partitions)
+        if not self._closing:
+            self.commits.before_revoke(partitions)
         self._forget(partitions)
         self._backpressure.forget(partitions)
         self.stats.revoked += len(partitions)
