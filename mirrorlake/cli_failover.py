@@ -70,6 +70,18 @@ def plan_cmd(config_path: Path, flow: str, groups: str | None, at: str | None, s
     "--move-consumers", is_flag=True, help="first ask the groups' FailoverConsumers on the source to commit and leave"
 )
 @click.option(
+    "--fence",
+    is_flag=True,
+    help="with --planned: DENY Write on the source topics, settle, catch up, stop replication, move (resumable)",
+)
+@click.option(
+    "--settle",
+    type=click.FloatRange(min=0),
+    default=10.0,
+    show_default=True,
+    help="--fence: seconds the fenced topics must stay still",
+)
+@click.option(
     "--timeout",
     type=click.FloatRange(min=0),
     default=300.0,
@@ -86,16 +98,27 @@ def apply_cmd(
     planned: bool,
     stop_replication: bool,
     move_consumers: bool,
+    fence: bool,
+    settle: float,
     timeout: float,
 ) -> None:
     """The plan, then: refuse while the flow runs (or stop it: --stop-replication), write offsets on
     the target for groups with no members there (a group_sync event each), record a failover event.
-    A rerun is a no-op."""
+    A rerun is a no-op. --planned --fence: the fenced cutover, a rerun goes on after its last step."""
     from replicator.access.permissions import naming_missing_acls
+    from replicator.errors import FailoverError
     from replicator.failover import apply_failover, parse_time
 
+    if fence and not planned:
+        raise FailoverError("failover apply: --fence is a step of a planned cutover: add --planned")
+    if fence and (at is not None or stop_replication):
+        raise FailoverError("failover apply --fence: the cutover stops replication and moves at 0 lag; "
+                            "drop --at and --stop-replication")  # fmt: skip
     at_ms = parse_time(at) if at is not None else None
     config = load_config(config_path)
+    if fence:
+        _cutover(config, flow, groups, settle, timeout, stale_after, move_consumers, fmt)
+        return
     with naming_missing_acls(config, [config.flow(flow)], "failover"):
         result = apply_failover(
             config,
@@ -295,11 +318,45 @@ def failback_plan_cmd(flow: str, export: str | None, force: bool, fmt: str, conf
         _row(f"exported {sum(r.records for r in rows)} records to {export}", err=to_stderr)
 
 
+def _cutover(
+    config: Any, flow: str, groups: str | None, settle: float, timeout: float, stale: float, move: bool, fmt: str
+) -> None:
+    from replicator.access.permissions import naming_missing_acls
+    from replicator.failover.cutover import fenced_cutover
+
+    with naming_missing_acls(config, [config.flow(flow)], "cutover"):
+        result = fenced_cutover(
+            config, flow, groups=groups, settle_s=settle, timeout_s=timeout, stale_after_s=stale, move_consumers=move
+        )
+    moved = result.failover
+    if fmt == "json":
+        out = {
+            "resumed_after": result.resumed_after,
+            "steps": [{"step": e.step, "detail": e.detail, "event_id": e.event_id} for e in result.steps],
+            "groups": [asdict(g) for g in moved.groups] if moved else [],
+            "failover_event_id": moved.event.event_id if moved and moved.event else None,
+        }
+        click.echo(json.dumps(out, indent=2))
+        return
+    if result.resumed_after:
+        _row(f"cutover of {result.flow}: resumed after step {result.resumed_after}")
+    if not result.steps:
+        _row(f"cutover of {result.flow}: done by an earlier run; nothing to do")
+    for e in result.steps:
+        _row(f"  {e.step}: {e.detail or ''}")
+    for g in moved.groups if moved else ():
+        _row(f"group {g.group}: {g.outcome}" + (f" ({g.detail})" if g.detail else ""))
+    if result.steps:
+        lift = f"failback apply --flow {result.flow} --unfence"
+        _row(f"the fence stays on {result.steps[0].source_cluster}: {lift} lifts it")
+
+
 @failback.command("apply")
 @click.option("--flow", required=True, help="the flow that was failed over (A->B)")
 @click.option("--recover", is_flag=True, help="re-produce the never-replicated records to the target's remote topics")
 @click.option("--reverse", is_flag=True, help="make the configured flow B->A start after what came from A")
 @click.option("--groups", default=None, help="regex (full match) of the groups on B to move back to A")
+@click.option("--unfence", is_flag=True, help="delete the DENY Write ACLs a fenced cutover left on A")
 @click.option(
     "--move-consumers", is_flag=True, help="with --groups: first ask their FailoverConsumers on B to commit and leave"
 )
@@ -313,6 +370,7 @@ def failback_apply_cmd(
     recover: bool,
     reverse: bool,
     groups: str | None,
+    unfence: bool,
     move_consumers: bool,
     timeout: float,
     stale_after: float,
@@ -320,13 +378,14 @@ def failback_apply_cmd(
     config_path: Path,
 ) -> None:
     """Failback steps, in this order (each needs A): --recover re-produces what `failback plan` lists
-    to B; --reverse seeds the reverse flow's start positions on B; --groups moves groups back to A.
+    to B; --reverse seeds the reverse flow's start positions on B; --groups moves groups back to A;
+    --unfence lifts a fenced cutover's ACLs on A (also how to abandon a cutover).
     Every step is idempotent: a rerun re-produces, seeds and moves nothing twice."""
     from replicator.errors import FailoverError
     from replicator.failover import failback_groups, recover_never_replicated, seed_reverse_flow
 
-    if not (recover or reverse or groups):
-        raise FailoverError("failback apply: name at least one step (--recover, --reverse, --groups REGEX)")
+    if not (recover or reverse or groups or unfence):
+        raise FailoverError("failback apply: name at least one step (--recover, --reverse, --groups REGEX, --unfence)")
     if move_consumers and not groups:
         raise FailoverError("failback apply: --move-consumers moves the consumers of --groups: name them")
     config = load_config(config_path)
@@ -360,6 +419,13 @@ def failback_apply_cmd(
                 _row(f"  {topic}[{partition}] {decision}: {before} -> {after}" + (f" ({why})" if why else ""))
         if fmt == "table":
             _row("nothing moved" if moved.event is None else f"failback event {moved.event.event_id} written")
+    if unfence:
+        from replicator.failover.cutover import lift_cutover_fence
+
+        lifted = lift_cutover_fence(config, flow)
+        out["unfence"] = {"detail": lifted.detail if lifted else None, "event_id": lifted.event_id if lifted else None}
+        if fmt == "table":
+            _row(f"unfenced: {lifted.detail}" if lifted else f"no fence of a cutover of {flow} is up: nothing to lift")
     if fmt == "json":
         click.echo(json.dumps(out, indent=2))
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import bisect
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from confluent_kafka import Consumer, TopicPartition
@@ -30,12 +31,16 @@ class Rec:
     timestamp: int
 
 
-def read_partition(bootstrap: str, topic: str, partition: int, *, isolation: str = "read_committed") -> list[Rec]:
+def read_partition(
+    bootstrap: str | Mapping[str, str], topic: str, partition: int, *, isolation: str = "read_committed"
+) -> list[Rec]:
     """Every record of one partition, from its log start to its current end. The partition exists
-    (callers read what they created or saw): "unknown" is a broker that has just restarted."""
+    (callers read what they created or saw): "unknown" is a broker that has just restarted.
+    ``bootstrap``: an address, or a client config (a secured cluster's, with its credentials)."""
+    client = {"bootstrap.servers": bootstrap} if isinstance(bootstrap, str) else dict(bootstrap)
     consumer = Consumer(
         {
-            "bootstrap.servers": bootstrap,
+            **client,
             "group.id": "groundtruth",
             "enable.auto.commit": False,
             "isolation.level": isolation,

@@ -10,21 +10,20 @@ them live) and after the failback.
 
 from __future__ import annotations
 
-import threading
-import time
 from collections import Counter
 
 import pytest
-from confluent_kafka import KafkaException, Producer
+from confluent_kafka import Producer
 
 from mirrorlake.groundtruth import read_partition
 from mirrorlake.traffic import ensure_topic
 from replicator.client.failover_consumer import FailoverConsumer, Move
 from replicator.config import parse_config
-from replicator.errors import ConfigError, FailoverError
-from replicator.failover import apply_failover, failback_groups, plan_failover
+from replicator.errors import ConfigError
+from replicator.failover import apply_failover, failback_groups
 from replicator.flow.runtime import Replicator
 from replicator.tasks.observe import observe_once
+from tests.consuming_app import App, checkpointed
 from tests.killable_source import Source, source_cluster  # noqa: F401 (the fixture ``source``: cluster X)
 from tests.waiting import wait_for
 
@@ -38,50 +37,6 @@ def _load(bootstrap: str, topic: str, prefix: str, n: int) -> None:
         producer.produce(topic, b"v", f"{prefix}-{i}".encode(), i % PARTITIONS)
         producer.poll(0)
     assert producer.flush(30) == 0
-
-
-class App:
-    """Consumes through ``FailoverConsumer``, slowly; keeps every key it read and on which cluster."""
-
-    def __init__(self, consumer: FailoverConsumer) -> None:
-        self.consumer = consumer
-        self.read: list[tuple[str, bytes]] = []
-        self.error: BaseException | None = None
-        self.hold, self.idle = threading.Event(), threading.Event()
-        self.commit_errors: list[KafkaException] = []
-        self.uncommitted: set[bytes] = set()  # read, and their commit failed
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        try:
-            while not self._stop.is_set():
-                if self.hold.is_set():  # the application is busy elsewhere: it does not poll
-                    self.idle.set()
-                    time.sleep(0.05)
-                    continue
-                self.idle.clear()
-                msgs = [m for m in self.consumer.consume(5, timeout=0.3) if m.error() is None]
-                time.sleep(0.1)  # a slow application (~50 records/s): the moves find it mid-stream
-                cluster = self.consumer.cluster
-                self.read += [(cluster, m.key()) for m in msgs]
-                if msgs:
-                    try:
-                        self.consumer.commit(asynchronous=False)  # processed: committed before the next batch
-                    except KafkaException as exc:  # its cluster just died: the move's offsets will stand
-                        self.commit_errors.append(exc)
-                        self.uncommitted |= {m.key() for m in msgs}
-        except BaseException as exc:  # noqa: BLE001 - reported by the test
-            self.error = exc
-
-    def keys(self) -> set[bytes]:
-        return {k for _c, k in self.read}
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(60)
-        self.consumer.close()
 
 
 def test_an_app_consumes_through_a_failover_and_a_failback_losing_and_rereading_nothing(kafka_clusters, unique_topic):
@@ -115,14 +70,7 @@ def test_an_app_consumes_through_a_failover_and_a_failback_losing_and_rereading_
         wait_for(lambda: len(app.read) >= 100 or app.error is not None, "the app read the first records on A")
         _load(a, topic, "live", 300)  # read live on A while the flow copies them
 
-        def checkpointed() -> bool:
-            try:
-                plan_failover(config, "A->B", groups=group)
-            except FailoverError:
-                return False
-            return True
-
-        wait_for(checkpointed, f"a checkpoint of {group}")
+        wait_for(lambda: checkpointed(config, "A->B", group), f"a checkpoint of {group}")
         result = apply_failover(
             config, "A->B", groups=group, planned=True, stop_replication=True, move_consumers=True, timeout_s=90
         )

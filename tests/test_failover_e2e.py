@@ -36,6 +36,7 @@ from replicator.failover import (
 )
 from replicator.flow.runtime import Replicator
 from replicator.tasks.observe import observe_once
+from tests.consuming_app import checkpointed
 from tests.killable_source import Source, source_cluster  # noqa: F401 (the fixture ``source``: cluster X)
 from tests.test_state_events import _commit
 from tests.waiting import wait_for
@@ -286,17 +287,9 @@ def test_planned_failover_loses_and_rereads_nothing(source: Source, kafka_cluste
     replicator = Replicator(config, status_port=None)
     replicator.start()  # still running: --stop-replication stops it cleanly
 
-    def checkpointed() -> bool:  # a plan names only groups the running flow has checkpointed
-        try:
-            plan_failover(config, FLOW, groups=group)
-        except FailoverError as exc:
-            assert "matches no group" in str(exc) or "no group has a checkpoint" in str(exc), exc
-            return False
-        return True
-
     try:
         wait_for(lambda: _count(b, f"X.{topic}") > 0, "replication under way")
-        wait_for(checkpointed, f"a checkpoint of {group}")
+        wait_for(lambda: checkpointed(config, FLOW, group), f"a checkpoint of {group}")
         result = apply_failover(config, FLOW, groups=group, planned=True, stop_replication=True, timeout_s=60)
         replicator.wait(timeout=30)
         assert not replicator.alive

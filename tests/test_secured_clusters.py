@@ -12,8 +12,10 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 import uuid
+from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -21,7 +23,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 from confluent_kafka.admin import (
     AclBinding,
     AclOperation,
@@ -37,18 +39,22 @@ from confluent_kafka.admin import (
 
 from bench.faults import free_port, health, metrics
 from mirrorlake.cli import main
+from mirrorlake.groundtruth import read_partition
 from mirrorlake.localkafka import LocalBroker, resolve_kafka_jars
 from mirrorlake.localkafka.ports import find_free_port_pair
 from replicator.access.permissions import Permission, required_permissions
+from replicator.client.failover_consumer import FailoverConsumer, Move
 from replicator.client.state_reader import read_state_log
 from replicator.config import LocalKafkaConfig, parse_config
 from replicator.config.cache import cache_root
-from replicator.errors import AuthenticationFailedError, MissingPermissionError
-from replicator.events import Checkpoint
+from replicator.errors import AuthenticationFailedError, FailoverError, MissingPermissionError
+from replicator.events import Checkpoint, Cutover
+from replicator.failover.cutover import fenced_cutover
 from replicator.flow.control.outage import TRANSPORT_CODES
 from replicator.flow.runtime import Replicator
 from replicator.kafka.connectivity import wait_for_cluster
 from tests.bind_race import on_new_ports_after_a_bind_race
+from tests.consuming_app import App, checkpointed
 from tests.waiting import wait_for
 
 pytestmark = pytest.mark.kafka
@@ -696,3 +702,147 @@ def test_a_wrong_password_is_named_at_once_with_its_principal_and_cluster(secure
     err = capsys.readouterr().err
     assert done.value.code == AuthenticationFailedError.exit_code, err
     assert err.startswith("error: cluster T at ") and "principal 'alice'" in err and wrong not in err, err
+
+
+class KeepsWriting:
+    """A producer in a thread that keeps producing ``<prefix>-<i>`` to ``topic`` whatever it is told:
+    what the brokers acknowledged, and how many it refused (the fence's TOPIC_AUTHORIZATION_FAILED)."""
+
+    def __init__(self, conf: dict[str, str], topic: str, prefix: str) -> None:
+        self.acked: list[bytes] = []
+        self.refused = 0
+        self.other_errors: list[str] = []
+        self._producer = Producer({**conf, "acks": "all", "linger.ms": 5, "message.timeout.ms": 30000})
+        self._topic, self._prefix = topic, prefix
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _delivered(self, err: KafkaError | None, msg: Message) -> None:
+        if err is None:
+            self.acked.append(msg.key())  # type: ignore[arg-type]
+        elif err.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED:
+            self.refused += 1
+        else:
+            self.other_errors.append(err.str())
+
+    def _run(self) -> None:
+        i = 0
+        while not self._stop.is_set():
+            try:
+                self._producer.produce(self._topic, key=f"{self._prefix}-{i}".encode(), value=b"v",
+                                       on_delivery=self._delivered)  # fmt: skip
+                i += 1
+            except BufferError:
+                pass
+            except KafkaException as exc:  # refused at once: the client knows the topic is denied now
+                if exc.args[0].code() != KafkaError.TOPIC_AUTHORIZATION_FAILED:
+                    raise
+                self.refused += 1
+            self._producer.poll(0.005)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(30)
+        self._producer.flush(30)
+
+
+def test_a_fenced_cutover_leaves_nothing_on_the_source_that_the_target_lacks(secured, tmp_path):
+    """Issue 37 item 4: ``failover apply --planned --fence`` while an application principal keeps
+    producing to S and a ``FailoverConsumer`` keeps consuming there, the flow running as alice.
+
+    A super user writing beside the fence (super users skip ACLs) makes the first run fail at the
+    settle, naming the partitions written past the fence, with the fence kept. The rerun (the CLI)
+    goes on after ``fenced``: settles, releases the consumer, catches up, stops the flow and moves
+    the group. Judged by content: every record on S is on T in the same order, every acknowledged
+    write is among them, the producer kept being refused, the consumer read each record exactly once
+    and now reads T. ``failback apply --unfence`` lifts the fence: the producer writes again."""
+    source, target = secured["S"], secured["T"]
+    admin_s = source.client_config("admin", mechanism="PLAIN")
+    alice_s, alice_t = source.client_config("alice"), target.client_config("alice", mechanism="PLAIN")
+    topic = f"cutover-{uuid.uuid4().hex[:8]}"
+    group = f"billing-{topic}"
+    app_user, app_password = f"app-{uuid.uuid4().hex[:6]}", f"pw-{uuid.uuid4().hex}"
+    add_scram_user(source, app_user, app_password)
+    admin = AdminClient(admin_s)  # kept referenced: a collected client fails its pending futures
+    for future in admin.create_topics([NewTopic(topic, 2, 1)]).values():
+        future.result(timeout=60)
+    app_binding = AclBinding(
+        ResourceType.TOPIC, topic, ResourcePatternType.LITERAL, f"User:{app_user}", "*", AclOperation.WRITE, ALLOW
+    )
+    for future in admin.create_acls([app_binding]).values():
+        future.result(timeout=30)
+    app_conf = {**alice_s, "sasl.username": app_user, "sasl.password": app_password}
+
+    def client(conf: dict[str, str]) -> dict[str, str]:
+        return {k: v for k, v in conf.items() if k != "bootstrap.servers"}
+
+    data = {
+        "clusters": {
+            "S": {"bootstrap_servers": source.bootstrap, "client": client(alice_s)},
+            "T": {"bootstrap_servers": target.bootstrap, "client": client(alice_t)},
+        },
+        "flows": [
+            {"source": "S", "target": "T", "topics": [topic], "groups": [group], "sync_topic_acls": False,
+             "audit": False, "emit_checkpoints_interval_seconds": 1, "watermarks_interval_seconds": 1}
+        ],
+        "replicator_id": "cutover-test",
+        "state_topic": f"state-{topic}",
+    }  # fmt: skip
+    config = parse_config(data, source="tests/test_secured_clusters.py")
+    path = tmp_path / "cutover.yaml"
+    path.write_text(yaml.safe_dump(data))
+    writer = KeepsWriting(app_conf, topic, "app")
+    moves: list[Move] = []
+    conf = {"group.id": group, "auto.offset.reset": "earliest", "enable.auto.commit": False}
+    reader = App(FailoverConsumer(config, "S->T", conf, [topic], on_move=moves.append, check_every_s=0.5), 0.01)
+    replicator = Replicator(config, status_port=None)
+    replicator.start()
+    try:
+        wait_for(lambda: len(reader.read) >= 200 and len(writer.acked) >= 500, "the app writing and reading on S")
+
+        wait_for(lambda: checkpointed(config, "S->T", group), f"a checkpoint of {group}")
+        bypass = KeepsWriting(admin_s, topic, "super")
+        with pytest.raises(FailoverError, match=rf"the fence on S does not hold: written past the fence: {topic}\["):
+            fenced_cutover(config, "S->T", groups=group, settle_s=1, timeout_s=4)
+        bypass.stop()
+        assert bypass.acked and not bypass.refused  # a super user is beyond any ACL
+        refused_before_rerun = writer.refused
+        assert refused_before_rerun > 0, "the fence did not refuse the application's writes"
+        rerun = cli("failover", "apply", "-c", str(path), "--flow", "S->T", "--groups", group, "--planned", "--fence",
+                    "--settle", "2", "--move-consumers", "--timeout", "180", "--format", "json")  # fmt: skip
+        assert rerun.returncode == 0, (rerun.stdout, rerun.stderr[-3000:])
+        replicator.wait(timeout=60)
+    finally:
+        if replicator.alive:
+            replicator.stop()
+            replicator.wait(timeout=60)
+    out = json.loads(rerun.stdout)
+    assert out["resumed_after"] == "fenced"
+    assert [s["step"] for s in out["steps"]] == ["settled", "caught_up", "replication_stopped", "moved"]
+    assert [(g["group"], g["outcome"]) for g in out["groups"]] == [(group, "moved")]
+    assert writer.refused > refused_before_rerun, "the producer stopped trying"
+    writer.stop()
+    assert writer.other_errors == []
+    on_s = {p: [r.key for r in read_partition(admin_s, topic, p)] for p in (0, 1)}
+    on_t = {p: [r.key for r in read_partition(alice_t, f"S.{topic}", p)] for p in (0, 1)}
+    assert on_t == on_s  # nothing on S that T lacks, nothing twice, in order
+    everything = {k for keys in on_s.values() for k in keys}
+    assert set(writer.acked) <= everything and any(k.startswith(b"super-") for k in everything)
+    wait_for(lambda: reader.keys() >= everything or reader.error is not None, "the app read every record")
+    reader.stop()
+    assert reader.error is None, reader.error
+    assert [(m.reason, m.from_cluster, m.to_cluster) for m in moves] == [("failover", "S", "T")]
+    assert (moves[0].records_lost, moves[0].records_reread, moves[0].records_unreplicated) == (0, 0, 0)
+    counts = Counter(k for _c, k in reader.read)
+    assert set(counts) == everything and max(counts.values()) == 1
+    assert reader.consumer.cluster == "T"
+
+    lifted = cli("failback", "apply", "-c", str(path), "--flow", "S->T", "--unfence")
+    assert lifted.returncode == 0 and "unfenced: 1 of 1 fence bindings deleted on S" in lifted.stdout, lifted
+    again = KeepsWriting(app_conf, topic, "after")
+    wait_for(lambda: len(again.acked) >= 10 or again.refused > 0, "the application's writes after the unfence")
+    again.stop()
+    assert again.refused == 0
+    steps = [e.step for e in read_state_log(alice_t, f"state-{topic}").events if isinstance(e, Cutover)]
+    assert steps == ["fenced", "settled", "caught_up", "replication_stopped", "moved", "unfenced"]

@@ -3,9 +3,10 @@
 ``required_permissions`` lists every (cluster, resource, operation) that a command's clients use
 for flow ``A->B``: ``replicate`` per enabled feature (copy, exactly-once, checkpoints, ...), and
 the operator's commands that run beside or instead of it (``observe``, ``import-mm2``,
-``failover`` plan and apply, ``translate``). ``mirrorlake check --for COMMAND`` asks the clusters
-for exactly these, and a command refused at run time names the missing ones from the same list,
-so the documented table (docs/reliability-and-security.md), the check and the error messages cannot drift apart.
+``failover`` plan and apply, ``cutover`` for ``failover apply --planned --fence``, ``translate``).
+``mirrorlake check --for COMMAND`` asks the clusters for exactly these, and a command refused at
+run time names the missing ones from the same list, so the documented table
+(docs/reliability-and-security.md), the check and the error messages cannot drift apart.
 """
 
 from __future__ import annotations
@@ -31,8 +32,8 @@ from replicator.metadata.topics import flow_topic_selector
 
 __all__ = ["COMMANDS", "Command", "Permission", "required_permissions"]
 
-Command = Literal["replicate", "observe", "import-mm2", "failover", "translate"]
-COMMANDS: tuple[Command, ...] = ("replicate", "observe", "import-mm2", "failover", "translate")
+Command = Literal["replicate", "observe", "import-mm2", "failover", "cutover", "translate"]
+COMMANDS: tuple[Command, ...] = ("replicate", "observe", "import-mm2", "failover", "cutover", "translate")
 
 
 @dataclass(frozen=True)
@@ -176,6 +177,12 @@ class _Needs:
             self.need(t, "GROUP", group, "READ", "failover apply")
             self.need(s, "GROUP", group, "DESCRIBE", "failover --planned")
         self.need(s, "GROUP", consumer_group_id(self.flow), "DESCRIBE", "failover plan")
+
+    def cutover(self) -> None:
+        """A fenced cutover is a planned failover that also creates (and ``--unfence`` deletes) DENY
+        Write ACLs on the source topics, and asks the source for their log ends while it settles."""
+        self.failover()
+        self.need(self.source, "CLUSTER", "kafka-cluster", "ALTER", "failover --fence, failback --unfence")
 
     def translate(self) -> None:
         """The latest checkpoint of a group, read from the target's state topic and its snapshot."""

@@ -41,6 +41,7 @@ from replicator.errors import EventDecodeError, ReplicationError
 from replicator.events import (
     AuditWindow,
     Checkpoint,
+    Cutover,
     Event,
     Failback,
     Failover,
@@ -87,6 +88,7 @@ SEEN_TYPES = (
     "failback",
     "topic_recreated",
     "records_lost_before_copy",
+    "cutover",
 )
 # What a snapshot writer must decode from the log for its snapshot to be complete.
 SNAPSHOT_TYPES = (*SEEN_TYPES, "audit_window", "metadata_change")
@@ -109,7 +111,7 @@ def latest_key(event: Event) -> LatestKey | None:
         return ("lifecycle", event.replicator_id)
     if isinstance(event, MetadataChange):  # the last decision about each binding or remote topic
         return ("metadata_change", event.kind, event.topic, event.acl or "")
-    if isinstance(event, Failover | Failback | RecordsLostBeforeCopy):  # every one is kept: its id is its identity
+    if isinstance(event, Failover | Failback | Cutover | RecordsLostBeforeCopy):  # all kept: its id is its identity
         return (event.event_type, event.event_id or f"{event.replicator_id}@{event.emitted_at_ms}")
     return None
 

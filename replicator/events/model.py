@@ -31,6 +31,7 @@ __all__ = [
     "TopicRecreated",
     "RecordsLostBeforeCopy",
     "ConsumerRelease",
+    "Cutover",
     "EVENT_TYPES",
     "SyncReason",
     "new_event_id",
@@ -474,6 +475,34 @@ class ConsumerRelease(Event):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class Cutover(Event):
+    """One step of a fenced planned cutover of the flow (``failover apply --planned --fence``), in order:
+    ``fenced`` (DENY Write ACLs on the source topics, ``acls`` as ``resource|pattern|principal|host|
+    operation|permission``), ``settled`` (no record arrived for a settle time), ``caught_up`` (0 lag,
+    current checkpoints), ``replication_stopped``, ``moved``; ``unfenced`` when ``failback apply
+    --unfence`` deletes those ACLs. A rerun of the cutover continues after the last step recorded."""
+
+    event_type: ClassVar[str] = "cutover"
+    source_cluster: str
+    target_cluster: str
+    step: str
+    topics: tuple[str, ...]
+    acls: tuple[str, ...]
+    detail: str | None = None
+    host: str
+    user: str
+
+    @classmethod
+    def from_record(cls, record: dict[str, Any]) -> Self:
+        return super(Cutover, cls).from_record(
+            {**record, "topics": tuple(record["topics"]), "acls": tuple(record["acls"])}
+        )
+
+    def to_record(self) -> dict[str, Any]:
+        return {**super(Cutover, self).to_record(), "topics": list(self.topics), "acls": list(self.acls)}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class MetadataChange(Event):
     """A decision of the flow's metadata sync about a remote topic or an ACL binding on the target:
     ``created``, ``deleted``, ``kept`` (a deletion not made, ``reason`` says why) or ``failed``.
@@ -509,5 +538,6 @@ EVENT_TYPES: dict[str, type[Event]] = {
         RecordsLostBeforeCopy,
         MetadataChange,
         ConsumerRelease,
+        Cutover,
     )
 }

@@ -107,6 +107,7 @@ RULES: dict[str, tuple[Rule, ...]] = {
     ),
     "metadata_change": _TOPICS("topic", "source_topic"),
     "consumer_release": (),
+    "cutover": (),
 }
 
 

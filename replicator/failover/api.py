@@ -62,6 +62,8 @@ __all__ = [
     "AppliedGroup",
     "FailoverResult",
     "STORED_POSITIONS",
+    "stale_checkpoints",
+    "request_stop",
 ]
 
 _log = logging.getLogger(__name__)
@@ -211,11 +213,11 @@ class FailoverResult:
     event: Failover | None  # None: nothing was moved (a rerun, or every group skipped)
 
 
-def _request_stop(config: MirrorlakeConfig, state: FlowState) -> None:
+def request_stop(config: MirrorlakeConfig, state: FlowState, by: str = "failover apply --stop-replication") -> None:
     """A ``stop_requested`` lifecycle event of the flow in its state topic: every runner of it stops."""
     conf = config.cluster(state.flow.target).client_config()
     log = StateLog(task_producer(conf, "mirrorlake-failover-stop"), config.state_topic)
-    reason = f"failover apply --stop-replication by {user_name()}@{socket.gethostname()}"
+    reason = f"{by} by {user_name()}@{socket.gethostname()}"
     log.emit(Lifecycle(flow=state.flow.name, replicator_id=f"failover@{socket.gethostname()}-{os.getpid()}",
                        state=STOP_REQUESTED, reason=reason))  # fmt: skip
     if not log.flushed():
@@ -228,6 +230,12 @@ def _planned_blockers(config: MirrorlakeConfig, plan: FailoverPlan) -> list[str]
     topics = {p.source_topic for g in plan.groups for p in g.partitions}
     pending = [p for p in plan.partitions if p.source_topic in topics and (not p.exact or p.records != 0)]
     why += [f"{p.source_topic}[{p.partition}] has {p.records} records not replicated" for p in pending[:5]]
+    return why + stale_checkpoints(config, plan)
+
+
+def stale_checkpoints(config: MirrorlakeConfig, plan: FailoverPlan) -> list[str]:
+    """The plan's groups whose latest checkpoint is not their committed offset on the source now, in words."""
+    why: list[str] = []
     source_conf = config.cluster(plan.source_cluster).client_config()
     for g in plan.groups:
         try:
@@ -301,7 +309,7 @@ def apply_failover(
         state = read_flow_state(config, flow)
         plan, matched = _plan(config, state, select_groups(state, groups), at_ms, stale_after_s)
         if stop_replication and plan.running_replicators and not requested:
-            _request_stop(config, state)
+            request_stop(config, state)
             requested = True
         stopping = stop_replication and bool(plan.running_replicators)
         blockers = _planned_blockers(config, plan) if planned else []

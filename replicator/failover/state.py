@@ -23,6 +23,7 @@ from replicator.client.state_snapshot import SEEN_TYPES, FlowSnapshot, latest_ke
 from replicator.config import FlowConfig, MirrorlakeConfig
 from replicator.events import (
     Checkpoint,
+    Cutover,
     Event,
     Failback,
     Failover,
@@ -40,7 +41,7 @@ __all__ = ["FlowState", "read_flow_state", "flow_state_from_events", "EVENT_TYPE
 EVENT_TYPES_READ = SEEN_TYPES  # every type a plan reads counts as a replicator's sign of life
 
 PartitionKey = tuple[str, int]  # (topic, partition)
-_Op = TypeVar("_Op", Failover, Failback)
+_Op = TypeVar("_Op", Failover, Failback, Cutover)
 
 
 @dataclass
@@ -55,6 +56,7 @@ class FlowState:
     last_seen_ms: dict[str, int] = field(default_factory=dict)  # replicator id -> its latest event
     failovers: list[Failover] = field(default_factory=list)
     failbacks: list[Failback] = field(default_factory=list)
+    cutovers: list[Cutover] = field(default_factory=list)  # fenced cutover steps, oldest first
     # (source topic, partition) -> event id -> a loss (each process may say one under the loss's id)
     losses: dict[PartitionKey, dict[str, RecordsLostBeforeCopy]] = field(default_factory=dict)
 
@@ -126,12 +128,15 @@ def flow_state_from_events(
             state.failovers.append(e)
         elif isinstance(e, Failback):
             state.failbacks.append(e)
+        elif isinstance(e, Cutover):
+            state.cutovers.append(e)
         elif isinstance(e, RecordsLostBeforeCopy):
             state.losses.setdefault((e.source_topic, e.partition), {})[e.event_id or str(e.emitted_at_ms)] = e
     # one each: the state topic is at-least-once, and a snapshot read while its next round is being
     # written holds events the log after its position holds too
     state.failovers = sorted(_distinct(state.failovers), key=lambda f: (f.emitted_at_ms, f.event_id))
     state.failbacks = sorted(_distinct(state.failbacks), key=lambda f: (f.emitted_at_ms, f.event_id))
+    state.cutovers = sorted(_distinct(state.cutovers), key=lambda f: (f.emitted_at_ms, f.event_id))
     return state
 
 
