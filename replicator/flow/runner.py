@@ -101,6 +101,7 @@ _REBALANCE_CODES = frozenset(
 _DRAIN_SLICE_S = 1.0  # a drain waits in slices, watching outages between them
 _T = TypeVar("_T")
 _TASKS_JOIN_S = 5.0  # a stop that gave up on the target waits this long for a state task in progress
+_LEAVE_S = 5.0  # at most this long serving the last rebalance before close() (``_leave_group``)
 _PAUSED_WAIT_S = 0.1  # while reading is paused, the loop waits on deliveries this long per turn
 
 TaskFactory = Callable[..., StateTasks]
@@ -264,8 +265,27 @@ class FlowRunner:
             # 2026-11-28) in a synchronous commit inside close()'s revoke after a source topic was
             # re-created: close() revokes without committing.
             self._closing = True
+            self._leave_group()
             self._consumer.close()
             self._copier.close()
+
+    def _leave_group(self) -> None:
+        """Unsubscribe and serve the resulting rebalance callbacks here, before ``close()``.
+
+        A rebalance callback that ``close()`` serves itself can hang for ever: confluent-kafka's
+        callback wrapper asks ``rd_kafka_rebalance_protocol()``, which waits on a group handler that is
+        terminating (librdkafka issue 4041; seen here under load when a flow failed at start while
+        its first join was under way). Bounded: whatever is left is close()'s, as before. Records
+        polled here are dropped: none of them was copied, and nothing is committed for them."""
+        deadline = time.monotonic() + _LEAVE_S
+        try:
+            self._consumer.unsubscribe()
+            quiet = 0
+            while time.monotonic() < deadline and quiet < 2:
+                served = self._consumer.poll(0.1) is not None
+                quiet = 0 if served or self._consumer.assignment() else quiet + 1
+        except (KafkaException, RuntimeError) as exc:  # a consumer in trouble: close() is all that is left
+            _log.debug("flow %s: leaving the group before close: %s", self.flow.name, exc)
 
     def _run_wired(self, stop: threading.Event, until_caught_up: bool) -> FlowStats:
         assert self._clients is not None
@@ -520,6 +540,8 @@ class FlowRunner:
 
     def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         _log.info("flow %s: assigned %s", self.flow.name, _names(partitions))
+        if self._closing:  # a join that ended while leaving (``_leave_group``): the client assigns them
+            return
         self._rejoin.assigned()
         if self.flow.exactly_once:
             self.commits.on_assign(consumer, partitions)
