@@ -40,20 +40,18 @@ from confluent_kafka.admin import (
 from bench.faults import free_port, health, metrics
 from mirrorlake.cli import main
 from mirrorlake.groundtruth import read_partition
-from mirrorlake.localkafka import LocalBroker, resolve_kafka_jars
-from mirrorlake.localkafka.ports import find_free_port_pair
+from mirrorlake.localkafka import LocalBroker
 from replicator.access.permissions import Permission, required_permissions
 from replicator.client.failover_consumer import FailoverConsumer, Move
 from replicator.client.state_reader import read_state_log
-from replicator.config import LocalKafkaConfig, parse_config
-from replicator.config.cache import cache_root
+from replicator.config import parse_config
 from replicator.errors import AuthenticationFailedError, FailoverError, MissingPermissionError
 from replicator.events import Checkpoint, Cutover
 from replicator.failover.cutover import fenced_cutover
 from replicator.flow.control.outage import TRANSPORT_CODES
 from replicator.flow.runtime import Replicator
 from replicator.kafka.connectivity import wait_for_cluster
-from tests.bind_race import on_new_ports_after_a_bind_race
+from tests.broker_pair import broker_pair
 from tests.consuming_app import App, checkpointed
 from tests.waiting import wait_for
 
@@ -68,34 +66,10 @@ ALLOW = AclPermissionType.ALLOW
 @contextmanager
 def secured_brokers(work: Path) -> Iterator[dict[str, LocalBroker]]:
     """Two SASL_SSL brokers, S and T, with alice's ACLs granted; stopped on exit."""
-    lib_dir = resolve_kafka_jars(LocalKafkaConfig().version, cache_root())
-
-    def start(attempt: int) -> dict[str, LocalBroker]:
-        taken: set[int] = set()
-        brokers = {}
-        for alias in ("S", "T"):
-            port = find_free_port_pair(taken)
-            taken |= {port, port + 1}
-            brokers[alias] = LocalBroker(alias, port, work / f"{alias}-{attempt}", lib_dir, sasl_users=USERS)
-        try:
-            for broker in brokers.values():
-                broker.start()
-            for broker in brokers.values():
-                broker.wait_ready(180)
-        except BaseException:
-            for broker in brokers.values():
-                broker.stop()
-            raise
-        return brokers
-
-    brokers = on_new_ports_after_a_bind_race(start, "secured clusters")
-    try:
+    with broker_pair(work, "secured clusters", sasl_users=USERS) as brokers:
         for broker in brokers.values():
             grant_alice(broker)
         yield brokers
-    finally:
-        for broker in brokers.values():
-            broker.stop()
 
 
 @pytest.fixture(scope="module")
@@ -553,6 +527,12 @@ def cli(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
     )
 
 
+def cutover_cli(path: Path, group: str) -> subprocess.CompletedProcess[str]:
+    """``failover apply --planned --fence`` of flow S->T for ``group``, moving its FailoverConsumers, JSON out."""
+    return cli("failover", "apply", "-c", str(path), "--flow", "S->T", "--groups", group, "--planned", "--fence",
+               "--settle", "2", "--move-consumers", "--timeout", "180", "--format", "json")  # fmt: skip
+
+
 def missing_rows(checked: subprocess.CompletedProcess[str]) -> list[tuple[str, str, str, str]]:
     rows = json.loads(checked.stdout)
     return [(r["cluster"], r["resource_type"], r["name"], r["operation"]) for r in rows if r["status"] == "MISSING"]
@@ -809,8 +789,7 @@ def test_a_fenced_cutover_leaves_nothing_on_the_source_that_the_target_lacks(sec
         assert bypass.acked and not bypass.refused  # a super user is beyond any ACL
         refused_before_rerun = writer.refused
         assert refused_before_rerun > 0, "the fence did not refuse the application's writes"
-        rerun = cli("failover", "apply", "-c", str(path), "--flow", "S->T", "--groups", group, "--planned", "--fence",
-                    "--settle", "2", "--move-consumers", "--timeout", "180", "--format", "json")  # fmt: skip
+        rerun = cutover_cli(path, group)
         assert rerun.returncode == 0, (rerun.stdout, rerun.stderr[-3000:])
         replicator.wait(timeout=60)
     finally:

@@ -35,7 +35,7 @@ from tenacity import Retrying, retry_if_exception_type, stop_after_delay, wait_n
 from mirrorlake.localkafka.jars import require_java
 from mirrorlake.localkafka.jvm_options import ONE_SHOT, performance_options
 from mirrorlake.localkafka.ports import port_free
-from mirrorlake.localkafka.security import ADMIN, SaslSsl
+from mirrorlake.localkafka.security import ADMIN, MutualTls, SaslSsl
 from replicator.errors import ClusterStartError, ConfigError, MirrorlakeError, PortInUseError
 from replicator.kafka.connectivity import MetadataProbe
 from replicator.kafka.errors import kafka_error_reason
@@ -116,11 +116,14 @@ class LocalBroker:
     lib_dir: Path
     heap: str = "512m"
     sasl_users: dict[str, str] | None = None  # SASL_SSL with these users (``admin`` a super user); None: PLAINTEXT
+    tls_principals: tuple[str, ...] | None = None  # mutual TLS: a client certificate for each (``admin`` a super user)
     _process: subprocess.Popen[bytes] | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         self.cluster_dir = Path(self.cluster_dir).absolute()
         self.lib_dir = Path(self.lib_dir).absolute()
+        if self.sasl_users is not None and self.tls_principals is not None:
+            raise ConfigError(f"local broker {self.alias}: SASL_SSL users or mutual-TLS principals, not both")
         match = _HEAP.match(self.heap)
         if match is None:
             raise ConfigError(f"local_kafka.heap: {self.heap!r} is not a JVM heap size like 512m or 1g")
@@ -132,15 +135,22 @@ class LocalBroker:
         return f"127.0.0.1:{self.port}"
 
     @property
-    def security(self) -> SaslSsl | None:
-        """The SASL_SSL side (TLS files, users) of a secured broker; None for PLAINTEXT."""
-        return SaslSsl(self.cluster_dir, self.sasl_users) if self.sasl_users is not None else None
+    def security(self) -> SaslSsl | MutualTls | None:
+        """The secured side (TLS files, users or certificates) of a secured broker; None for PLAINTEXT."""
+        if self.sasl_users is not None:
+            return SaslSsl(self.cluster_dir, self.sasl_users)
+        if self.tls_principals is not None:
+            return MutualTls(self.cluster_dir, self.tls_principals)
+        return None
 
     def client_config(self, user: str = ADMIN, *, mechanism: str = "SCRAM-SHA-512") -> dict[str, str]:
-        """librdkafka settings to reach this broker (as ``user`` if it is secured)."""
+        """librdkafka settings to reach this broker (as ``user`` if it is secured; ``mechanism``: SASL's)."""
         conf = {"bootstrap.servers": self.bootstrap}
-        if self.security is not None:
-            conf.update(self.security.client_config(user, mechanism=mechanism))
+        security = self.security
+        if isinstance(security, SaslSsl):
+            conf.update(security.client_config(user, mechanism=mechanism))
+        elif security is not None:
+            conf.update(security.client_config(user))
         return conf
 
     @property

@@ -10,6 +10,12 @@ PLAINTEXT on 127.0.0.1 (its principal, ANONYMOUS, is a super user so the broker 
 controller). ``admin`` is the other super user; every other user needs ACLs:
 ``allow.everyone.if.no.acl.found=false``. SCRAM credentials are written into the storage when it is
 formatted (``StorageTool format --add-scram``), PLAIN users into the listener's JAAS config.
+
+``MutualTls`` is the other secured listener: SSL with ``ssl.client.auth=required``, as Strimzi's
+``authentication: type: tls``. Every principal gets a client certificate (``CN=<name>``) signed by
+the same CA, and ``ssl.principal.mapping.rules`` turns ``CN=alice`` into ``User:alice``, so ACLs
+read as they do for SASL users. The broker's own certificate (CN 127.0.0.1) is its principal on
+its inter-broker listener, a super user beside ``admin``.
 """
 
 from __future__ import annotations
@@ -23,7 +29,7 @@ from pathlib import Path
 
 from replicator.errors import ClusterStartError, ConfigError, ToolMissingError
 
-__all__ = ["SaslSsl", "ADMIN"]
+__all__ = ["ADMIN", "MutualTls", "SaslSsl", "TlsFiles"]
 
 ADMIN = "admin"
 _NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
@@ -47,7 +53,7 @@ class SaslSsl:
 
     @property
     def ca_pem(self) -> Path:
-        return self.tls_dir / "ca.pem"
+        return TlsFiles(self.tls_dir).ca_pem
 
     def client_config(self, user: str, *, mechanism: str = "SCRAM-SHA-512") -> dict[str, str]:
         """librdkafka settings for ``user`` (without ``bootstrap.servers``)."""
@@ -60,6 +66,49 @@ class SaslSsl:
         }
 
     def make_tls_once(self) -> None:
+        """CA, broker certificate (SAN 127.0.0.1, localhost) and PKCS12 stores, unless they exist."""
+        TlsFiles(self.tls_dir).make_once()
+
+    def server_properties(self, port: int, controller_port: int) -> str:
+        """The listener, SASL, TLS and authorizer lines of server.properties."""
+        tls = TlsFiles(self.tls_dir)
+        plain_users = " ".join(f'user_{name}="{pw}"' for name, pw in self.users.items())
+        admin_pw = self.users[ADMIN]
+        return f"""\
+listeners=SASL_SSL://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller_port}
+advertised.listeners=SASL_SSL://127.0.0.1:{port}
+listener.security.protocol.map=SASL_SSL:SASL_SSL,CONTROLLER:PLAINTEXT
+inter.broker.listener.name=SASL_SSL
+sasl.enabled.mechanisms=SCRAM-SHA-512,PLAIN
+sasl.mechanism.inter.broker.protocol=PLAIN
+listener.name.sasl_ssl.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required \
+username="{ADMIN}" password="{admin_pw}" {plain_users};
+listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
+{tls.store_properties()}
+authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer
+super.users=User:{ADMIN};User:ANONYMOUS
+allow.everyone.if.no.acl.found=false
+"""
+
+    def format_arguments(self) -> list[str]:
+        """``--add-scram`` arguments of ``StorageTool format``: every user gets a SCRAM-SHA-512 credential."""
+        out = []
+        for name, password in self.users.items():
+            out += ["--add-scram", f"SCRAM-SHA-512=[name={name},password={password}]"]
+        return out
+
+
+class TlsFiles:
+    """The TLS material of one local broker, in ``tls_dir``: made once, reused at every start."""
+
+    def __init__(self, tls_dir: Path) -> None:
+        self.tls_dir = Path(tls_dir)
+
+    @property
+    def ca_pem(self) -> Path:
+        return self.tls_dir / "ca.pem"
+
+    def make_once(self) -> None:
         """CA, broker certificate (SAN 127.0.0.1, localhost) and PKCS12 stores, unless they exist."""
         if (self.tls_dir / "broker.p12").exists():
             return
@@ -81,38 +130,83 @@ class SaslSsl:
         for key in ("ca.key", "broker.key"):
             os.chmod(d / key, 0o600)
 
-    def server_properties(self, port: int, controller_port: int) -> str:
-        """The listener, SASL, TLS and authorizer lines of server.properties."""
+    def client_certificate(self, name: str) -> tuple[Path, Path]:
+        """(certificate, key) PEM files of principal ``name`` (subject ``CN=name``), made once."""
+        if not _NAME.match(name):
+            raise ConfigError(f"local TLS principal {name!r}: names are [A-Za-z0-9_.-]+")
+        d = self.tls_dir / "clients"
+        cert, key = d / f"{name}.pem", d / f"{name}.key"
+        if cert.exists() and key.exists():
+            return cert, key
+        d.mkdir(parents=True, exist_ok=True)
+        _openssl(
+            "req", "-newkey", "rsa:2048", "-nodes", "-subj", f"/CN={name}", "-keyout", key, "-out", d / f"{name}.csr"
+        )
+        os.chmod(key, 0o600)
+        _openssl("x509", "-req", "-in", d / f"{name}.csr", "-CA", self.ca_pem, "-CAkey", self.tls_dir / "ca.key",
+                 "-CAcreateserial", "-days", "3650", "-out", cert)  # fmt: skip
+        return cert, key
+
+    def store_properties(self) -> str:
+        """The broker's key store and PEM trust store lines of server.properties."""
         password = (self.tls_dir / "store.password").read_text(encoding="ascii").strip()
-        plain_users = " ".join(f'user_{name}="{pw}"' for name, pw in self.users.items())
-        admin_pw = self.users[ADMIN]
         return f"""\
-listeners=SASL_SSL://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller_port}
-advertised.listeners=SASL_SSL://127.0.0.1:{port}
-listener.security.protocol.map=SASL_SSL:SASL_SSL,CONTROLLER:PLAINTEXT
-inter.broker.listener.name=SASL_SSL
-sasl.enabled.mechanisms=SCRAM-SHA-512,PLAIN
-sasl.mechanism.inter.broker.protocol=PLAIN
-listener.name.sasl_ssl.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required \
-username="{ADMIN}" password="{admin_pw}" {plain_users};
-listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
 ssl.keystore.type=PKCS12
 ssl.keystore.location={self.tls_dir / "broker.p12"}
 ssl.keystore.password={password}
 ssl.key.password={password}
 ssl.truststore.type=PEM
-ssl.truststore.location={self.ca_pem}
+ssl.truststore.location={self.ca_pem}"""
+
+
+class MutualTls:
+    """The mutual-TLS side of one local broker: a client certificate for each of ``principals``
+    (``admin`` among them, a super user); every other principal needs ACLs."""
+
+    def __init__(self, cluster_dir: Path, principals: tuple[str, ...]) -> None:
+        if ADMIN not in principals:
+            raise ConfigError(f"a mutual-TLS local broker needs the super user {ADMIN!r} among its principals")
+        self.principals = tuple(principals)
+        self.files = TlsFiles(Path(cluster_dir) / "tls")
+
+    @property
+    def ca_pem(self) -> Path:
+        return self.files.ca_pem
+
+    def make_tls_once(self) -> None:
+        """The broker's TLS material and every principal's client certificate, unless they exist."""
+        self.files.make_once()
+        for name in self.principals:
+            self.files.client_certificate(name)
+
+    def client_config(self, user: str) -> dict[str, str]:
+        """librdkafka settings for principal ``user`` (without ``bootstrap.servers``)."""
+        cert, key = self.files.client_certificate(user)
+        return {
+            "security.protocol": "SSL",
+            "ssl.ca.location": str(self.ca_pem),
+            "ssl.certificate.location": str(cert),
+            "ssl.key.location": str(key),
+        }
+
+    def server_properties(self, port: int, controller_port: int) -> str:
+        """The listener, TLS, principal mapping and authorizer lines of server.properties."""
+        return f"""\
+listeners=SSL://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller_port}
+advertised.listeners=SSL://127.0.0.1:{port}
+listener.security.protocol.map=SSL:SSL,CONTROLLER:PLAINTEXT
+inter.broker.listener.name=SSL
+ssl.client.auth=required
+ssl.principal.mapping.rules=RULE:^CN=([^,]+)$/$1/,DEFAULT
+{self.files.store_properties()}
 authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer
-super.users=User:{ADMIN};User:ANONYMOUS
+super.users=User:{ADMIN};User:ANONYMOUS;User:127.0.0.1
 allow.everyone.if.no.acl.found=false
 """
 
     def format_arguments(self) -> list[str]:
-        """``--add-scram`` arguments of ``StorageTool format``: every user gets a SCRAM-SHA-512 credential."""
-        out = []
-        for name, password in self.users.items():
-            out += ["--add-scram", f"SCRAM-SHA-512=[name={name},password={password}]"]
-        return out
+        """Nothing to add to ``StorageTool format``: certificates need no stored credentials."""
+        return []
 
 
 def _openssl(*args: object) -> None:

@@ -12,6 +12,7 @@ librdkafka's own log lines (one per refused connection while a broker starts) go
 from __future__ import annotations
 
 import logging
+import re
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -23,10 +24,18 @@ from replicator.errors import AuthenticationFailedError, ClusterUnreachableError
 from replicator.kafka.clients import new_admin
 from replicator.kafka.errors import kafka_error_reason, scrub_values
 
-__all__ = ["MetadataProbe", "answers_metadata", "kafka_error_reason", "wait_for_cluster"]
+__all__ = ["MetadataProbe", "answers_metadata", "kafka_error_reason", "refused_credentials", "wait_for_cluster"]
 
 # what librdkafka reports when a broker refuses who we say we are (SASL) or our certificate (TLS)
 _REFUSED_CREDENTIALS = frozenset({KafkaError._AUTHENTICATION, KafkaError.SASL_AUTHENTICATION_FAILED})
+# A broker that requires a client certificate (``ssl.client.auth=required``) and gets none, or one
+# its trust store does not vouch for, ends the handshake with a TLS alert that librdkafka reports as
+# a transport error; a broker certificate that ``ssl.ca.location`` does not vouch for is ``_SSL``.
+_CERTIFICATE_ALERT = re.compile(
+    r"alert (bad certificate|certificate required|unknown ca|certificate unknown|certificate expired"
+    r"|certificate revoked|unsupported certificate|access denied)",
+    re.IGNORECASE,
+)
 
 _log = logging.getLogger(__name__)
 _rdkafka_log = logging.getLogger(f"{__name__}.librdkafka")
@@ -62,7 +71,7 @@ class MetadataProbe:
         self._admin = new_admin(conf)
 
     def _on_error(self, err: KafkaError) -> None:
-        if err.code() in _REFUSED_CREDENTIALS:
+        if refused_credentials(err):
             self.refused = err
 
     @property
@@ -88,6 +97,15 @@ class MetadataProbe:
     def redact(self, text: str) -> str:
         """``text`` with every configuration value other than the bootstrap list replaced by ***."""
         return scrub_values(text, self._config)
+
+
+def refused_credentials(err: KafkaError) -> bool:
+    """Whether ``err`` says the cluster refused the client's credentials (SASL) or certificate (TLS),
+    or the client refused the cluster's certificate: neither gets better by waiting."""
+    code = err.code()
+    if code in _REFUSED_CREDENTIALS or code == KafkaError._SSL:
+        return True
+    return code == KafkaError._TRANSPORT and _CERTIFICATE_ALERT.search(err.str()) is not None
 
 
 def answers_metadata(client_config: Mapping[str, str], *, timeout_s: float = 2.0) -> bool:
@@ -136,9 +154,16 @@ def wait_for_cluster(alias: str, client_config: dict[str, str], *, timeout_s: fl
 
 def _refused(alias: str, probe: MetadataProbe) -> None:
     """Raise ``AuthenticationFailedError`` if the cluster refused the probe's credentials."""
-    if probe.refused is not None:
-        reason = probe.redact(probe.refused.str())
+    if probe.refused is None:
+        return
+    reason = probe.redact(probe.refused.str())
+    if probe.refused.code() == KafkaError._SSL:  # our side: the broker's certificate is not trusted
         raise AuthenticationFailedError(
-            f"cluster {alias} at {probe.bootstrap} refused the credentials of {probe.principal}: {reason}; "
-            "check the cluster's client settings (sasl.username, sasl.password, or the certificate)"
+            f"cluster {alias} at {probe.bootstrap}: the TLS handshake failed, the client does not trust the "
+            f"broker's certificate: {reason}; check ssl.ca.location (the CA that signed the broker's certificate)"
         )
+    raise AuthenticationFailedError(
+        f"cluster {alias} at {probe.bootstrap} refused the credentials of {probe.principal}: {reason}; "
+        "check the cluster's client settings (sasl.username, sasl.password, or ssl.certificate.location and "
+        "ssl.key.location: a certificate signed by a CA the cluster trusts)"
+    )
