@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -141,10 +142,7 @@ def apply_cmd(
         return
     _echo_plan(result.plan)
     _row("")
-    for g in result.groups:
-        _row(f"group {g.group}: {g.outcome}" + (f" ({g.detail})" if g.detail else ""))
-        for topic, partition, decision, before, after, why in g.decisions:
-            _row(f"  {topic}[{partition}] {decision}: {before} -> {after}" + (f" ({why})" if why else ""))
+    _echo_groups(result.groups)
     if result.event is None:
         _row("nothing moved: no failover event written")
     else:
@@ -318,6 +316,14 @@ def failback_plan_cmd(flow: str, export: str | None, force: bool, fmt: str, conf
         _row(f"exported {sum(r.records for r in rows)} records to {export}", err=to_stderr)
 
 
+def _echo_groups(groups: Iterable[Any]) -> None:
+    """Each applied group's outcome and its partitions' decisions (``failover apply``'s rows)."""
+    for g in groups:
+        _row(f"group {g.group}: {g.outcome}" + (f" ({g.detail})" if g.detail else ""))
+        for topic, partition, decision, before, after, why in g.decisions:
+            _row(f"  {topic}[{partition}] {decision}: {before} -> {after}" + (f" ({why})" if why else ""))
+
+
 def _cutover(
     config: Any, flow: str, groups: str | None, settle: float, timeout: float, stale: float, move: bool, fmt: str
 ) -> None:
@@ -344,8 +350,7 @@ def _cutover(
         _row(f"cutover of {result.flow}: done by an earlier run; nothing to do")
     for e in result.steps:
         _row(f"  {e.step}: {e.detail or ''}")
-    for g in moved.groups if moved else ():
-        _row(f"group {g.group}: {g.outcome}" + (f" ({g.detail})" if g.detail else ""))
+    _echo_groups(moved.groups if moved else ())
     if result.steps:
         lift = f"failback apply --flow {result.flow} --unfence"
         _row(f"the fence stays on {result.steps[0].source_cluster}: {lift} lifts it")
@@ -413,10 +418,8 @@ def failback_apply_cmd(
             "groups": [asdict(g) for g in moved.groups],
             "failback_event_id": moved.event.event_id if moved.event else None,
         }
-        for g in moved.groups if fmt == "table" else ():
-            _row(f"group {g.group}: {g.outcome}" + (f" ({g.detail})" if g.detail else ""))
-            for topic, partition, decision, before, after, why in g.decisions:
-                _row(f"  {topic}[{partition}] {decision}: {before} -> {after}" + (f" ({why})" if why else ""))
+        if fmt == "table":
+            _echo_groups(moved.groups)
         if fmt == "table":
             _row("nothing moved" if moved.event is None else f"failback event {moved.event.event_id} written")
     if unfence:

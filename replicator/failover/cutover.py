@@ -28,6 +28,8 @@ import socket
 import time
 from dataclasses import dataclass
 
+from confluent_kafka.admin import AdminClient
+
 from replicator.client.policy import policy_from_config
 from replicator.config import MirrorlakeConfig
 from replicator.errors import FailoverError
@@ -117,9 +119,11 @@ def _source_topics(config: MirrorlakeConfig, state: FlowState, counts: dict[str,
     return tuple(t for t in selected if policy.original_topic(t) != config.heartbeats_topic)
 
 
-def _settle(admin: object, source: str, partitions: list[tuple[str, int]], settle_s: float, deadline: float) -> Settle:
+def _settle(
+    admin: AdminClient, source: str, partitions: list[tuple[str, int]], settle_s: float, deadline: float
+) -> Settle:
     while True:
-        seen = settled(admin, source, partitions, settle_s)  # type: ignore[arg-type]
+        seen = settled(admin, source, partitions, settle_s)
         if seen.held():
             return seen
         if time.monotonic() + settle_s > deadline:
@@ -215,7 +219,7 @@ def fenced_cutover(
         settled_at_ms = step.emitted_at_ms
     if "caught_up" not in done:
         if move_consumers:
-            chosen = select_groups(read_flow_state(config, name), groups)
+            chosen = select_groups(state, groups)
             release_consumers(
                 config, state.flow, chosen, cluster=source, reason="failover", user=user_name(),
                 timeout_s=max(0.0, deadline - time.monotonic()),

@@ -21,7 +21,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from confluent_kafka import IsolationLevel, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import IsolationLevel, KafkaError, KafkaException
 from confluent_kafka.admin import (
     AclBinding,
     AclBindingFilter,
@@ -34,7 +34,7 @@ from confluent_kafka.admin import (
 )
 
 from replicator.errors import FailoverError
-from replicator.kafka.admin import ADMIN_TIMEOUT_S
+from replicator.kafka.admin import ADMIN_TIMEOUT_S, offsets_of
 from replicator.kafka.errors import kafka_error, kafka_error_reason
 
 __all__ = ["FENCE_PRINCIPAL", "binding_text", "fence_bindings", "raise_fence", "lift_fence", "Settle", "settled"]
@@ -151,12 +151,6 @@ class Settle:
         return "; ".join(why)
 
 
-def _ends(admin: AdminClient, partitions: Sequence[tuple[str, int]], isolation: IsolationLevel) -> dict:
-    asked = {TopicPartition(t, p): OffsetSpec.latest() for t, p in partitions}
-    futures = admin.list_offsets(asked, isolation_level=isolation, request_timeout=ADMIN_TIMEOUT_S)
-    return {(tp.topic, tp.partition): f.result(timeout=ADMIN_TIMEOUT_S).offset for tp, f in futures.items()}
-
-
 def settled(admin: AdminClient, cluster: str, partitions: Sequence[tuple[str, int]], settle_s: float) -> Settle:
     """Watch the log ends of ``partitions`` for ``settle_s``: what grew, and which hold an open transaction.
 
@@ -164,10 +158,10 @@ def settled(admin: AdminClient, cluster: str, partitions: Sequence[tuple[str, in
     a fenced producer keeps its partition's last stable offset behind the end until its coordinator
     aborts it (``transaction.timeout.ms``), and that abort marker moves the end once more."""
     try:
-        before = _ends(admin, partitions, IsolationLevel.READ_UNCOMMITTED)
+        before = offsets_of(admin, partitions, OffsetSpec.latest())
         time.sleep(settle_s)  # the settle time: an operation watching the cluster, not a test
-        after = _ends(admin, partitions, IsolationLevel.READ_UNCOMMITTED)
-        stable = _ends(admin, partitions, IsolationLevel.READ_COMMITTED)
+        after = offsets_of(admin, partitions, OffsetSpec.latest())
+        stable = offsets_of(admin, partitions, OffsetSpec.latest(), isolation=IsolationLevel.READ_COMMITTED)
     except KafkaException as exc:
         reason = kafka_error_reason(exc)
         raise FailoverError(f"cannot read the log ends of the fenced topics on {cluster}: {reason}") from exc

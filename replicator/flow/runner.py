@@ -58,8 +58,8 @@ from replicator.flow.syncs.tail_recovery import recover_orphan_copies
 from replicator.flow.syncs.takeover import Takeovers
 from replicator.flow.topics.metadata_sync import TopicMetadataSync
 from replicator.flow.topics.topic_follower import TopicFollower
-from replicator.flow.topics.topic_lives import TopicLives, log_offsets
-from replicator.kafka.admin import admin_client
+from replicator.flow.topics.topic_lives import TopicLives
+from replicator.kafka.admin import admin_client, offsets_of
 from replicator.kafka.errors import kafka_error, kafka_error_reason
 from replicator.kafka.settings import QUEUE_MAX_MESSAGES, consumer_group_id
 from replicator.kafka.state_log import StateLog
@@ -763,7 +763,7 @@ class FlowRunner:
     def _restart_topic(self, topic: str) -> None:
         """Copy a re-created topic's assigned partitions from their log start, a new session each."""
         mine = [tp for tp in self._assigned if tp[0] == topic]
-        starts = log_offsets(self._lives_admin, mine, OffsetSpec.earliest())
+        starts = offsets_of(self._lives_admin, mine, OffsetSpec.earliest(), skip_failed=True)
         moved = [TopicPartition(t, p, starts.get((t, p), 0)) for t, p in mine]
         self._copier.forget(set(mine))
         self.ledger.forget(mine)

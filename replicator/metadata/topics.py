@@ -10,14 +10,14 @@ import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from confluent_kafka import IsolationLevel, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import IsolationLevel, KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic, OffsetSpec
 
 from replicator.client.policy import ReplicationPolicy
 from replicator.client.state_snapshot import snapshot_topic
 from replicator.config import FlowConfig, MirrorlakeConfig
 from replicator.errors import ReplicationError
-from replicator.kafka.admin import partition_counts
+from replicator.kafka.admin import offsets_of, partition_counts
 from replicator.kafka.errors import kafka_error
 from replicator.metadata.filters import RegexTopicFilter, TopicFilter
 
@@ -115,14 +115,8 @@ class TopicManager:
 
         Asking the consumer instead would queue behind its long-polling fetches (~0.5 s each).
         """
-        if not partitions:
-            return {}
-        asked = {TopicPartition(t, p): OffsetSpec.latest() for t, p in partitions}
-        futures = self._source.list_offsets(
-            asked, isolation_level=IsolationLevel.READ_COMMITTED, request_timeout=_ADMIN_TIMEOUT_S
-        )
         try:
-            return {(tp.topic, tp.partition): f.result(timeout=_ADMIN_TIMEOUT_S).offset for tp, f in futures.items()}
+            return offsets_of(self._source, partitions, OffsetSpec.latest(), isolation=IsolationLevel.READ_COMMITTED)
         except KafkaException as exc:
             raise ReplicationError(f"cannot list source end offsets: {exc}") from exc
 

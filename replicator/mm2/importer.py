@@ -42,7 +42,7 @@ from replicator.client.policy import policy_from_config
 from replicator.config import FlowConfig, MirrorlakeConfig
 from replicator.errors import ConfigError, EventDecodeError, ReplicationError
 from replicator.events import Checkpoint, Heartbeat, OffsetSync
-from replicator.kafka.admin import admin_client
+from replicator.kafka.admin import admin_client, offsets_of
 from replicator.kafka.clients import new_consumer, new_producer
 from replicator.kafka.connectivity import wait_for_cluster
 from replicator.kafka.errors import kafka_error_reason
@@ -155,12 +155,11 @@ class _ClusterFeed:
         """Remember each partition's last stable offset: ``caught_up`` compares against these."""
         if not self.positions:
             return
-        asked = {TopicPartition(t, p): OffsetSpec.latest() for t, p in self.positions}
-        futures = self._admin.list_offsets(
-            asked, isolation_level=IsolationLevel.READ_COMMITTED, request_timeout=_TIMEOUT_S
-        )
         try:
-            self.ends = {(tp.topic, tp.partition): f.result(timeout=_TIMEOUT_S).offset for tp, f in futures.items()}
+            self.ends = offsets_of(
+                self._admin, self.positions, OffsetSpec.latest(), isolation=IsolationLevel.READ_COMMITTED,
+                timeout_s=_TIMEOUT_S,
+            )  # fmt: skip
         except KafkaException as exc:
             raise ReplicationError(f"cluster {self.alias}: cannot list end offsets: {kafka_error_reason(exc)}") from exc
 

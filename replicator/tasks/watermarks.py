@@ -18,13 +18,13 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from confluent_kafka import IsolationLevel, KafkaException, TopicPartition
+from confluent_kafka import IsolationLevel
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from replicator.client.group_offsets import committed_offsets
 from replicator.events import Watermark
 from replicator.events.model import now_ms
-from replicator.kafka.admin import admin_client
+from replicator.kafka.admin import admin_client, listed_offsets
 from replicator.kafka.position_store import PositionStore
 from replicator.kafka.settings import consumer_group_id
 from replicator.tasks.base import TaskContext
@@ -51,14 +51,10 @@ def partition_watermarks(
         ("latest", OffsetSpec.latest()),
         ("max_ts", OffsetSpec.max_timestamp()),
     ):
-        asked = {TopicPartition(t, p): spec for t, p in partitions}
-        futures = admin.list_offsets(asked, isolation_level=IsolationLevel.READ_COMMITTED, request_timeout=_TIMEOUT_S)
-        results[name] = {}
-        for tp, future in futures.items():
-            try:
-                results[name][(tp.topic, tp.partition)] = future.result(timeout=_TIMEOUT_S)
-            except KafkaException:
-                continue  # a partition that vanished (deleted topic): its absence is the news
+        # a partition that vanished (deleted topic) is left out: its absence is the news
+        results[name] = listed_offsets(
+            admin, partitions, spec, isolation=IsolationLevel.READ_COMMITTED, timeout_s=_TIMEOUT_S, skip_failed=True
+        )
     out: dict[tuple[str, int], WatermarkValues] = {}
     for key, latest in results["latest"].items():
         start = results["earliest"].get(key)

@@ -33,20 +33,20 @@ import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
-from confluent_kafka import OFFSET_INVALID, KafkaException, TopicPartition
+from confluent_kafka import OFFSET_INVALID, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from replicator.config import FlowConfig
 from replicator.errors import ReplicationError
 from replicator.events import Event, RecordsLostBeforeCopy, TopicRecreated
+from replicator.kafka.admin import offsets_of
 from replicator.metadata.topic_ids import topic_ids
 from replicator.metadata.topics import RemoteTopic
 from replicator.metrics.stats import FlowStats
 
-__all__ = ["TopicLives", "Recreated", "log_offsets"]
+__all__ = ["TopicLives", "Recreated"]
 
 _log = logging.getLogger(__name__)
-_BOUNDS_TIMEOUT_S = 10.0
 
 
 @dataclass(frozen=True)
@@ -86,6 +86,10 @@ class TopicLives:
         self._unannounced: dict[str, tuple[Recreated, RemoteTopic, str]] = {}
         self.pending_reset: set[tuple[str, int]] = set()  # partitions to start at their log start when assigned
         self._said: dict[tuple[str, int], int] = {}  # per partition, the end of the losses said so far
+
+    def _offsets(self, partitions: Iterable[tuple[str, int]], spec: OffsetSpec) -> dict[tuple[str, int], int]:
+        """Each partition's log start or end; one that fails is left out (asked again at the next check)."""
+        return offsets_of(self._admin, partitions, spec, skip_failed=True)
 
     def adopt(self, topic: str) -> None:
         """The syncs of ``topic`` carry its new id from now on (its old life's copies are settled)."""
@@ -127,8 +131,8 @@ class TopicLives:
         flow = self._flow
         stop = flow.exactly_once or flow.on_topic_recreated == "stop"
         partitions = [(r.topic, p) for p in range(remote.partitions)]
-        starts = log_offsets(self._admin, partitions, OffsetSpec.earliest())
-        ends = log_offsets(self._admin, partitions, OffsetSpec.latest())
+        starts = self._offsets(partitions, OffsetSpec.earliest())
+        ends = self._offsets(partitions, OffsetSpec.latest())
         self._emit(
             TopicRecreated(
                 flow=flow.name,
@@ -209,7 +213,7 @@ class TopicLives:
         known = known or {}
         committed = {tp: max(c, known.get(tp, c)) for tp, c in committed.items()}
         behind = [tp for tp in committed if tp[0] not in {t for t, _p in self.pending_reset}]
-        starts = log_offsets(self._admin, behind, OffsetSpec.earliest())
+        starts = self._offsets(behind, OffsetSpec.earliest())
         for tp in behind:
             if tp in starts:
                 self.lost(tp[0], tp[1], committed[tp], starts[tp], noticed)
@@ -223,7 +227,7 @@ class TopicLives:
         consumer's own coordinator does not answer inside its rebalance callback."""
         wanted = list(partitions)
         reset_keys = [(tp.topic, tp.partition) for tp in wanted if (tp.topic, tp.partition) in self.pending_reset]
-        starts = log_offsets(self._admin, reset_keys, OffsetSpec.earliest())
+        starts = self._offsets(reset_keys, OffsetSpec.earliest())
         out, reset = [], []
         for tp in wanted:
             key = (tp.topic, tp.partition)
@@ -239,26 +243,11 @@ class TopicLives:
         """Hold each upstream gap the copies revealed against the log start: deleted before the copy?"""
         if not gaps:
             return
-        starts = log_offsets(self._admin, sorted({(t, p) for t, p, _f, _u in gaps}), OffsetSpec.earliest())
+        starts = self._offsets(sorted({(t, p) for t, p, _f, _u in gaps}), OffsetSpec.earliest())
         for topic, partition, first, upto in gaps:
             low = starts.get((topic, partition))
             if low is not None and low > first:
                 self.lost(topic, partition, first, min(low, upto), "running")
-
-
-def log_offsets(admin: AdminClient, partitions: list[tuple[str, int]], spec: OffsetSpec) -> dict[tuple[str, int], int]:
-    """Each partition's log start (``OffsetSpec.earliest()``) or end, in one ListOffsets request (a
-    partition that fails is left out)."""
-    if not partitions:
-        return {}
-    request = {TopicPartition(t, p): spec for t, p in partitions}
-    out: dict[tuple[str, int], int] = {}
-    for tp, future in admin.list_offsets(request, request_timeout=_BOUNDS_TIMEOUT_S).items():
-        try:
-            out[(tp.topic, tp.partition)] = future.result(timeout=_BOUNDS_TIMEOUT_S).offset
-        except KafkaException as exc:
-            _log.debug("log start of %s[%d]: %s", tp.topic, tp.partition, exc)
-    return out
 
 
 def _event_id(*parts: object) -> str:
