@@ -11,12 +11,13 @@ import json
 import logging
 import os
 import sys
+import threading
 from pathlib import Path
 
 import click
 
 from mirrorlake.cli_mm2 import takeover_mm2
-from mirrorlake.cli_options import config_argument_or_option, config_option, pick_config
+from mirrorlake.cli_options import config_argument_or_option, config_option, pick_config, stale_after_option
 from mirrorlake.progress import Steps
 from mirrorlake.stopping import stopping_on_signals
 from replicator.config import MirrorlakeConfig, load_config
@@ -214,14 +215,48 @@ def _translate_stored(config: MirrorlakeConfig, flow: str, offsets: str, fmt: st
 @cli.command()
 @config_argument_or_option
 @click.option("--flow", "flows", multiple=True, help="observe only this flow (A->B); repeatable")
-def observe(positional_config: Path | None, option_config: Path | None, flows: tuple[str, ...]) -> None:
-    """Emit each flow's watermarks, config snapshots, audits and checkpoints once, copying nothing."""
+@click.option(
+    "--follow",
+    is_flag=True,
+    help="keep observing, every --interval, each flow none of whose replicators runs, until SIGTERM/SIGINT",
+)
+@click.option(
+    "--interval",
+    type=click.FloatRange(min=0.1),
+    default=10.0,
+    show_default=True,
+    help="--follow: seconds between rounds",
+)
+@stale_after_option
+def observe(
+    positional_config: Path | None,
+    option_config: Path | None,
+    flows: tuple[str, ...],
+    follow: bool,
+    interval: float,
+    stale_after: float,
+) -> None:
+    """Emit each flow's watermarks, config snapshots, audits and checkpoints once, copying nothing.
+
+    With ``--follow``: keep the RPO figures live while replicators are down (beside them, in a
+    process of its own); a flow whose replicator runs is left to it."""
     config_path = pick_config(positional_config, option_config)
     from replicator.access.permissions import naming_missing_acls
     from replicator.tasks.observe import observe_once
 
     config = load_config(config_path)
     selected = config.selected_flows(flows)
+    if follow:
+        from replicator.failover.watch import keep_observing
+
+        stop = threading.Event()
+        with (
+            stopping_on_signals(stop.set, grace_s=_FINAL_ROUND_S, what="observe"),
+            naming_missing_acls(config, selected, "observe"),
+        ):
+            rounds = keep_observing(config, stop, list(flows) or None, interval_s=interval, stale_after_s=stale_after)
+        click.echo(f"observe stopped after {rounds} rounds")
+        return
     with naming_missing_acls(config, selected, "observe"):
         observed = observe_once(config, list(flows) or None)
     for flow, errors in observed.items():
@@ -239,8 +274,6 @@ def import_mm2(
 ) -> None:
     """Republish MirrorMaker 2's offset syncs, checkpoints and heartbeats as mirrorlake events."""
     config_path = pick_config(positional_config, option_config)
-    import threading
-
     from replicator.access.permissions import naming_missing_acls
     from replicator.mm2.importer import import_mm2 as run_import
 

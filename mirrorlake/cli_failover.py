@@ -12,18 +12,12 @@ from typing import Any
 
 import click
 
+from mirrorlake.cli_options import stale_after_option
 from replicator.config import load_config
 from replicator.text import printable
 
 __all__ = ["failover", "failback"]
 
-_STALE_AFTER = click.option(
-    "--stale-after",
-    type=click.FloatRange(min=0),
-    default=60.0,
-    show_default=True,
-    help="a replicator of the flow silent this long (s) counts as stopped",
-)
 _FORMAT = click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
 
 
@@ -32,7 +26,7 @@ def _common(func: Any) -> Any:
         click.option("--flow", required=True, help="the flow to fail over (A->B): its target takes over"),
         click.option("--groups", default=None, help="regex (full match) of the groups to move (default: all)"),
         click.option("--at", "at", default=None, help="resume at a time: ISO 8601 (UTC if no zone) or epoch ms"),
-        _STALE_AFTER,
+        stale_after_option,
         _FORMAT,
     ]
     for option in reversed(options):
@@ -368,7 +362,7 @@ def _cutover(
 @click.option(
     "--timeout", type=click.FloatRange(min=0), default=300.0, show_default=True, help="--move-consumers wait (s)"
 )
-@_STALE_AFTER
+@stale_after_option
 @_FORMAT
 def failback_apply_cmd(
     flow: str,

@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 
 import click
 
-__all__ = ["DEFAULT_CONFIG", "config_option", "config_argument_or_option", "pick_config"]
+__all__ = ["DEFAULT_CONFIG", "config_option", "config_argument_or_option", "pick_config", "stale_after_option"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 DEFAULT_CONFIG = os.environ.get("MIRRORLAKE_CONFIG", "conf/local.yaml")
@@ -49,3 +49,12 @@ def pick_config(positional: Path | None, option: Path | None) -> Path:
     if positional is not None and option is not None and positional != option:
         raise click.UsageError(f"two configuration files given: {positional} and --config {option}; give one")
     return positional or option or Path(DEFAULT_CONFIG)
+
+
+stale_after_option = click.option(
+    "--stale-after",
+    type=click.FloatRange(min=0),
+    default=60.0,
+    show_default=True,
+    help="a replicator of the flow silent this long (s) counts as stopped",
+)

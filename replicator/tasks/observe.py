@@ -31,11 +31,14 @@ __all__ = ["observe_once"]
 _log = logging.getLogger(__name__)
 
 
-def observe_once(config: MirrorlakeConfig, flows: list[str] | None = None) -> dict[str, dict[str, str]]:
-    """Run every state task of each flow once; returns each flow's task errors (empty: all ran)."""
+def observe_once(
+    config: MirrorlakeConfig, flows: list[str] | None = None, *, replicator_id: str | None = None
+) -> dict[str, dict[str, str]]:
+    """Run every state task of each flow once; returns each flow's task errors (empty: all ran).
+    ``replicator_id``: who the events say emitted them (default: the config's, as a replicator's)."""
     policy = policy_from_config(config.replication_policy)
     selected = config.selected_flows(flows)
-    replicator_id = config.replicator_id or default_replicator_id()
+    replicator_id = replicator_id or config.replicator_id or default_replicator_id()
     errors: dict[str, dict[str, str]] = {}
     for flow in selected:
         for alias in (flow.source, flow.target):
