@@ -214,7 +214,9 @@ def test_pages_show_the_figures_sql_returns(page, dashboard: str, built: Built):
     segments = _sql(built, f"SELECT count(*) FROM offset_mapping WHERE source_topic = '{ev.TOPIC}' AND partition = 0")
     _wait_metric(page, "Segments", fmt.count(segments))
     _open(page, dashboard, "failover", "Failover")
-    _wait_metric(page, "Records at risk (RPO)", fmt.count(at_risk))
+    # the fixture's watermarks are years old: a lower bound with its age, never a current figure
+    _wait_metric(page, "Records at risk (RPO)", f"≥ {fmt.count(at_risk)}")
+    page.get_by_text("Not measured for").first.wait_for()
     cut = _sql(built, "SELECT cut_ms FROM consistent_cut('A->B')")
     _wait_metric(page, "Consistent cut", fmt.utc(cut) if cut is not None else "unknown")
     plan_lost = _sql(built, "SELECT sum(records_lost) FROM failover_plan('A->B')")

@@ -255,3 +255,72 @@ def test_failover_page_without_a_plan_names_the_commands():
     assert not app.exception, app.exception
     assert {m.label: m.value for m in app.metric}["Consistent cut"] == "unknown"
     assert "mirrorlake failover plan --flow 'A->B'" in app.info[0].value
+
+
+def _failover_page(age_s: int, unreplicated: int) -> None:
+    """The Failover page over hand-made answers whose newest watermark is ``age_s`` old (AppTest script)."""
+    import pandas as pd
+
+    from dashboards.views.failover import render
+    from replicator.config import parse_config
+
+    now = 1_763_800_060_000
+    rpo = pd.DataFrame(
+        {"source_topic": ["orders", "orders"], "partition": [0, 1], "records_unreplicated": [unreplicated, 0],
+         "records_expired_unreplicated": [0, 0], "seconds_unreplicated": [2.2, 0.0],
+         "last_replicated_offset": [40076, 499], "read_position": [40117, 500],
+         "log_end_offset": [40117 + unreplicated, 500],
+         "observed_at_ms": [now - age_s * 1000, now - 1000]}
+    )  # fmt: skip
+    answers = {
+        "flows": ["A->B"],
+        "rpo_now": rpo,
+        "failover_now": pd.DataFrame(),
+        "failover_plan": pd.DataFrame(),
+        "consistent_cut": pd.DataFrame({"cut_ms": [None], "partitions": [2], "records_unreplicated": [unreplicated]}),
+        "failovers_applied": pd.DataFrame(),
+        "failbacks_applied": pd.DataFrame(),
+    }
+
+    class StubView:
+        now_ms = now
+        configured_flows = ["A->B"]
+        config = parse_config(
+            {"clusters": {"A": {"bootstrap_servers": "127.0.0.1:1"}, "B": {"bootstrap_servers": "127.0.0.1:2"}},
+             "flows": [{"source": "A", "target": "B", "watermarks_interval_seconds": 5}]}
+        )  # fmt: skip
+
+        def get(self, fn, *args):
+            return answers[fn.__name__]
+
+    render(StubView())
+
+
+def test_a_stale_rpo_is_a_lower_bound_with_its_age_never_a_current_figure():
+    """Issue 38: with the replicator stopped for 75 s, the page said "500 records not replicated yet"
+    and "oldest at risk 2.2 s" as if measured now."""
+    app = AppTest.from_function(_failover_page, kwargs={"age_s": 75, "unreplicated": 500}, default_timeout=60)
+    app.run()
+    assert not app.exception, app.exception
+    metrics = {m.label: m.value for m in app.metric}
+    assert metrics["Records at risk (RPO)"] == "≥ 500"
+    assert metrics["Oldest at risk"] == "≥ " + fmt.duration_ms(2200 + 75_000)
+    (error,) = app.error
+    assert error.value.startswith("Not measured for 1 min 15 s: a failover now loses at least 500 records")
+    assert f"as of {fmt.utc(1_763_800_060_000 - 75_000)} (1 min ago)" in error.value
+    assert "mirrorlake observe --follow" in error.value
+    assert not app.success and not app.warning
+    table = app.dataframe[0].value
+    assert list(table["replicated up to"]) == [40117, 500] and list(table["last offset sync"]) == [40076, 499]
+
+
+def test_a_fresh_rpo_is_shown_as_measured_with_its_time():
+    app = AppTest.from_function(_failover_page, kwargs={"age_s": 3, "unreplicated": 500}, default_timeout=60)
+    app.run()
+    assert not app.exception, app.exception
+    metrics = {m.label: m.value for m in app.metric}
+    assert metrics["Records at risk (RPO)"] == "500"
+    assert metrics["Oldest at risk"] == fmt.duration_ms(2200)
+    assert app.warning[0].value == "A failover now loses data: 500 records not replicated yet."
+    assert any(c.value.startswith("Records at risk as of ") for c in app.caption)
+    assert not app.error

@@ -12,8 +12,11 @@ import pandas as pd
 import streamlit as st
 
 from dashboards import data, fmt
+from dashboards.freshness import freshness
 from dashboards.view import View
 from dashboards.views.common import flow_picker
+from replicator.config import FlowConfig
+from replicator.errors import ConfigError
 
 __all__ = ["render", "plan_section"]
 
@@ -41,17 +44,29 @@ def render(view: View) -> None:
     picked = costs[costs["group"].isin(chosen)] if not costs.empty else costs
     at_risk = None if rpo.empty else _sum(rpo["records_unreplicated"])
     oldest = None if rpo.empty else rpo["seconds_unreplicated"].max()
+    oldest = None if oldest is None or pd.isna(oldest) else float(oldest)
+    fresh = None if rpo.empty else freshness(rpo["observed_at_ms"], view.now_ms, _interval_s(view, flow))
     cols = st.columns(5)
-    cols[0].metric("Records at risk (RPO)", fmt.count(at_risk), help="source records not replicated yet")
-    cols[1].metric("Oldest at risk", fmt.duration_ms(None if oldest is None or pd.isna(oldest) else oldest * 1000))
+    at_risk_text = fresh.bound(at_risk) if fresh else fmt.count(at_risk)
+    cols[0].metric("Records at risk (RPO)", at_risk_text, help="source records not replicated yet")
+    oldest_text = fresh.older_by_age(oldest) if fresh else fmt.UNKNOWN
+    cols[1].metric("Oldest at risk", oldest_text, help="age of the oldest source record not replicated yet")
     lost = None if picked.empty else _sum(picked["records_lost_total"])
     cols[2].metric("Lost by the groups", fmt.count(lost), help="not replicated yet + skipped by the resume offset")
     cols[3].metric("Re-read", fmt.count(None if picked.empty else _sum(picked["records_reread"])))
     cols[4].metric("Duplicated", fmt.count(None if picked.empty else _sum(picked["records_duplicated"])))
-    if not at_risk and not lost:
+    if fresh is not None and fresh.stale:
+        st.error(
+            f"Not measured for {fmt.duration_ms(fresh.age_ms)}: a failover now loses at least "
+            f"{fmt.count(at_risk or 0, 'record')} not replicated yet, and whatever the source took since "
+            f"({fresh.caption(view.now_ms)})."
+        )
+    elif not at_risk and not lost:
         st.success("Safe to fail over now: nothing at risk, no group would lose records.")
     else:
         st.warning(f"A failover now loses data: {fmt.count(at_risk or 0, 'record')} not replicated yet.")
+    if fresh is not None and not fresh.stale:
+        st.caption(f"Records at risk {fresh.caption(view.now_ms)}.")
     if not picked.empty:
         st.subheader("Per group and partition")
         st.dataframe(
@@ -83,7 +98,10 @@ def render(view: View) -> None:
                     "oldest at risk": [
                         fmt.duration_ms(None if pd.isna(v) else v * 1000) for v in rpo["seconds_unreplicated"]
                     ],
-                    "last copied offset": rpo["last_replicated_offset"],
+                    # where the flow stands (everything before it is on the target) at the watermark;
+                    # an offset sync comes only every so many copies, so its offset trails the copies
+                    "replicated up to": rpo.get("read_position"),
+                    "last offset sync": rpo["last_replicated_offset"],
                     "source log end": rpo["log_end_offset"],
                     "watermark": [fmt.when(int(v), view.now_ms) for v in rpo["observed_at_ms"]],
                 }
@@ -92,6 +110,14 @@ def render(view: View) -> None:
             width="stretch",
         )
     plan_section(view, flow, chosen)
+
+
+def _interval_s(view: View, flow: str) -> float:
+    """The flow's watermark interval (the default for a flow the configuration does not name)."""
+    try:
+        return view.config.flow(flow).watermarks_interval_seconds
+    except ConfigError:
+        return float(FlowConfig.model_fields["watermarks_interval_seconds"].default)
 
 
 def plan_section(view: View, flow: str, groups: list[str]) -> None:
