@@ -71,7 +71,7 @@ def start_replicator(config: Path, *extra: str) -> subprocess.Popen:
 
 def produce_steadily(bootstrap: str, topic: str, stop: threading.Event, limit: int = 1_500_000) -> int:
     """~10k records/s until ``stop`` is set (or ``limit``); returns how many were produced."""
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 5})
     i = 0
     while not stop.is_set() and i < limit:
         producer.produce(topic, key=f"k{i}".encode(), value=os.urandom(64), partition=i % PARTITIONS)

@@ -172,7 +172,7 @@ def test_the_issue_s_case_a_lagging_replicator_and_its_source_killed_together(
     x, b = source.bootstrap, kafka_clusters.bootstrap("B")
     topic, group = unique_topic("crash"), unique_topic("crash-app")
     ensure_topic(x, topic, PARTITIONS)
-    producer = Producer({"bootstrap.servers": x, "linger.ms": 5, "batch.num.messages": 20})
+    producer = Producer({"bootstrap.servers": x, "enable.idempotence": True, "linger.ms": 5, "batch.num.messages": 20})
     for i in range(BACKLOG * PARTITIONS):
         producer.produce(topic, value=b"v" * 100, key=f"backlog-{i}".encode(), partition=i % PARTITIONS)
         producer.poll(0)

@@ -31,7 +31,7 @@ PARTITIONS = 2
 
 
 def _produce(bootstrap: str, topic: str, prefix: str, per_partition: int) -> None:
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 5})
     for i in range(per_partition):
         for p in range(PARTITIONS):
             producer.produce(topic, key=f"{prefix}-{p}-{i}".encode(), value=b"v", partition=p)

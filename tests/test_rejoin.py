@@ -24,7 +24,7 @@ pytestmark = pytest.mark.kafka
 
 
 def _produce(bootstrap: str, topic: str, keys: range) -> None:
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 5})
     for i in keys:
         producer.produce(topic, key=f"k{i}".encode(), value=b"v" * 100, partition=i % PARTITIONS)
     assert producer.flush(60) == 0

@@ -43,7 +43,7 @@ def test_two_processes_share_a_flow_and_rebalances_move_only_what_must_move(kafk
     produced = []
 
     def produce() -> None:
-        producer = Producer({"bootstrap.servers": a, "linger.ms": 5})
+        producer = Producer({"bootstrap.servers": a, "enable.idempotence": True, "linger.ms": 5})
         i = 0
         while not stop.is_set():
             producer.produce(topic, key=f"k{i}".encode(), value=b"v", partition=i % PARTITIONS)

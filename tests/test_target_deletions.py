@@ -39,7 +39,7 @@ THREE_DAYS_MS = 3 * 24 * 3600 * 1000
 
 def _produce_old(bootstrap: str, topic: str) -> None:
     stamp = int(time.time() * 1000) - THREE_DAYS_MS
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 5})
     for i in range(RECORDS):
         producer.produce(topic, key=f"k{i}".encode(), value=b"v" * 50, partition=0, timestamp=stamp + i)
     assert producer.flush(30) == 0
@@ -138,7 +138,7 @@ def test_copies_compacted_away_on_the_target_are_lost_in_the_plan_and_for_a_cons
     config, topic, group = _old_records_copied(
         kafka_clusters, unique_topic, "compact", COMPACTED, exactly_once=exactly_once
     )
-    producer = Producer({"bootstrap.servers": a, "linger.ms": 5})
+    producer = Producer({"bootstrap.servers": a, "enable.idempotence": True, "linger.ms": 5})
     for i in range(RECORDS, RECORDS + 100):
         producer.produce(topic, key=f"k{i % 50}".encode(), value=f"v{i}".encode(), partition=0)
     assert producer.flush(30) == 0

@@ -39,7 +39,10 @@ PARTITIONS, OLD, NEW = 2, 2_000, 2_500  # the new topic grows past the old one's
 
 
 def _produce(bootstrap: str, topic: str, life: str, per_partition: int, start: int = 0) -> None:
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    """Keys name their offsets: idempotent, so a batch retried after a refusal (a topic created a moment
+    ago, its leader not known yet) keeps its place. CI of 2026-11-28 saw a plain producer put records
+    616..1615 after 1616..2499 on the source itself, and the test blamed the plan."""
+    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 5})
     for i in range(start, start + per_partition):
         for p in range(PARTITIONS):
             producer.produce(topic, key=f"{life}-{p}-{i}".encode(), value=b"v" * 20, partition=p)
@@ -216,7 +219,7 @@ def test_records_deleted_under_a_running_flow_before_it_copied_them_are_counted(
                 "refresh_topics_interval_seconds": 1}],
         state_topic=unique_topic("mirrorlake.lives"),
     )  # fmt: skip
-    producer = Producer({"bootstrap.servers": a, "linger.ms": 5, "batch.num.messages": 20})
+    producer = Producer({"bootstrap.servers": a, "enable.idempotence": True, "linger.ms": 5, "batch.num.messages": 20})
     for i in range(10_000):
         producer.produce(topic, key=f"old-0-{i}".encode(), value=b"v" * 20, partition=0)
         producer.poll(0)
