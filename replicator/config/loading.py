@@ -10,6 +10,7 @@ import yaml
 from replicator.config.files import MAX_CONFIG_BYTES, read_config_text
 from replicator.config.mm2_properties import load_mm2_properties
 from replicator.config.model import MirrorlakeConfig, parse_config
+from replicator.config.strimzi import is_strimzi_resource, strimzi_to_config_dict
 from replicator.errors import ConfigError
 
 __all__ = ["load_config", "MAX_CONFIG_BYTES"]
@@ -32,7 +33,8 @@ def load_config(path: str | Path) -> MirrorlakeConfig:
     """Read and validate a YAML config file; relative paths inside stay relative to the CWD.
 
     A ``*.properties`` path is MirrorMaker 2's ``connect-mirror-maker.properties``, translated by
-    ``replicator.config.mm2_properties``.
+    ``replicator.config.mm2_properties``; a YAML document of kind ``KafkaMirrorMaker2`` is Strimzi's
+    resource, translated by ``replicator.config.strimzi``.
     """
     path = Path(path)
     if path.name.endswith(".properties"):
@@ -44,6 +46,8 @@ def load_config(path: str | Path) -> MirrorlakeConfig:
         raise ConfigError(f"{path}: not valid YAML: {_yaml_reason(exc)}") from None
     except RecursionError:  # PyYAML composes nested collections recursively
         raise ConfigError(f"{path}: not a configuration: its YAML is nested too deeply") from None
+    if is_strimzi_resource(data):
+        return parse_config(strimzi_to_config_dict(data, source=str(path)), source=str(path))
     return parse_config(data, source=str(path))
 
 

@@ -534,19 +534,23 @@ def _hinted(key: str, name: str, candidates: frozenset[str] | set[str]) -> str:
     return f"{key} (did you mean {key.removesuffix(name)}{close[0]}?)" if close else key
 
 
-def mm2_to_config_dict(props: Mapping[str, str], *, source: str) -> dict[str, Any]:
+def mm2_to_config_dict(
+    props: Mapping[str, str], *, source: str, unused: Callable[[list[str]], None] | None = None
+) -> dict[str, Any]:
     """Translate MM2 properties to the document ``parse_config`` validates; ``source`` names the file.
 
     Raises ``ConfigError`` for keys MM2 does not define, flows naming clusters not in ``clusters``,
     malformed values and settings mirrorlake cannot honour; logs the accepted-but-unused keys (names
-    only) at WARNING.
+    only) at WARNING, or hands them to ``unused`` (a caller that reports them in its own words).
     """
     translation = _Translation(props, source)
     clusters = translation.clusters()
     flows = translation.flows()
     policy = translation.policy(flows)
-    if unused := translation.unused():
-        _log.warning("%s: accepted, not used yet: %s", source, ", ".join(unused))
+    if (keys := translation.unused()) and unused is not None:
+        unused(keys)
+    elif keys:
+        _log.warning("%s: accepted, not used yet: %s", source, ", ".join(keys))
     return {"clusters": clusters, "flows": flows, "replication_policy": policy}
 
 
