@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import subprocess
 import uuid
 from collections import Counter
@@ -30,6 +31,7 @@ from replicator.access.permissions import required_permissions
 from replicator.client.failover_consumer import FailoverConsumer, Move
 from replicator.client.state_reader import read_state_log
 from replicator.config import parse_config
+from replicator.config.strimzi import SECRETS_DIR_ENV
 from replicator.errors import AuthenticationFailedError
 from replicator.events import Cutover
 from replicator.flow.runtime import Replicator
@@ -47,7 +49,8 @@ from tests.test_secured_clusters import (
 from tests.waiting import wait_for
 
 pytestmark = pytest.mark.kafka
-PRINCIPALS = ("admin", "mirror", "app")
+INTRO = Path(__file__).resolve().parents[2] / "shared" / "strimzi" / "intro-examples.yaml"
+PRINCIPALS = ("admin", "mirror", "app", "my-user-source", "my-user-target")  # the last two: the Strimzi resource's
 
 
 @pytest.fixture(scope="module")
@@ -222,3 +225,48 @@ def test_a_missing_or_wrong_certificate_is_one_clear_error(mtls, tmp_path, certi
         assert re.search(expected, errors[0]), errors
     target_topics = AdminClient(mtls["T"].client_config("admin")).list_topics(timeout=30).topics
     assert f"S.{topic}" not in target_topics
+
+
+def test_the_intro_tls_resource_replicates_over_mutual_tls_as_printed_but_for_its_addresses(
+    mtls, tmp_path, monkeypatch
+):
+    """Issue 35 item 1: the introduction's TLS resource (example 4: both clusters authenticate with
+    certificates, its slips kept), pointed at S and T, with the mirror of its minimal example (it
+    prints the clusters only). Its secrets are files under ``MIRRORLAKE_SECRETS_DIR`` as Strimzi's
+    Secrets would hold them: the cluster CA (``ca.crt``) and the user's certificate and key."""
+    source, target = mtls["S"], mtls["T"]
+    examples = list(yaml.safe_load_all(INTRO.read_text()))
+    resource, minimal = examples[3], examples[2]
+    resource["spec"]["clusters"][0]["bootstrapServers"] = source.bootstrap
+    resource["spec"]["clusters"][1]["bootstrapServers"] = target.bootstrap
+    resource["spec"]["mirrors"] = minimal["spec"]["mirrors"]
+    secrets = tmp_path / "secrets"
+    for broker, side in ((source, "source"), (target, "target")):
+        user = f"my-user-{side}"
+        conf = broker.client_config(user)
+        (secrets / user).mkdir(parents=True)
+        shutil.copy(conf["ssl.certificate.location"], secrets / user / f"{side}.crt")
+        shutil.copy(conf["ssl.key.location"], secrets / user / f"{side}.key")
+        (secrets / f"my-cluster-{side}-cluster-ca-cert").mkdir()
+        shutil.copy(conf["ssl.ca.location"], secrets / f"my-cluster-{side}-cluster-ca-cert" / "ca.crt")
+        admin = AdminClient(broker.client_config("admin"))
+        bindings = [
+            AclBinding(kind, name, ResourcePatternType.LITERAL, f"User:{user}", "*", AclOperation.ALL, ALLOW)
+            for kind, name in (
+                (ResourceType.TOPIC, "*"), (ResourceType.GROUP, "*"), (ResourceType.BROKER, "kafka-cluster")
+            )
+        ]  # fmt: skip
+        for future in admin.create_acls(bindings).values():
+            future.result(timeout=30)
+    topic = f"strimzi-{uuid.uuid4().hex[:8]}"
+    _source_topic(source, topic, 1, 20)
+    path = tmp_path / "kmm2-tls.yaml"
+    path.write_text(yaml.safe_dump(resource))
+    monkeypatch.setenv(SECRETS_DIR_ENV, str(secrets))
+
+    ran = cli("replicate", str(path), "--until-caught-up")
+    assert ran.returncode == 0, ran.stderr[-3000:]
+    assert "spec.clusters[1].tls.secretName: belongs inside each entry" in ran.stderr
+    on_s = [r.key for r in read_partition(source.client_config("admin"), topic, 0)]
+    on_t = [r.key for r in read_partition(target.client_config("admin"), f"my-cluster-source.{topic}", 0)]
+    assert on_t == on_s == [f"k{i}".encode() for i in range(20)]
