@@ -36,9 +36,9 @@ def command(config_path: Path, *, port: int = 8501, address: str = "127.0.0.1") 
     ]  # fmt: skip
 
 
-def serve(config_path: Path, config: MirrorlakeConfig, *, port: int = 8501) -> NoReturn:
+def serve(config_path: Path, config: MirrorlakeConfig, *, port: int = 8501, address: str = "127.0.0.1") -> NoReturn:
     """Become the Streamlit server (same PID) until it is stopped (SIGTERM, Ctrl-C); never returns."""
-    args = command(config_path, port=port)
+    args = command(config_path, port=port, address=address)
     sys.stdout.flush()
     sys.stderr.flush()
     os.execv(args[0], args)

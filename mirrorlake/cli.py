@@ -96,6 +96,12 @@ def clusters_status(config_path: Path) -> None:
     help="serve /metrics and /health here (default: config)",
 )
 @click.option(
+    "--status-host",
+    envvar="MIRRORLAKE_STATUS_HOST",
+    default=None,
+    help="the address /metrics and /health bind to (default: config's status_host, 127.0.0.1); 0.0.0.0 in a pod",
+)
+@click.option(
     "--replicator-id",
     envvar="MIRRORLAKE_REPLICATOR_ID",
     default=None,
@@ -109,6 +115,7 @@ def replicate(
     targets: tuple[str, ...],
     until_caught_up: bool,
     status_port: int | None,
+    status_host: str | None,
     replicator_id: str | None,
 ) -> None:
     """Run the enabled flows of CONFIG until SIGTERM/SIGINT (then drain and commit)."""
@@ -121,6 +128,8 @@ def replicate(
         if not replicator_id.strip():
             raise ConfigError("--replicator-id (or MIRRORLAKE_REPLICATOR_ID) is empty: name this process")
         config = config.model_copy(update={"replicator_id": replicator_id})
+    if status_host is not None:
+        config = config.model_copy(update={"status_host": status_host})
     try:  # the checks across keys (policy class, cycles, flows selected) name the file too
         replicator = Replicator(
             config,
@@ -411,9 +420,16 @@ def sql(
 
 @cli.command()
 @config_option
-@click.option("--port", type=click.IntRange(1, 65535), default=8501, show_default=True, help="port on 127.0.0.1")
-def dashboard(config_path: Path, port: int) -> None:
-    """Serve the Streamlit dashboard on 127.0.0.1."""
+@click.option("--port", type=click.IntRange(1, 65535), default=8501, show_default=True, help="the port to serve on")
+@click.option(
+    "--address",
+    envvar="MIRRORLAKE_DASHBOARD_ADDRESS",
+    default="127.0.0.1",
+    show_default=True,
+    help="the address to bind (0.0.0.0 in a pod, behind its Service)",
+)
+def dashboard(config_path: Path, port: int, address: str) -> None:
+    """Serve the Streamlit dashboard (on 127.0.0.1 unless --address says otherwise)."""
     from dashboards.serve import serve
     from mirrorlake.localkafka.ports import port_free
 
@@ -423,7 +439,7 @@ def dashboard(config_path: Path, port: int) -> None:
             f"dashboard: port {port} on 127.0.0.1 is already in use by another process "
             "(a dashboard already running?); stop it or pick another with --port"
         )
-    serve(config_path, config, port=port)
+    serve(config_path, config, port=port, address=address)
 
 
 @cli.command()
