@@ -171,6 +171,7 @@ def test_the_v1_form_with_target_and_mirror_sources_means_the_same(tmp_path):
         (lambda r: r["spec"]["clusters"][0].update(authentication={"type": "oauth"}),
          "spec.clusters[0].authentication.type: 'oauth'"),
         (lambda r: r.update(apiVersion="kafka.strimzi.io/v2"), "apiVersion: kafka.strimzi.io/v2: expected one of"),
+        (lambda r: r.update(specs={}), "specs: unknown field (did you mean spec?)"),
         (lambda r: r["spec"]["mirrors"][0]["sourceConnector"]["config"].update({"transforms": "x"}),
          "spec.mirrors[0].sourceConnector.config.transforms"),
         (lambda r: r["spec"]["mirrors"][0]["heartbeatConnector"].update(config={"sync.topic.acls.enabled": True}),

@@ -106,12 +106,13 @@ class _Reading:
             self.errors.append(f"{path}: expected a mapping, got {_kind(value)}")
             return {}
         for name in value:
+            where = f"{path}.{name}" if path else str(name)
             if name in unused:
-                self.unused.append(f"{path}.{name}")
+                self.unused.append(where)
             elif name not in known:
                 close = difflib.get_close_matches(str(name), sorted(known | unused), n=1, cutoff=0.7)
                 hint = f" (did you mean {close[0]}?)" if close else ""
-                self.errors.append(f"{path}.{name}: unknown field{hint}")
+                self.errors.append(f"{where}: unknown field{hint}")
         return {k: v for k, v in value.items() if k in known}
 
     def text(self, value: Any, path: str, *, required: bool = False) -> str | None:
