@@ -77,7 +77,8 @@ def test_configs_and_acls_are_synced_and_followed_while_running(kafka_clusters, 
     for future in admin_a.create_acls(bindings).values():
         future.result(30)
     config = kafka_clusters.config(
-        flows=[{"source": "A", "target": "B", "topics": [topic], "sync_topic_configs_interval_seconds": 1}]
+        flows=[{"source": "A", "target": "B", "topics": [topic], "sync_topic_configs_interval_seconds": 1}],
+        state_topic=unique_topic("mirrorlake.meta"),  # a state log of its own: a restart reads it whole
     )
     replicator = Replicator(config, status_port=None)
     replicator.start()
@@ -121,8 +122,8 @@ def _produce(bootstrap: str, topic: str) -> None:
     assert producer.flush(30) == 0
 
 
-def _changes(bootstrap: str, topics: set[str]) -> list[MetadataChange]:
-    events = state_events(bootstrap, "mirrorlake.events")
+def _changes(bootstrap: str, topics: set[str], state_topic: str) -> list[MetadataChange]:
+    events = state_events(bootstrap, state_topic)
     return [e for e in events if isinstance(e, MetadataChange) and e.source_topic in topics]
 
 
@@ -188,7 +189,8 @@ def test_opt_in_deletions_remove_only_what_the_flow_created_even_after_a_restart
     _create_acls(b, [acl(remote, "User:carol", AclOperation.READ)])  # the operator's, before any run
     config = kafka_clusters.config(
         flows=[{"source": "A", "target": "B", "topics": [keep, gone], "sync_topic_configs_interval_seconds": 1,
-                "sync_acl_deletions": True, "sync_topic_deletions": True}]
+                "sync_acl_deletions": True, "sync_topic_deletions": True}],
+        state_topic=unique_topic("mirrorlake.meta"),  # a state log of its own: the restart reads it whole
     )  # fmt: skip
     _run_until(
         config,
@@ -205,7 +207,7 @@ def test_opt_in_deletions_remove_only_what_the_flow_created_even_after_a_restart
         "bob's copy and the deleted topic's remote topic deleted",
     )
     assert _acls_on(b, remote) == {"User:alice", "User:carol"}  # carol's is the operator's: untouched
-    changes = _changes(b, {keep, gone})
+    changes = _changes(b, {keep, gone}, config.state_topic)
     acls = sorted((c.action, c.acl, c.source_acl, c.topic) for c in changes if c.kind == "acl")
     alice_t, bob_t = ("LITERAL|User:alice|*|READ|ALLOW", "LITERAL|User:bob|*|READ|ALLOW")
     assert acls == [
@@ -228,7 +230,8 @@ def test_without_the_opt_in_a_deleted_source_topic_and_binding_are_kept_and_said
     dave = acl(topic, "User:dave", AclOperation.READ)
     _create_acls(a, [dave])
     config = kafka_clusters.config(
-        flows=[{"source": "A", "target": "B", "topics": [topic], "sync_topic_configs_interval_seconds": 1}]
+        flows=[{"source": "A", "target": "B", "topics": [topic], "sync_topic_configs_interval_seconds": 1}],
+        state_topic=unique_topic("mirrorlake.meta"),  # a state log of its own: a restart reads it whole
     )
     remote = f"A.{topic}"
     replicator = Replicator(config, status_port=None)
@@ -237,12 +240,15 @@ def test_without_the_opt_in_a_deleted_source_topic_and_binding_are_kept_and_said
         wait_for(lambda: _acls_on(b, remote) == {"User:dave"}, "dave's copy")
         _delete_acls(a, [dave])
         _delete_topic(a, topic)
-        wait_for(lambda: any(c.kind == "topic" for c in _changes(b, {topic})), "the decision about the remote topic")
+        wait_for(
+            lambda: any(c.kind == "topic" for c in _changes(b, {topic}, config.state_topic)),
+            "the decision about the remote topic",
+        )
     finally:
         replicator.stop()
         replicator.wait(60)
     assert remote in _topics(b) and _acls_on(b, remote) == {"User:dave"}
-    (decision,) = [c for c in _changes(b, {topic}) if c.kind == "topic"]
+    (decision,) = [c for c in _changes(b, {topic}, config.state_topic) if c.kind == "topic"]
     assert (decision.action, decision.topic, decision.reason) == (
         "kept",
         remote,

@@ -474,7 +474,7 @@ class FlowRunner:
         Once the flow is asked to stop, it waits ``stop_timeout_seconds`` at most (``StopTimedOut``).
         """
         while True:
-            self._data.flush(_DRAIN_SLICE_S)
+            self._flush_data()
             for producer in self._beside:
                 producer.flush(_DRAIN_SLICE_S if len(self._data) == 0 else 0)
             self._check_failures()
@@ -486,6 +486,17 @@ class FlowRunner:
             if not self.ledger.has_pending and self._queued() == 0:
                 return
             self._publish_syncs()
+
+    def _flush_data(self) -> None:
+        """Wait up to a slice for the copies' acknowledgements. confluent-kafka's flush() once raised
+        ``SystemError: ... returned NULL without setting an exception`` for an exactly-once producer
+        just fenced (CI of 2026-11-28): the failed write its reports carried is then the error."""
+        try:
+            self._data.flush(_DRAIN_SLICE_S)
+        except SystemError as exc:
+            if (err := self._copier.delivery_error) is None:
+                raise
+            raise KafkaException(err) from exc
 
     def _queued(self) -> int:
         """Messages not yet acknowledged: copies, syncs and lifecycle events."""
