@@ -5,7 +5,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 export MIRRORLAKE_CACHE ?= $(HOME)/.cache/mirrorlake
 
-.PHONY: setup demo test test-fast lint docs down clean
+.PHONY: setup demo test test-fast lint docs down clean image image-test
 
 setup:
 	@VENV=$(VENV) scripts/bootstrap.sh
@@ -18,7 +18,7 @@ demo: setup
 # A worker that crashes ends the run at once: a replaced worker left our scope scheduler waiting
 # forever (CI of 2026-11-28, after librdkafka aborted a worker), and a crash is a bug to see.
 test: setup
-	$(BIN)/pytest -n 3 --dist loadgroup --max-worker-restart=0
+	$(BIN)/pytest -n 3 --dist loadgroup --max-worker-restart=0 -m "not image"
 
 test-fast: setup
 	$(BIN)/pytest -m "not kafka and not spark"
@@ -33,6 +33,14 @@ lint: setup
 docs: setup
 	$(BIN)/python -c "from replicator.config.reference import write_reference; write_reference('docs/configuration-reference.md')"
 	$(BIN)/python -c "from lakehouse.tables.reference import write_reference; write_reference('docs/lakehouse-reference.md')"
+
+# the replicator's OCI image, built without a registry (podman, runc, mmdebstrap: apt-get if missing),
+# and its test against the session's clusters (not in `make test`: the build is minutes beyond CI's budget)
+image: setup
+	scripts/build_image.sh
+
+image-test: image
+	$(BIN)/pytest -n0 -m image tests/test_image.py
 
 down: setup
 	$(BIN)/mirrorlake clusters down
