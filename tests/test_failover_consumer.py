@@ -63,7 +63,8 @@ def test_an_app_consumes_through_a_failover_and_a_failback_losing_and_rereading_
     _load(a, topic, "before", 300)
     moves: list[Move] = []
     conf = {"group.id": group, "auto.offset.reset": "earliest", "enable.auto.commit": False}
-    app = App(FailoverConsumer(config, "A->B", conf, [topic], on_move=moves.append, check_every_s=0.5))
+    # ~17 records/s: the 600 records outlast the failover, which must find the app mid-stream
+    app = App(FailoverConsumer(config, "A->B", conf, [topic], on_move=moves.append, check_every_s=0.5), 0.3)
     replicator = Replicator(config, flows=["A->B"], status_port=None)
     replicator.start()
     try:

@@ -27,7 +27,7 @@ PARTITIONS = 2
 
 
 def _produce(bootstrap: str, topic: str, stop: threading.Event) -> None:
-    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 5})
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
     i = 0
     while not stop.is_set():
         producer.produce(topic, key=f"k{i}".encode(), value=b"v", partition=i % PARTITIONS)

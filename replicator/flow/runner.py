@@ -490,11 +490,12 @@ class FlowRunner:
     def _flush_data(self) -> None:
         """Wait up to a slice for the copies' acknowledgements. confluent-kafka's flush() once raised
         ``SystemError: ... returned NULL without setting an exception`` for an exactly-once producer
-        just fenced (CI of 2026-11-28): the failed write its reports carried is then the error."""
+        just fenced (CI of 2026-11-28): the failed write its reports carried, or the fatal error its
+        error callback saw, is then the error."""
         try:
             self._data.flush(_DRAIN_SLICE_S)
         except SystemError as exc:
-            if (err := self._copier.delivery_error) is None:
+            if (err := self._copier.delivery_error or self._outages.fatal) is None:
                 raise
             raise KafkaException(err) from exc
 

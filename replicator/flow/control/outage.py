@@ -105,6 +105,7 @@ class Outages:
         self._waits: dict[Side, _Wait] = {}
         self._probes: dict[Side, MetadataProbe] = {}
         self.recoveries = 0  # waits that ended (a counter for metrics and tests)
+        self.fatal: KafkaError | None = None  # a client's last fatal error (the instance is unusable)
 
     # -- reading -----------------------------------------------------------------------------
     @property
@@ -186,6 +187,7 @@ class Outages:
 
         def on_error(err: KafkaError) -> None:
             if err.fatal():
+                self.fatal = err
                 _log.error("flow %s: fatal %s client error: %s", self._flow, side, err.str())
             elif err.code() in (KafkaError._ALL_BROKERS_DOWN, KafkaError._TRANSPORT, KafkaError._RESOLVE):
                 if err.code() == KafkaError._ALL_BROKERS_DOWN:
