@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from replicator.client.mapping import build_segments, translate
 from replicator.client.mapping_index import MappingIndex
 from replicator.client.state_snapshot import FlowSnapshot, _fold, _key, _mapping_value
-from replicator.events import Checkpoint, OffsetSync, encode
+from replicator.events import Checkpoint, OffsetSync, TopicRecreated, encode
 from tests.test_mapping_properties import points_of, replication_runs
 
 
@@ -143,3 +143,22 @@ def test_fold_keeps_seen_times_and_an_older_snapshot_means_a_full_replay():
     assert snap is not None and snap.seen == {"r|1": 7}
     for old in (b"v1|", b"v2|"):  # before watermarks and lifecycle (v1), losses before copy (v2) were kept
         assert _fold([(key.replace(b"v3|", old, 1), value) for key, value in records], "A->B") is None
+
+
+def test_a_recreated_topic_s_new_life_keeps_its_remote_topic_before_its_first_sync():
+    """CI of b3cb400: the snapshot of a new life with no sync yet said its remote topic was "", a name
+    the reader refuses, so every reader replayed the whole log. The remote topic is the old life's."""
+    index = MappingIndex()
+    old = OffsetSync(
+        flow="A->B", source_cluster="A", target_cluster="B", source_topic="t", target_topic="A.t", partition=0,
+        upstream_offset=9, downstream_offset=9, upstream_timestamp_ms=0, reason="flush", replicator_id="r",
+        source_topic_id="old-id", emitted_at_ms=1_000,
+    )  # fmt: skip
+    recreated = TopicRecreated(
+        flow="A->B", replicator_id="r", source_cluster="A", target_cluster="B", side="source", topic="t",
+        source_topic="t", topic_id="new-id", previous_topic_id="old-id", partitions=1, log_start_offsets=(0,),
+        log_end_offsets=(0,), policy="continue", noticed="running", emitted_at_ms=2_000,
+    )  # fmt: skip
+    index.add([old, recreated])
+    assert index.life("A->B", "t", 0)[0] == "new-id" and index.segments("A->B", "t", 0) == []
+    assert index.target_topic("A->B", "t") == "A.t"

@@ -192,9 +192,13 @@ class MappingIndex:
         return (lives.current, lives.part.started_ms) if lives is not None else (None, None)
 
     def target_topic(self, flow: str, source_topic: str) -> str | None:
+        """The remote topic ``source_topic`` is copied into: any life's (a re-created topic's new
+        life, before its first sync, is copied into the same remote topic as the old one)."""
         for (f, t, _p), lives in self._lives.items():
-            if f == flow and t == source_topic and lives.part.target_topic:
-                return lives.part.target_topic
+            if f == flow and t == source_topic:
+                for part in lives.lives.values():
+                    if part.target_topic:
+                        return part.target_topic
         return None
 
     def partitions(self, flow: str | None = None) -> list[PartitionKey]:
