@@ -30,6 +30,7 @@ from replicator.failover import plan_failover
 from replicator.flow.runtime import Replicator
 from replicator.kafka.state_log import StateLog
 from replicator.tasks.observe import observe_once
+from tests.consuming_app import checkpointed
 from tests.test_failover_unmapped import SLOW_FETCH
 from tests.test_state_events import _commit
 from tests.waiting import wait_for
@@ -105,7 +106,12 @@ def _new_life_planned_exactly(config, kafka_clusters, topic: str, group: str, co
     resuming at the planned offset would find it, by content."""
     a, b = kafka_clusters.bootstrap("A"), kafka_clusters.bootstrap("B")
     _commit(a, group, [(topic, p, committed) for p in range(PARTITIONS)])
-    assert observe_once(config) == {"A->B": {}}
+
+    def observed() -> bool:  # a group just committed may be listed a moment later (CI of b3cb400)
+        assert observe_once(config) == {"A->B": {}}
+        return checkpointed(config, "A->B", group)
+
+    wait_for(observed, f"a checkpoint of {group}")
     (g,) = plan_failover(config, "A->B", groups=group, stale_after_s=0).groups
     for row in g.partitions:
         on_b = read_partition(b, f"A.{topic}", row.partition)
