@@ -474,7 +474,7 @@ class FlowRunner:
         Once the flow is asked to stop, it waits ``stop_timeout_seconds`` at most (``StopTimedOut``).
         """
         while True:
-            self._flush_data()
+            self._data.flush(_DRAIN_SLICE_S)
             for producer in self._beside:
                 producer.flush(_DRAIN_SLICE_S if len(self._data) == 0 else 0)
             self._check_failures()
@@ -487,17 +487,11 @@ class FlowRunner:
                 return
             self._publish_syncs()
 
-    def _flush_data(self) -> None:
-        """Wait up to a slice for the copies' acknowledgements. confluent-kafka's flush() once raised
-        ``SystemError: ... returned NULL without setting an exception`` for an exactly-once producer
-        just fenced (CI of 2026-11-28): the failed write its reports carried, or the fatal error its
-        error callback saw, is then the error."""
-        try:
-            self._data.flush(_DRAIN_SLICE_S)
-        except SystemError as exc:
-            if (err := self._copier.delivery_error or self._outages.fatal) is None:
-                raise
-            raise KafkaException(err) from exc
+    @property
+    def client_failure(self) -> KafkaError | None:
+        """What made a client of the flow unusable, as its callbacks saw it: a write refused (a fenced
+        producer's reports) or a fatal client error. For an exception that lost its cause (below)."""
+        return self._copier.delivery_error or self._outages.fatal
 
     def _queued(self) -> int:
         """Messages not yet acknowledged: copies, syncs and lifecycle events."""

@@ -109,9 +109,14 @@ class Replicator:
 
     def _named(self, running: _Running, exc: BaseException) -> BaseException:
         """A fatal client error as the flow's ``ReplicationError`` (one raised through a librdkafka
-        callback arrives as ``SystemError: ... returned a result with an exception set``); for an
+        callback arrives as ``SystemError: ... returned a result with an exception set``, or with the
+        exception lost, when the flow's own callbacks saw the failure); for an
         exactly-once producer fenced, with its likeliest cause named. Any other error as it is."""
         err = fatal_client_error(exc)
+        if err is None and isinstance(exc, SystemError):
+            # confluent-kafka can lose a callback's exception: "returned NULL without setting an
+            # exception" (a fenced exactly-once producer's flush, CI of 2026-11-28)
+            err = running.runner.client_failure
         if err is None:
             return exc
         flow = running.runner.flow
