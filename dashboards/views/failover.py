@@ -26,6 +26,11 @@ def _sum(values: pd.Series) -> float | None:
     return None if pd.isna(total) else float(total)
 
 
+def _max(values: pd.Series) -> float | None:
+    top = values.max()
+    return None if pd.isna(top) else float(top)
+
+
 def render(view: View) -> None:
     flow = flow_picker(view)
     if flow is None:
@@ -43,8 +48,7 @@ def render(view: View) -> None:
     chosen = st.multiselect("Groups", groups, default=groups, key="failover_groups") if groups else []
     picked = costs[costs["group"].isin(chosen)] if not costs.empty else costs
     at_risk = None if rpo.empty else _sum(rpo["records_unreplicated"])
-    oldest = None if rpo.empty else rpo["seconds_unreplicated"].max()
-    oldest = None if oldest is None or pd.isna(oldest) else float(oldest)
+    oldest = None if rpo.empty else _max(rpo["seconds_unreplicated"])
     fresh = None if rpo.empty else freshness(rpo["observed_at_ms"], view.now_ms, _interval_s(view, flow))
     cols = st.columns(5)
     at_risk_text = fresh.bound(at_risk) if fresh else fmt.count(at_risk)

@@ -182,13 +182,10 @@ def strimzi_to_config_dict(data: Mapping[str, Any], *, source: str) -> dict[str,
 
 
 def _read_spec(reading: _Reading, value: Any) -> None:
-    stray = [k for k in _CONNECTORS if isinstance(value, dict) and k in value]
-    for k in stray:
-        reading.errors.append(f"spec.{k}: belongs inside each entry of spec.mirrors, not directly under spec")
-    spec = reading.fields(
-        {k: v for k, v in value.items() if k not in stray} if isinstance(value, dict) else value,
-        "spec", _SPEC, _SPEC_UNUSED,
-    )  # fmt: skip
+    spec = reading.fields(value, "spec", _SPEC | set(_CONNECTORS), _SPEC_UNUSED)
+    for k in _CONNECTORS:  # a known slip: connectors directly under spec
+        if k in spec:
+            reading.errors.append(f"spec.{k}: belongs inside each entry of spec.mirrors, not directly under spec")
     if value is None:
         reading.errors.append("spec: missing")
     if "version" in spec and not isinstance(spec["version"], str | int | float):
