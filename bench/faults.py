@@ -280,9 +280,9 @@ def run_scenario(
     topic = f"faults-{scenario.name}-{uuid.uuid4().hex[:8]}"
     remote = f"S.{topic}"
     ensure_topic(source, topic, PARTITIONS)
-    config = write_replicator_config(pair, scenario, topic, work_dir / f"{scenario.name}.yaml")
+    config = write_replicator_config(pair, scenario, topic, work_dir / f"{topic}.yaml")
     port = free_port()
-    log = work_dir / f"{scenario.name}.log"
+    log = work_dir / f"{topic}.log"  # unique: a scenario may run more than once
     producer = SteadyProducer(source, topic, rate)
     with log.open("w") as log_file:
         proc = subprocess.Popen(

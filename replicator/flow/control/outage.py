@@ -166,9 +166,17 @@ class Outages:
         return True
 
     def _answers(self, side: Side) -> bool:
+        """One metadata request; a client whose request failed is not asked again.
+
+        A probe client made while the cluster was frozen can stay without a usable broker
+        connection after the cluster answers again (seen with librdkafka 2.16: every request waits
+        for a broker that never comes up, for minutes), so each attempt after a failure starts
+        from a fresh client.
+        """
         try:
             self._probe(side).request(_PROBE_TIMEOUT_S)
         except KafkaException:
+            self._probes.pop(side, None)
             return False
         return True
 
