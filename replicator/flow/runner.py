@@ -46,7 +46,7 @@ from replicator.flow.control.stall import REJOIN, RESUME, StallWatch
 from replicator.flow.control.stop_requests import StopRequestWatcher
 from replicator.flow.copying import Copier
 from replicator.flow.copying.backpressure import Backpressure
-from replicator.flow.copying.batching import Batcher
+from replicator.flow.copying.batching import BATCH_MAX, Batcher
 from replicator.flow.copying.copier import PythonCopier
 from replicator.flow.copying.native_copier import NativeCopier
 from replicator.flow.syncs.commits import AbortTransaction, AtLeastOnceCommits, Commits, TransactionalCommits
@@ -102,6 +102,7 @@ _DRAIN_SLICE_S = 1.0  # a drain waits in slices, watching outages between them
 _T = TypeVar("_T")
 _TASKS_JOIN_S = 5.0  # a stop that gave up on the target waits this long for a state task in progress
 _LEAVE_S = 5.0  # at most this long serving the last rebalance before close() (``_leave_group``)
+_FINAL_ROUND_MIN_S = 10.0  # the state tasks' last round after a stop, even when the drain spent the budget
 _PAUSED_WAIT_S = 0.1  # while reading is paused, the loop waits on deliveries this long per turn
 
 TaskFactory = Callable[..., StateTasks]
@@ -346,7 +347,13 @@ class FlowRunner:
                 self._give_up(exc, tasks)
             else:
                 self.read_positions.publish(self._replicated_positions(), final=True)
-                tasks.stop(final_round=True)  # checkpoints and audits of everything copied
+                # checkpoints and audits of everything copied; after a stop, within what is left of
+                # its budget (a task whose client lost the cluster in an outage must not hold the exit)
+                left = self._stop_budget.left()
+                if left is None:  # ran until caught up
+                    tasks.stop(final_round=True)
+                else:
+                    tasks.stop(final_round=True, join_s=max(left, _FINAL_ROUND_MIN_S), flush_s=_FINAL_ROUND_MIN_S)
                 self._emit_lifecycle("stopped")
             self.stats.state = "stopped"
             stats = self.stats
@@ -384,7 +391,7 @@ class FlowRunner:
         next_refresh = next_metadata_sync = 0.0
         next_flush = time.monotonic() + self.flow.sync_interval_seconds
         at_least_once = not self.flow.exactly_once
-        next_batch = Batcher(self._consumer.consume).next
+        next_batch, keep_member = Batcher(self._consumer.consume).next, self._consumer.consume
         copy_batch, poll, beside = self._copier.copy_batch, self._data.poll, self._beside
         ledger, commits, copier = self.ledger, self.commits, self._copier
         while not stop.is_set():
@@ -400,7 +407,9 @@ class FlowRunner:
                 next_metadata_sync = now + self.flow.sync_topic_configs_interval_seconds
             if paused:  # wait for acknowledgements (or the back-off) instead of reading
                 poll(_PAUSED_WAIT_S)
-                messages = []
+                # a call without wait keeps the group membership (max.poll.interval.ms) in a long outage
+                # and serves rebalances; paused partitions return nothing, a just-assigned one may
+                messages = keep_member(BATCH_MAX, timeout=0)
             else:
                 messages = next_batch()
             if self._takeovers.pending and now >= self._takeover_retry_at:

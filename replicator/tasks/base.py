@@ -184,6 +184,7 @@ class StateTasks:
         self.errors: dict[str, str] = {}
         self._error_kinds: dict[str, str] = {}  # task -> exception type of its current failure
         self._stop = threading.Event()
+        self._final_round = False  # set by ``stop``: the thread runs each task once more before it ends
         self._thread: threading.Thread | None = None
 
     def start(self) -> None:
@@ -205,6 +206,13 @@ class StateTasks:
                     due[task.name] = time.monotonic() + task.interval_s
             self.ctx.state.producer.poll(0)
             self._stop.wait(max(0.01, min(due.values()) - time.monotonic()))
+        if self._final_round:
+            self._run_final_round()
+
+    def _run_final_round(self) -> None:
+        for task in self.tasks:
+            if task.in_final_round:
+                self._run(task)
 
     def _run(self, task: StateTask) -> None:
         """Run one task; a failure is logged at WARNING when it starts or changes kind, not every retry."""
@@ -231,19 +239,20 @@ class StateTasks:
         """Stop the thread; ``final_round`` runs each task once more if this process leads (or ``force``);
         state events not acknowledged within ``flush_s`` are dropped (each task emits them again).
 
-        ``join_s``: wait that long at most for a task in progress (one waiting for a cluster that is
-        down); if it is still running, its clients are left open to the process's exit.
+        ``join_s``: wait that long at most for the thread, the final round included (a task waiting for
+        a cluster that is down, or whose client has not found the cluster again after an outage); if
+        it is still running, its clients are left open to the process's exit.
         """
+        self._final_round = final_round and (force or self.leading or self._is_leader())
         self._stop.set()
-        if self._thread is not None:
+        if self._thread is None:
+            if self._final_round:
+                self._run_final_round()
+        else:
             self._thread.join(join_s)
             if self._thread.is_alive():
                 _log.info("flow %s: state tasks still busy; not waiting for them", self.ctx.flow.name)
                 return
-        if final_round and (force or self.leading or self._is_leader()):
-            for task in self.tasks:
-                if task.in_final_round:
-                    self._run(task)
         self.ctx.state.producer.flush(flush_s)
         if flush_s == 0:
             self.ctx.state.producer.purge()

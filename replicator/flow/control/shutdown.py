@@ -38,6 +38,14 @@ class StopBudget:
         if time.monotonic() >= self._until:
             raise StopTimedOut(f"{waiting_for} not done {self.seconds:g} s after the stop")
 
+    def left(self) -> float | None:
+        """Seconds left of the budget once the flow is stopping (0 when spent); None while it is not."""
+        if self._until is None:
+            if not self._stopping():
+                return None
+            self._until = time.monotonic() + self.seconds
+        return max(0.0, self._until - time.monotonic())
+
     @property
     def spent(self) -> bool:
         return self._until is not None and time.monotonic() >= self._until
