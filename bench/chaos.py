@@ -596,7 +596,10 @@ def judge_topic(run: Run, flow: str, source: str, target: str, topic: str, abort
         earlier = {r.key for r in run.earlier_lives.get((topic, p), [])} if flow == "S->T" else set()
         counts = Counter(r.key for r in dst)
         figures.records += len(src)
-        figures.missing += len(src_keys - counts.keys())
+        missing = [r.offset for r in src if r.key not in counts]
+        figures.missing += len(missing)
+        if missing:  # where, to find the cause from the report alone
+            run.notes.append(f"{flow} {topic}[{p}]: {len(missing)} missing at source offsets {_runs(missing)}")
         figures.duplicated += sum(c - 1 for k, c in counts.items() if k in src_keys or k in earlier)
         figures.gone += len(earlier - counts.keys())
         figures.aborted += sum(1 for k in counts if k in aborted and k not in src_keys)
@@ -616,6 +619,29 @@ def judge_topic(run: Run, flow: str, source: str, target: str, topic: str, abort
             figures.lost_truth += _lost_for_good(run, topic, p, counts.keys())
         figures.lost_said += _said_for_good(run, topic, p, ranges.get(p, []), counts.keys(), flow)
     return figures
+
+
+def _runs(offsets: list[int]) -> str:
+    """``[3, 4, 5, 9]`` as ``3..5, 9`` (at most the first and last few runs)."""
+    runs: list[list[int]] = []
+    for o in sorted(offsets):
+        if runs and o == runs[-1][1] + 1:
+            runs[-1][1] = o
+        else:
+            runs.append([o, o])
+    shown = [f"{a}..{b}" if b > a else str(a) for a, b in runs]
+    return ", ".join(shown if len(shown) <= 8 else [*shown[:4], "...", *shown[-3:]])
+
+
+def _log_lines(work: Path, topic: str, limit: int = 60) -> list[str]:
+    """The replicators' log lines about ``topic``'s lives and positions: the story of a missing record."""
+    wanted = ("created again", "offset reset", "lost", "restart", "assigned", "revoked", "recovered")
+    out = []
+    for log in sorted(work.glob("replicator-*.log")):
+        for line in log.read_text(errors="replace").splitlines():
+            if topic in line and any(w in line for w in wanted):
+                out.append(f"  {log.stem}: {line[:300]}")
+    return out if len(out) <= limit else [*out[: limit // 2], "  ...", *out[-limit // 2 :]]
 
 
 def _said_for_good(
@@ -746,6 +772,9 @@ def run_soak(seed: int, seconds: float, processes: int = 2, rate: int = 300, wor
         problems = judge_groups(run, config, "S->T", bootstrap["S"], bootstrap["T"], "chaos-app-S")
         problems += judge_groups(run, config, "T->S", bootstrap["T"], bootstrap["S"], "chaos-app-T")
     lines += run.notes
+    for f in figures:
+        if f.missing:
+            lines += [f"replicator log lines about {f.topic}:", *_log_lines(work, f.topic)]
     lines.append("flow  topic     records  missing  duplicated  aborted  mapping_off  lost(truth/said)  gone")
     failures = 0
     for f in figures:
