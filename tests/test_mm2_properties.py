@@ -326,3 +326,16 @@ def test_mm2_checkpoints_and_offset_syncs_follow_mm2s_switches():
     assert not off.emit_checkpoints and not off.emit_mm2_checkpoints
     (syncs,) = config(base + "emit.offset-syncs.enabled = true\n").flows
     assert syncs.emit_mm2_offset_syncs and syncs.emit_checkpoints and syncs.emit_mm2_checkpoints
+
+
+def test_metric_names_formats_of_kafka_4_3_choose_the_layouts_of_the_mm2_metrics():
+    cfg = config(
+        TWO_CLUSTERS + "metric.names.formats = new\nA->B.enabled = true\n"
+        "B->A.enabled = true\nB->A.metric.names.formats = legacy, new\n"
+    )
+    assert cfg.flow("A->B").metric_names_formats == ("new",)
+    assert cfg.flow("B->A").metric_names_formats == ("legacy", "new")
+    assert config(TWO_CLUSTERS + "A->B.enabled = true\n").flow("A->B").metric_names_formats == ("legacy",)
+    for wrong in ("old", "legacy, legacy", ""):
+        message = error(TWO_CLUSTERS + f"A->B.enabled = true\nA->B.metric.names.formats = {wrong}\n")
+        assert "A->B.metric.names.formats" in message and "legacy and new" in message, message

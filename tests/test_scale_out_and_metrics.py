@@ -107,6 +107,7 @@ def test_metrics_and_health_endpoints(kafka_clusters, unique_topic):
     flow = {
         "source": "A", "target": "B", "topics": [topic], "emit_heartbeats": False,  # exact counts below
         "groups": [group], "emit_checkpoints_interval_seconds": 1,
+        "metric_names_formats": ["legacy", "new"],  # Kafka 4.3's both layouts (KIP-1280)
     }  # fmt: skip
     replicator = Replicator(kafka_clusters.config(flows=[flow]), status_port=0)
     replicator.start()
@@ -188,3 +189,26 @@ def assert_mm2_metrics(text: str, topic: str, group: str) -> None:
         assert value("replication_latency_ms_max", p) >= value("replication_latency_ms_min", p) >= 0
     latency = [s for s in samples if s.name.endswith("checkpoint_latency_ms_max") and s.labels["group"] == group]
     assert {s.labels["topic"] for s in latency} == {f"A.{topic}"} and all(s.value >= 0 for s in latency)
+    assert_new_metric_names(samples)
+
+
+def assert_new_metric_names(samples: list) -> None:
+    """KIP-1280's layout (kafka.connect:type=plugins,connector=C,task=T,...): each legacy series again,
+    with the connector and task; the counts equal."""
+    legacy = {
+        "kafka_connect_mirror_mirrorsourceconnector_": '"A->B.MirrorSourceConnector"',
+        "kafka_connect_mirror_mirrorcheckpointconnector_": '"A->B.MirrorCheckpointConnector"',
+    }
+    by_key = {(s.name, tuple(sorted(s.labels.items()))): s.value for s in samples}
+    compared = 0
+    for s in samples:
+        prefix = next((p for p in legacy if s.name.startswith(p)), None)
+        if prefix is None:
+            continue
+        labels = {"connector": legacy[prefix], "task": "0", **s.labels}
+        key = ("kafka_connect_plugins_" + s.name.removeprefix(prefix), tuple(sorted(labels.items())))
+        assert key in by_key, key
+        if s.name.endswith("_count"):
+            assert by_key[key] == s.value, key
+            compared += 1
+    assert compared == 4  # record_count and byte_count of both partitions

@@ -190,3 +190,13 @@ def test_a_malformed_field_is_an_error_naming_its_path(tmp_path, monkeypatch, ch
     with pytest.raises(ConfigError) as err:
         _load(tmp_path, resource)
     assert named in str(err.value), str(err.value)
+
+
+def test_a_connector_s_metric_names_formats_reaches_the_flow(tmp_path):
+    resource = _intro(3)
+    resource["spec"]["mirrors"][0]["sourceConnector"].setdefault("config", {})["metric.names.formats"] = "legacy,new"
+    (flow,) = _load(tmp_path, resource).flows
+    assert flow.metric_names_formats == ("legacy", "new")
+    resource["spec"]["mirrors"][0]["sourceConnector"]["config"]["metric.names.formats"] = "newest"
+    with pytest.raises(ConfigError, match="metric.names.formats"):
+        _load(tmp_path, resource)

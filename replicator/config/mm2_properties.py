@@ -111,7 +111,7 @@ _CONNECTOR = _SECURITY | _names(
     groups.blacklist group.filter.class refresh.groups.enabled refresh.groups.interval.seconds
     emit.checkpoints.enabled emit.checkpoints.interval.seconds sync.group.offsets.enabled
     sync.group.offsets.interval.seconds checkpoints.topic.replication.factor emit.heartbeats.enabled
-    emit.heartbeats.interval.seconds heartbeats.topic.replication.factor"""
+    emit.heartbeats.interval.seconds heartbeats.topic.replication.factor metric.names.formats"""
 )
 _ONLY_DEFAULT = {  # name -> (the one value mirrorlake honours, why): ignoring others would change the copy
     "topic.filter.class": (
@@ -462,6 +462,16 @@ class _Translation:
                 raise self.fail(f"{key}: invalid regular expression {exc}") from None
         return patterns
 
+    def _metric_names_formats(self, key: str) -> list[str]:
+        """MM2's ``metric.names.formats`` (Kafka 4.3, KIP-1280): a list of ``legacy`` and ``new``."""
+        formats = _java_list(self.value(key))
+        wrong = [f for f in formats if f not in ("legacy", "new")]
+        if wrong or not formats or len(set(formats)) != len(formats):
+            raise self.fail(
+                f"{key}: {self.value(key)!r} is not a list of the formats legacy and new, each at most once"
+            )
+        return formats
+
     def _policy(self, merged: dict[str, str]) -> tuple[str, str]:
         policy, separator = "default", "."
         if key := merged.get("replication.policy.class"):
@@ -499,6 +509,8 @@ class _Translation:
                 flow["groups"] = self._patterns(merged["groups"])
             if exclude := merged.get("groups.exclude") or merged.get("groups.blacklist"):
                 flow["groups_exclude"] = self._patterns(exclude)
+            if key := merged.get("metric.names.formats"):
+                flow["metric_names_formats"] = self._metric_names_formats(key)
             for java, fields in _FLOW_BOOLS.items():
                 if key := merged.get(java):
                     flow.update(dict.fromkeys(fields, self.typed(key, _java_bool)))

@@ -216,6 +216,19 @@ class FlowConfig(_Model):
     audit: bool = Field(default=True, description="count and checksum windows of both sides")
     audit_window_records: int = Field(default=1000, ge=1, description="upstream offsets per audit window")
     audit_interval_seconds: float = Field(default=5.0, gt=0, description="how often new audit windows are read")
+    metric_names_formats: tuple[Literal["legacy", "new"], ...] = Field(
+        default=("legacy",),
+        min_length=1,
+        description="MM2's metric.names.formats (KIP-1280): the layouts of the MM2-named metrics, legacy "
+        "(kafka.connect.mirror:type=MirrorSourceConnector,...), new (kafka.connect:type=plugins,...) or both",
+    )
+
+    @field_validator("metric_names_formats")
+    @classmethod
+    def _formats_once(cls, formats: tuple[str, ...]) -> tuple[str, ...]:
+        if len(set(formats)) != len(formats):
+            raise ValueError(f"a format is named twice: {', '.join(formats)}")
+        return formats
 
     @field_validator("topics", "topics_exclude", "config_properties_exclude", "groups", "groups_exclude")
     @classmethod

@@ -135,7 +135,7 @@ class FlowRunner:
         self.flow = flow
         self.replicator_id = replicator_id
         self.policy = policy or policy_from_config(config.replication_policy)
-        self.stats = FlowStats(source=flow.source, target=flow.target)
+        self.stats = FlowStats(source=flow.source, target=flow.target, metric_names_formats=flow.metric_names_formats)
         self._selector = flow_topic_selector(config, flow, self.policy)
         self._provenance = Provenance(flow.source, flow.target, enabled=provenance_enabled(config, self.policy))
         self._client_factory = clients

@@ -45,7 +45,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 
 from replicator.config.model import FlowConfig
 
-__all__ = ["COORDINATOR_CLIENT_ID", "connect_families", "mm2_connectors"]
+__all__ = ["COORDINATOR_CLIENT_ID", "connect_families", "mm2_connectors", "quoted"]
 
 COORDINATOR_CLIENT_ID = "connect-1"  # the Connect worker's group coordinator client
 SOURCE, CHECKPOINT, HEARTBEAT = "MirrorSourceConnector", "MirrorCheckpointConnector", "MirrorHeartbeatConnector"
@@ -61,7 +61,8 @@ def mm2_connectors(flow: FlowConfig, *, continuous: bool) -> tuple[str, ...]:
     return tuple(connectors)
 
 
-def _quoted(value: str) -> str:
+def quoted(value: str) -> str:
+    """A label value as the JMX exporter keeps a quoted ObjectName value: with its double quotes."""
     return f'"{value}"'
 
 
@@ -109,14 +110,14 @@ def connect_families(flows: list[tuple[str, Any]]) -> list[Metric]:
     )
     for name, stats in flows:
         connector = f"{name}.{SOURCE}"
-        task = [_quoted(connector), "0"]
+        task = [quoted(connector), "0"]
         window = stats.offset_commit_ms.window()
         if window is not None or stats.offset_commit_ms.last is not None:
             commit.add_metric(task, window[2] if window is not None else stats.offset_commit_ms.last)
         active.add_metric(task, stats.in_flight())
-        consumer = _quoted(f"{name}|{SOURCE}|0|replication-consumer")
+        consumer = quoted(f"{name}|{SOURCE}|0|replication-consumer")
         for (topic, partition), value in sorted(stats.lag.items()):
             lag.add_metric([consumer, topic, str(partition)], value)
         incoming.add_metric([consumer], stats.bytes)
-        outgoing.add_metric([_quoted(f"connector-producer-{connector}-0")], stats.bytes)
+        outgoing.add_metric([quoted(f"connector-producer-{connector}-0")], stats.bytes)
     return [*families, commit, active, lag, incoming, outgoing]

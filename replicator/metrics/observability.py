@@ -23,7 +23,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from replicator.metrics.connect_metrics import connect_families
+from replicator.metrics.connect_metrics import CHECKPOINT, SOURCE, connect_families, quoted
 
 __all__ = ["FlowCollector", "LatencyHistogram", "StatusServer", "LATENCY_BUCKETS", "mm2_families", "waiting_for"]
 
@@ -102,54 +102,73 @@ class FlowCollector(Collector):
             latency.add_metric([name], buckets=buckets, sum_value=total)
         yield from (records, size, syncs, skipped, lag, age, latency, waiting, paused, recoveries)
         yield from (recreated, lost_before_copy)
-        yield from mm2_families([stats for _name, stats in flows])
+        yield from mm2_families(flows)
         yield from connect_families(flows)
 
 
 _SOURCE = "kafka_connect_mirror_mirrorsourceconnector_"
 _CHECKPOINT = "kafka_connect_mirror_mirrorcheckpointconnector_"
+_PLUGINS = "kafka_connect_plugins_"  # KIP-1280: kafka.connect:type=plugins,connector=C,task=T,...
 _NAN = float("nan")
 
 
-def mm2_families(flows: list[Any]) -> list[Metric]:
-    """MM2's connector metrics of ``flows`` (``FlowStats``), named and labelled as Strimzi's JMX rules do.
+class _Gauges:
+    """Gauge families by name, each made once with its label names."""
 
-    All gauges (Strimzi's rules type them so); min/max/avg are NaN while their 60 s window is
-    empty, as Kafka's metrics report them. See ``replicator.metrics.mm2_metrics``.
-    """
-    labels = ["source", "target", "topic", "partition"]
-    source: dict[str, GaugeMetricFamily] = {}
+    def __init__(self) -> None:
+        self.families: dict[str, GaugeMetricFamily] = {}
 
-    def gauge(prefix: str, attribute: str, names: list[str], out: dict[str, GaugeMetricFamily]) -> GaugeMetricFamily:
-        if attribute not in out:
-            out[attribute] = GaugeMetricFamily(
-                prefix + attribute, f"MirrorMaker 2 {attribute} (mirrorlake)", labels=names
-            )
-        return out[attribute]
+    def add(self, prefix: str, attribute: str, labels: list[str], key: list[str], value: float) -> None:
+        name = prefix + attribute
+        if name not in self.families:
+            self.families[name] = GaugeMetricFamily(name, f"MirrorMaker 2 {attribute} (mirrorlake)", labels=labels)
+        self.families[name].add_metric(key, value)
 
-    def windowed(
-        prefix: str, attribute: str, names: list[str], out: dict[str, GaugeMetricFamily], key: list[str], w: Any
-    ) -> None:
-        gauge(prefix, attribute, names, out).add_metric(key, _NAN if w.last is None else w.last)
+    def windowed(self, prefix: str, attribute: str, labels: list[str], key: list[str], w: Any) -> None:
+        self.add(prefix, attribute, labels, key, _NAN if w.last is None else w.last)
         low, high, avg = w.window() or (_NAN, _NAN, _NAN)
         for suffix, value in (("min", low), ("max", high), ("avg", avg)):
-            gauge(prefix, f"{attribute}_{suffix}", names, out).add_metric(key, value)
+            self.add(prefix, f"{attribute}_{suffix}", labels, key, value)
 
-    checkpoint: dict[str, GaugeMetricFamily] = {}
-    checkpoint_labels = ["source", "target", "group", "topic", "partition"]
-    for stats in flows:
-        for (topic, partition), m in sorted(stats.mm2.source.items()):
-            key = [stats.source, stats.target, topic, str(partition)]
-            gauge(_SOURCE, "record_count", labels, source).add_metric(key, m.record_count)
-            gauge(_SOURCE, "record_rate", labels, source).add_metric(key, m.records.rate())
-            gauge(_SOURCE, "byte_count", labels, source).add_metric(key, m.byte_count)
-            gauge(_SOURCE, "byte_rate", labels, source).add_metric(key, m.bytes.rate())
-            windowed(_SOURCE, "record_age_ms", labels, source, key, m.record_age_ms)
-            windowed(_SOURCE, "replication_latency_ms", labels, source, key, m.replication_latency_ms)
-        for (group, topic, partition), w in sorted(stats.mm2.checkpoint_latency_ms.items()):
-            key = [stats.source, stats.target, group, topic, str(partition)]
-            windowed(_CHECKPOINT, "checkpoint_latency_ms", checkpoint_labels, checkpoint, key, w)
-    return [*source.values(), *checkpoint.values()]
+
+def mm2_families(flows: list[tuple[str, Any]]) -> list[Metric]:
+    """MM2's connector metrics of ``flows`` ((name, ``FlowStats``) pairs), named and labelled as the
+    JMX exporter names MM2's MBeans, in each layout the flow's ``metric_names_formats`` asks for.
+
+    ``legacy``: ``kafka.connect.mirror:type=MirrorSourceConnector,source,target,topic,partition`` (and
+    ``type=MirrorCheckpointConnector,...,group,...``), named as Strimzi's rules do
+    (``kafka_connect_mirror_mirrorsourceconnector_<attribute>``). ``new`` (Kafka 4.3, KIP-1280; the
+    only one from Kafka 5.0): ``kafka.connect:type=plugins,connector=C,task=T,<the same tags>``, named
+    as the exporter does with no rule for it: ``kafka_connect_plugins_<attribute>``, ``connector`` the
+    quoted ``S->T.MirrorSourceConnector`` (or ``...MirrorCheckpointConnector``) and ``task`` 0. All
+    gauges (Strimzi's rules type them so); min/max/avg are NaN while their 60 s window is empty, as
+    Kafka's metrics report them. See ``replicator.metrics.mm2_metrics``.
+    """
+    gauges = _Gauges()
+    for name, stats in flows:
+        layouts: list[tuple[str, str, list[str], list[str]]] = []
+        if "legacy" in stats.metric_names_formats:
+            layouts.append((_SOURCE, _CHECKPOINT, [], []))
+        if "new" in stats.metric_names_formats:
+            source_task = [quoted(f"{name}.{SOURCE}"), "0"]
+            checkpoint_task = [quoted(f"{name}.{CHECKPOINT}"), "0"]
+            layouts.append((_PLUGINS, _PLUGINS, source_task, checkpoint_task))
+        for source_prefix, checkpoint_prefix, source_task, checkpoint_task in layouts:
+            tagged = ["connector", "task"] if source_task else []
+            labels = [*tagged, "source", "target", "topic", "partition"]
+            for (topic, partition), m in sorted(stats.mm2.source.items()):
+                key = [*source_task, stats.source, stats.target, topic, str(partition)]
+                gauges.add(source_prefix, "record_count", labels, key, m.record_count)
+                gauges.add(source_prefix, "record_rate", labels, key, m.records.rate())
+                gauges.add(source_prefix, "byte_count", labels, key, m.byte_count)
+                gauges.add(source_prefix, "byte_rate", labels, key, m.bytes.rate())
+                gauges.windowed(source_prefix, "record_age_ms", labels, key, m.record_age_ms)
+                gauges.windowed(source_prefix, "replication_latency_ms", labels, key, m.replication_latency_ms)
+            group_labels = [*tagged, "source", "target", "group", "topic", "partition"]
+            for (group, topic, partition), w in sorted(stats.mm2.checkpoint_latency_ms.items()):
+                key = [*checkpoint_task, stats.source, stats.target, group, topic, str(partition)]
+                gauges.windowed(checkpoint_prefix, "checkpoint_latency_ms", group_labels, key, w)
+    return list(gauges.families.values())
 
 
 def waiting_for(stats: Any) -> dict[str, str]:

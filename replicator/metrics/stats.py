@@ -52,6 +52,7 @@ class FlowStats:
     source: str = ""  # the flow's source cluster alias (a label of the MM2-named metrics)
     target: str = ""
     mm2: Mm2Metrics = field(default_factory=Mm2Metrics)  # per partition, named as MM2's connectors
+    metric_names_formats: tuple[str, ...] = ("legacy",)  # the layouts those take (flow.metric_names_formats)
     # read by ``connect_metrics`` at scrape time (the runner sets them when it wires the flow):
     connectors: tuple[str, ...] = ("MirrorSourceConnector",)  # the MM2 connectors this flow stands for
     subscribed: bool = False  # the consumer subscribed to at least one topic
