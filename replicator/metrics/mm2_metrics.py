@@ -9,7 +9,9 @@ and ``type=MirrorCheckpointConnector,source,target,group,topic,partition`` with
 ``kafka_connect_mirror_mirrorsourceconnector_<attribute>`` and
 ``kafka_connect_mirror_mirrorcheckpointconnector_<attribute>`` gauges with those labels (hyphens
 become underscores). ``observability.FlowCollector`` exports what this module keeps under exactly
-those names, so the board's queries need no edit.
+those names, so the board's queries need no edit. A flow's ``metric_names_formats`` adds (or
+chooses instead) Kafka 4.3's layout of the same numbers (KIP-1280: ``kafka_connect_plugins_<attribute>``
+with ``connector`` and ``task``; ``observability.mm2_families``).
 
 Where MM2 measures per record, the copy loop measures per *run* of one partition in a consumed
 batch (``PythonCopier.copy_batch`` already switches lanes only when the partition changes), so no
