@@ -623,13 +623,7 @@ def judge_topic(run: Run, flow: str, source: str, target: str, topic: str, abort
 
 def _runs(offsets: list[int]) -> str:
     """``[3, 4, 5, 9]`` as ``3..5, 9`` (at most the first and last few runs)."""
-    runs: list[list[int]] = []
-    for o in sorted(offsets):
-        if runs and o == runs[-1][1] + 1:
-            runs[-1][1] = o
-        else:
-            runs.append([o, o])
-    shown = [f"{a}..{b}" if b > a else str(a) for a, b in runs]
+    shown = [f"{a}..{b}" if b > a else str(a) for a, b in interval_union((o, o) for o in offsets)]
     return ", ".join(shown if len(shown) <= 8 else [*shown[:4], "...", *shown[-3:]])
 
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from types import SimpleNamespace
 
 from replicator.tasks.base import StateTasks
+from tests.waiting import wait_for
 
 
 @dataclass
@@ -57,9 +58,7 @@ def _tasks(*tasks: _Task, leading: bool = True) -> tuple[StateTasks, _Producer, 
 
 
 def _first_round_done(*tasks: _Task) -> None:
-    done = threading.Event()
-    while not all(t.runs for t in tasks):
-        done.wait(0.01)
+    wait_for(lambda: all(t.runs for t in tasks), "the tasks' first round")
 
 
 def test_the_final_round_runs_each_task_once_more_on_the_tasks_thread_then_closes() -> None:
