@@ -261,12 +261,16 @@ def test_caught_up_commits_an_open_transaction_first_and_waits_for_an_assignment
 class FakeTopics:
     partitions: dict[str, int]
     ensured: list[list[str]] = field(default_factory=list)
+    existing: set[str] = field(default_factory=set)
 
     def source_partitions(self) -> dict[str, int]:
         return dict(self.partitions)
 
-    def ensure_remote_topics(self, topics: list[RemoteTopic]) -> None:
+    def ensure_remote_topics(self, topics: list[RemoteTopic]) -> list[RemoteTopic]:
         self.ensured.append(sorted(f"{r.target_topic}:{r.partitions}" for r in topics))
+        made = [r for r in topics if r.target_topic not in self.existing]
+        self.existing.update(r.target_topic for r in made)
+        return made
 
 
 def test_the_follower_subscribes_on_selection_changes_and_follows_new_partitions():
@@ -276,9 +280,17 @@ def test_the_follower_subscribes_on_selection_changes_and_follows_new_partitions
     topics = FakeTopics({"orders": 2, "other": 1})
     subscribed: list[list[str]] = []
     seen: list[str] = []
-    follower = TopicFollower("A->B", selector, topics, subscribed.append, seen.append)
+    created: list[list[str]] = []
+    follower = TopicFollower(
+        "A->B",
+        selector,
+        topics,
+        subscribed.append,
+        seen.append,
+        lambda rs: created.append([r.target_topic for r in rs]),
+    )
     follower.refresh()
-    assert subscribed == [["orders"]] and topics.ensured == [["A.orders:2"]]
+    assert subscribed == [["orders"]] and topics.ensured == [["A.orders:2"]] and created == [["A.orders"]]
     follower.refresh()
     assert subscribed == [["orders"]] and len(topics.ensured) == 1  # nothing changed
     assert follower.remote_for("orders", 1).target_topic == "A.orders" and seen == []
@@ -288,6 +300,7 @@ def test_the_follower_subscribes_on_selection_changes_and_follows_new_partitions
     topics.partitions["orders-eu"] = 1
     follower.refresh()
     assert subscribed[-1] == ["orders", "orders-eu"]
+    assert created == [["A.orders"], ["A.orders-eu"]]  # growing a topic is not creating it
 
 
 # -- the copy hot path -----------------------------------------------------------------------

@@ -26,7 +26,6 @@ from collections.abc import Callable
 from typing import Protocol, TypeVar
 
 from confluent_kafka import OFFSET_INVALID, Consumer, KafkaError, KafkaException, Producer, TopicPartition
-from confluent_kafka.admin import OffsetSpec
 
 from replicator.access.permissions import AUTHORIZATION_CODES
 from replicator.client.group_offsets import committed_offsets
@@ -54,12 +53,12 @@ from replicator.flow.syncs.gap_recovery import GapRecovery
 from replicator.flow.syncs.offset_sync import SyncOrigin
 from replicator.flow.syncs.resume import PendingResumes, PreviousRun
 from replicator.flow.syncs.sync_ledger import TP, SyncLedger
-from replicator.flow.syncs.tail_recovery import recover_orphan_copies
+from replicator.flow.syncs.tail_recovery import TailRecovery, publish_syncs, recover_orphan_copies
 from replicator.flow.syncs.takeover import Takeovers
 from replicator.flow.topics.metadata_sync import TopicMetadataSync
 from replicator.flow.topics.topic_follower import TopicFollower
 from replicator.flow.topics.topic_lives import TopicLives
-from replicator.kafka.admin import admin_client, offsets_of
+from replicator.kafka.admin import admin_client
 from replicator.kafka.errors import kafka_error, kafka_error_reason
 from replicator.kafka.settings import QUEUE_MAX_MESSAGES, consumer_group_id
 from replicator.kafka.state_log import StateLog
@@ -151,9 +150,13 @@ class FlowRunner:
         self._takeover_retry_at = 0.0
         self._resets_retry_at = 0.0  # after a commit refused in a rebalance (monotonic seconds)
         self._closing = False  # the consumer is being closed: its last revoke commits nothing
-        self._decided_topics: set[str] = set()  # source topics with a metadata_change of kind topic
+        self._decided_topics: set[str] = set()  # source topics whose latest topic metadata_change decided a deletion
+        self._created_topics: dict[str, str] = {}  # source -> remote topics the flow's events say it created
         self._newly_assigned: set[TP] = set()  # at-least-once: assigned, commit not yet held to the log start
         self._known_at_start: dict[TP, int] = {}  # one past the last copy the mapping knew at start
+        # per partition, the target offset before which every copy is of the topic the flow knows (its
+        # id confirmed by a check after the copy): a re-created topic's copies are looked for past it
+        self._sure_until: dict[TP, int] = {}
         self._rejoin = RejoinWatchdog(_REJOIN_AFTER_S)
         self._stall = StallWatch(self.flow.stall_seconds)
         self._tasks: StateTasks | None = None
@@ -237,6 +240,7 @@ class FlowRunner:
             clients.topics,
             self._subscribe,
             lambda topic: self._data.list_topics(topic, timeout=10),  # the producer sees new partitions
+            lambda made: self._metadata_sync.created(made),
         )
         self._copier.connect(
             self._producer,
@@ -322,7 +326,8 @@ class FlowRunner:
         try:
             # the mapping's lives: which topic id each source topic was copied under
             self._starting(tasks.ctx.view.refresh, stop)
-            self._metadata_sync.seed(self._copied_topics(tasks.ctx.view.index), self._decided_topics)
+            known = self._copied_topics(tasks.ctx.view.index) | self._created_topics
+            self._metadata_sync.seed(known, self._decided_topics)
             if self._guarded(self._follower.refresh, "source", "target"):
                 self._guarded(lambda: self._check_lives("start"), "source")
             if not self.flow.exactly_once:  # exactly-once: copies without a sync were never committed
@@ -614,6 +619,11 @@ class FlowRunner:
                 self._resume_due.append(tp)
         self._took(held)
 
+    def _recovery(self) -> TailRecovery:
+        origin = SyncOrigin(self.flow.name, self.replicator_id, self.flow.source, self.flow.target)
+        source, target = (self.config.cluster(alias).client_config() for alias in (self.flow.source, self.flow.target))
+        return TailRecovery(origin, source, target)
+
     def _known_copied(self) -> dict[TP, int]:
         """Per source partition of the flow, one past the last copy its mapping (current life) knows."""
         if self._tasks is None:
@@ -761,7 +771,11 @@ class FlowRunner:
 
     def _check_lives(self, noticed: str) -> None:
         """Re-created topics (``flow.topic_lives``); records deleted before their copy (``ledger.gaps``)."""
+        copied = {tp: self.ledger.last_copy(tp) for tp in self._assigned}  # before the check: of the topic it sees
         recreated = self._lives.check(self._remote, noticed)
+        for tp, last in copied.items():
+            if last is not None and tp[0] in self._lives.confirmed:
+                self._sure_until[tp] = last[1] + 1  # copies before this target offset are of the known topic
         if noticed == "start" and not self.flow.exactly_once:  # committed positions the log start passed
             self._known_at_start = self._known_copied()
             self._lives.check_committed(self._read_committed(set(self._remote)), self._known_at_start)
@@ -770,15 +784,21 @@ class FlowRunner:
         for r in recreated:
             self._lives.adopt(r.topic)
             if noticed == "running":
-                self._restart_topic(r.topic)
+                self._restart_topic(r.topic, r.topic_id)
                 self._lives.announce(r.topic)
         gaps, self.ledger.gaps = self.ledger.gaps, []
         self._lives.check_gaps(gaps)
 
-    def _restart_topic(self, topic: str) -> None:
-        """Copy a re-created topic's assigned partitions from their log start, a new session each."""
+    def _restart_topic(self, topic: str, topic_id: str) -> None:
+        """Copy a re-created topic's assigned partitions from their log start, a new session each; the
+        copies of its records made before the flow noticed it (under the old id) are found by content
+        first, given syncs of the new life, and not copied again (``TailRecovery.new_life``)."""
         mine = [tp for tp in self._assigned if tp[0] == topic]
-        starts = offsets_of(self._lives_admin, mine, OffsetSpec.earliest(), skip_failed=True)
+        target_topic = self._remote[topic].target_topic
+        doubtful = [(t, target_topic, p, self._sure_until.pop((t, p), 0)) for t, p in mine]
+        syncs, starts = self._recovery().new_life(doubtful, topic_id)
+        if syncs and self._clients is not None:
+            publish_syncs(self.config, self.flow, self._clients.lifecycle_producer, syncs)
         moved = [TopicPartition(t, p, starts.get((t, p), 0)) for t, p in mine]
         self._copier.forget(set(mine))
         self.ledger.forget(mine)
@@ -826,7 +846,11 @@ class FlowRunner:
         if not isinstance(event, MetadataChange) or event.flow != self.flow.name:
             return
         if event.kind == "topic":
-            self._decided_topics.add(event.source_topic)
+            if event.action == "created":  # made by the flow (again, after a deletion: undecided)
+                self._created_topics[event.source_topic] = event.topic
+                self._decided_topics.discard(event.source_topic)
+            else:
+                self._decided_topics.add(event.source_topic)
             return
         if self._clients is not None and event.acl and event.source_acl:
             self._clients.acl_sync.created.take(

@@ -120,8 +120,11 @@ class TopicManager:
         except KafkaException as exc:
             raise ReplicationError(f"cannot list source end offsets: {exc}") from exc
 
-    def ensure_remote_topics(self, wanted: list[RemoteTopic]) -> None:
-        """Create missing remote topics with the source's partition count; grow smaller ones."""
+    def ensure_remote_topics(self, wanted: list[RemoteTopic]) -> list[RemoteTopic]:
+        """Create missing remote topics with the source's partition count; grow smaller ones.
+
+        Returns the remote topics this call created (not one another process created first): what
+        opt-in topic deletions may later remove is only what the flow made."""
         existing = partition_counts(self._target)
         create = [
             NewTopic(r.target_topic, num_partitions=r.partitions, replication_factor=-1)
@@ -133,10 +136,12 @@ class TopicManager:
             for r in wanted
             if r.target_topic in existing and existing[r.target_topic] < r.partitions
         ]
+        made: set[str] = set()
         if create:
-            self._wait(self._target.create_topics(create, operation_timeout=_ADMIN_TIMEOUT_S), "create topic")
+            made = self._wait(self._target.create_topics(create, operation_timeout=_ADMIN_TIMEOUT_S), "create topic")
         if grow:
             self._wait(self._target.create_partitions(grow, operation_timeout=_ADMIN_TIMEOUT_S), "add partitions")
+        return [r for r in wanted if r.target_topic in made]
 
     def ensure_state_topic(self, name: str, *, compacted: bool = False) -> None:
         """The state topic (kept forever) or, ``compacted``, the exactly-once positions topic."""
@@ -154,13 +159,17 @@ class TopicManager:
         self._wait(self._target.create_topics([topic], operation_timeout=_ADMIN_TIMEOUT_S), "create topic")
 
     @staticmethod
-    def _wait(futures: Mapping[str, object], what: str) -> None:
+    def _wait(futures: Mapping[str, object], what: str) -> set[str]:
+        """Wait for each request; returns the names this call made (one that existed already is not)."""
+        made = set()
         for name, future in futures.items():
             try:
                 future.result(timeout=_ADMIN_TIMEOUT_S)  # type: ignore[attr-defined]
                 _log.info("%s %s: done", what, name)
+                made.add(name)
             except KafkaException as exc:
                 err = kafka_error(exc)
                 if isinstance(err, KafkaError) and err.code() == KafkaError.TOPIC_ALREADY_EXISTS:
                     continue  # another replicator process won the race
                 raise ReplicationError(f"{what} {name} failed: {err.str() if err else exc}") from exc
+        return made

@@ -157,6 +157,11 @@ class OffsetSyncTracker:
                 )
         return out
 
+    def last_copy(self, topic: str, partition: int) -> tuple[int, int] | None:
+        """``(upstream, downstream)`` of the last copy recorded for a partition in this session."""
+        st = self._state.get((topic, partition))
+        return (st.last_u, st.last_d) if st is not None else None
+
     def last_upstream(self, topic: str, partition: int) -> int | None:
         """The last upstream offset recorded for a partition in this session (None: none yet)."""
         st = self._state.get((topic, partition))

@@ -118,6 +118,10 @@ class SyncLedger:
         moved, self._advanced = self._advanced, set()
         return {tp: self._covered[tp] + 1 for tp in moved if tp in assigned and tp in self._covered}
 
+    def last_copy(self, tp: TP) -> tuple[int, int] | None:
+        """``(upstream, downstream)`` of the last acknowledged copy of ``tp`` in this session."""
+        return self._tracker.last_copy(*tp)
+
     def settled(self, tp: TP) -> bool:
         """Every acknowledged copy of ``tp`` is covered by a durable sync."""
         last = self._tracker.last_upstream(*tp)

@@ -32,7 +32,7 @@ import logging
 import time
 from bisect import bisect_left
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from confluent_kafka import Producer
 
@@ -57,6 +57,7 @@ __all__ = [
     "Recovered",
     "Recovery",
     "recover_orphan_copies",
+    "publish_syncs",
 ]
 
 _log = logging.getLogger(__name__)
@@ -244,6 +245,64 @@ class TailRecovery:
             target.close()
         return syncs, report
 
+    def new_life(
+        self, partitions: list[tuple[str, str, int, int]], topic_id: str
+    ) -> tuple[list[OffsetSync], dict[tuple[str, int], int]]:
+        """The copies of a re-created topic's records the flow made before it noticed the new topic.
+
+        Between the topic's re-creation and the check that notices it, the flow's consumer may copy
+        records of the new topic (reset to its log start when the old position is out of range, or
+        on from the old position when the new topic is already longer) under the old topic's id.
+        ``partitions``: (source topic, target topic, partition, ``d_from``), ``d_from`` the target
+        offset from which copies are in doubt (the end of the copies made before the last check
+        that saw the old id). The target from there is matched by content against the new topic
+        from its log start. Returns the syncs of the matches, stamped ``topic_id`` (the new life of
+        the mapping), and per partition the first source offset none of them covers: copying goes
+        on there, so a record copied before the flow noticed is not copied again unless a record
+        before it was never copied (then from that record: nothing lost, some copied twice)."""
+        syncs: list[OffsetSync] = []
+        resume: dict[tuple[str, int], int] = {}
+        if not partitions:
+            return syncs, resume
+        flow = self._origin.flow
+        with throwaway_reader(self._target_conf, f"{flow}-recovery") as consumer:
+            ends = log_bounds(consumer, [(t, p) for _s, t, p, _d in partitions], skip_missing=True)
+        with throwaway_reader(self._source_conf, f"{flow}-recovery") as consumer:
+            source_ends = log_bounds(consumer, [(s, p) for s, _t, p, _d in partitions], skip_missing=True)
+        source = RangeReader(self._source_conf, f"{flow}-recovery-source")
+        target = RangeReader(self._target_conf, f"{flow}-recovery-target")
+        try:
+            for topic, target_topic, partition, d_from in partitions:
+                if (target_topic, partition) not in ends or (topic, partition) not in source_ends:
+                    continue
+                (t_low, t_end), (s_low, s_end) = ends[(target_topic, partition)], source_ends[(topic, partition)]
+                resume[(topic, partition)] = s_low
+                d_from = max(t_low, d_from, t_end - self._max_tail)
+                tail = hashed_range(target, target_topic, partition, d_from, t_end) if t_end > d_from else []
+                if not tail:
+                    continue
+                src_end = min(s_end, s_low + len(tail) + _LOOKAHEAD)
+                src_msgs = hashed_range(source, topic, partition, s_low, src_end, keep_ts=True)
+                pairs = match_copies(tail, [(o, h) for o, h, _ts in src_msgs], expect_from=s_low)
+                timestamps = {o: ts for o, _h, ts in src_msgs}
+                found = recovery_syncs(self._origin, topic, target_topic, partition, None, pairs, timestamps)
+                syncs += [replace(sync, source_topic_id=topic_id) for sync in found]
+                matched = {u for u, _d in pairs}
+                for offset, _h, _ts in src_msgs:  # the first source record with no copy found
+                    if offset not in matched:
+                        resume[(topic, partition)] = offset
+                        break
+                    resume[(topic, partition)] = offset + 1
+                _log.info(
+                    "flow %s: %s[%d]: %d of %d target records from offset %d are copies of the new topic's "
+                    "records; its copying goes on at %d",
+                    flow, topic, partition, len(pairs), len(tail), d_from, resume[(topic, partition)],
+                )  # fmt: skip
+        finally:
+            source.close()
+            target.close()
+        return syncs, resume
+
 
 def hashed_range(reader: RangeReader, topic: str, partition: int, start: int, end: int, keep_ts: bool = False) -> list:
     """``(offset, hash)`` (with ``keep_ts``: ``(offset, hash, timestamp)``) of ``[start, end)``, in chunks."""
@@ -312,7 +371,7 @@ def recover_orphan_copies(
         flow.name, len(partitions), time.monotonic() - started, len(syncs),
     )  # fmt: skip
     if syncs:
-        _publish(config, flow, producer, syncs)
+        publish_syncs(config, flow, producer, syncs)
     if not after_a_crash:
         _log.info("flow %s: its last run stopped cleanly: copying resumes at the committed positions", flow.name)
         return Recovery(len(syncs), {})
@@ -320,7 +379,8 @@ def recover_orphan_copies(
     return Recovery(len(syncs), resume_at)
 
 
-def _publish(config: MirrorlakeConfig, flow: FlowConfig, producer: Producer, syncs: list[OffsetSync]) -> None:
+def publish_syncs(config: MirrorlakeConfig, flow: FlowConfig, producer: Producer, syncs: list[OffsetSync]) -> None:
+    """Emit ``syncs`` to the state topic and wait for them all to be acknowledged (or raise)."""
     state = StateLog(producer, config.state_topic)
     for sync in syncs:
         while True:

@@ -26,11 +26,13 @@ from replicator.flow.control.outage import ADMIN_ERRORS, Outages, Side
 from replicator.flow.topics.background import BackgroundCall
 from replicator.metadata.acls import AclDecision
 from replicator.metadata.topic_deletions import TopicDecision
+from replicator.metadata.topics import RemoteTopic
 
 __all__ = ["TopicMetadataSync"]
 
 _JOIN_S = 30.0  # a stopping flow waits this long for a sync in progress
 _SIDES: tuple[Side, ...] = ("source", "target")
+_CREATED = "the source topic was selected and had no remote topic"
 
 
 class TopicMetadataSync:
@@ -56,10 +58,17 @@ class TopicMetadataSync:
         self._decided: list[Event] = []  # made by a run, emitted by the loop's thread
         self._call = BackgroundCall(f"{flow.name} config and ACL sync", self.sync)
 
-    def seed(self, copied: dict[str, str], decided: set[str]) -> None:
-        """At start: the topics the flow copied before (source -> remote, from its mapping), less those
-        whose deletion was decided already: one deleted while no process ran is decided at the first run."""
-        self._selected = {s: r for s, r in copied.items() if s not in decided}
+    def seed(self, known: dict[str, str], decided: set[str]) -> None:
+        """At start: the topics the flow copied or created before (source -> remote: its mapping, its
+        ``created`` events), less those whose deletion was decided already: one deleted while no
+        process ran is decided at the first run."""
+        self._selected = {s: r for s, r in known.items() if s not in decided}
+
+    def created(self, topics: list[RemoteTopic]) -> None:
+        """Remote topics the flow just created (on the loop's thread): each a ``metadata_change`` (topic,
+        created), so a process started later knows the flow made it even if it never copied into it."""
+        for r in topics:
+            self._emit(self._event("topic", "created", r.target_topic, r.source_topic, _CREATED))
 
     def sync(self) -> None:
         """One comparison (and alter where needed) of the remote topics' configs and ACLs, and the

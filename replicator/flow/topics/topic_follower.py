@@ -24,14 +24,15 @@ class TopicSource(Protocol):
 
     def source_partitions(self) -> dict[str, int]: ...
 
-    def ensure_remote_topics(self, topics: list[RemoteTopic]) -> None: ...
+    def ensure_remote_topics(self, topics: list[RemoteTopic]) -> list[RemoteTopic]: ...
 
 
 class TopicFollower:
     """Keeps ``remote`` (source topic -> ``RemoteTopic``) current; calls ``subscribe`` on changes.
 
     ``subscribe(topics)`` receives the new selection (empty: unsubscribe); ``see_partitions(topic)``
-    makes the producer learn a remote topic's new partitions.
+    makes the producer learn a remote topic's new partitions; ``created`` hears of each remote topic
+    the follower created (on the refreshing thread).
     """
 
     def __init__(
@@ -41,12 +42,14 @@ class TopicFollower:
         topics: TopicSource,
         subscribe: Callable[[list[str]], None],
         see_partitions: Callable[[str], None],
+        created: Callable[[list[RemoteTopic]], None] = lambda _topics: None,
     ) -> None:
         self._flow = flow
         self._selector = selector
         self._topics = topics
         self._subscribe = subscribe
         self._see_partitions = see_partitions
+        self._created = created
         self.remote: dict[str, RemoteTopic] = {}
 
     def refresh(self) -> None:
@@ -54,8 +57,9 @@ class TopicFollower:
         changed = selected.keys() != self.remote.keys() or any(
             self.remote[t].partitions != r.partitions for t, r in selected.items()
         )
-        if selected and changed:
-            self._topics.ensure_remote_topics(list(selected.values()))
+        made = self._topics.ensure_remote_topics(list(selected.values())) if selected and changed else []
+        if made:
+            self._created(made)
         if selected.keys() != self.remote.keys():
             _log.info("flow %s: replicating %s", self._flow, ", ".join(selected) or "no topics")
             self._subscribe(list(selected))

@@ -14,6 +14,8 @@ Two ways a source partition's offsets stop meaning what the flow thinks, both si
   never translates an offset of the new topic through copies of the old. The runner drains what
   is in flight first (the old life's syncs keep the old id), then moves and commits each assigned
   partition of the topic to its log start, so a crash afterwards cannot resume at the old position.
+  Copies of the new topic's records made before the check noticed it (under the old id) are
+  matched by content first and given to the new life (``TailRecovery.new_life``).
 * **Records deleted before their copy.** Retention or ``delete-records`` moved a partition's log
   start past the flow's position: the consumer resets to the log start and the records in between
   never reach the target. At assignment the committed position is compared with the log start;
@@ -86,6 +88,7 @@ class TopicLives:
         self._unannounced: dict[str, tuple[Recreated, RemoteTopic, str]] = {}
         self.pending_reset: set[tuple[str, int]] = set()  # partitions to start at their log start when assigned
         self._said: dict[tuple[str, int], int] = {}  # per partition, the end of the losses said so far
+        self.confirmed: set[str] = set()  # the topics the last check found under the id the flow copies them by
 
     def _offsets(self, partitions: Iterable[tuple[str, int]], spec: OffsetSpec) -> dict[tuple[str, int], int]:
         """Each partition's log start or end; one that fails is left out (asked again at the next check)."""
@@ -106,10 +109,12 @@ class TopicLives:
         """
         found = topic_ids(self._admin, list(remote))
         out: list[Recreated] = []
+        self.confirmed = set()
         for topic, topic_id in sorted(found.items()):
             previous = self.ids.get(topic) or self._known(topic)
             if previous is None or previous == topic_id:
                 self.ids[topic] = topic_id
+                self.confirmed.add(topic)
                 continue
             if self._new.get(topic) == topic_id:
                 continue  # noticed already, not adopted yet
