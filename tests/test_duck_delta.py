@@ -62,12 +62,29 @@ def test_a_tail_merge_keeps_rows_before_the_tail_start(spark, tmp_path):
     assert {tuple(r) for r in con.sql("SELECT k, p, d, v FROM t").fetchall()} == expected
 
 
+def test_many_key_alternatives_nest_in_halves_and_select_exactly_their_rows():
+    keys = pa.table({"flow": [f"f{i}" for i in range(5)], "partition": pa.array(range(5), pa.int32())})
+    text = keys_filter(keys)
+    assert text.count("(") == text.count(")") and text.startswith("(((")  # nested halves, not a chain
+    con = duckdb.connect()
+    con.sql("CREATE TABLE t AS SELECT 'f' || i AS flow, j::INT AS partition FROM range(6) a(i), range(6) b(j)")
+    assert sorted(con.sql(f"SELECT flow, partition FROM t WHERE {text}").fetchall()) == [(f"f{i}", i) for i in range(5)]
+    wide = pa.table({"flow": [f"f{i}" for i in range(4000)], "partition": pa.array([0] * 4000, pa.int32())})
+    depth = max_depth = 0
+    for ch in keys_filter(wide):
+        depth += (ch == "(") - (ch == ")")
+        max_depth = max(max_depth, depth)
+    assert max_depth <= 2 * 13 + 3  # about log2(4000) levels of halves, not 4000
+
+
 def test_key_filters_are_literals_and_refuse_other_types():
     keys = pa.table({"flow": ["A->B", "A->B", "it's"], "partition": pa.array([1, 2, 0], pa.int32())})
     assert keys_filter(keys) == (
         """(("flow" = 'A->B' AND "partition" IN (1, 2)) OR ("flow" = 'it''s' AND "partition" IN (0)))"""
     )
     assert keys_filter(keys.slice(0, 0)) == "(false)"
+    repeated = pa.table({"flow": ["A->B"] * 50_000})  # a scope of one row per event, keyed by flow alone
+    assert keys_filter(repeated) == """(("flow" IN ('A->B')))"""
     with pytest.raises(TypeError, match="a key value must be a string or an integer"):
         quote(1.5)
     with pytest.raises(TypeError):
