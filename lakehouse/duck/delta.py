@@ -18,7 +18,16 @@ from deltalake import DeltaTable, write_deltalake
 
 from lakehouse.sql_quote import duck_ident, duck_string
 
-__all__ = ["dataset", "register", "inserted", "table_schema", "replace_keys", "replace_scope", "TooManyRows"]
+__all__ = [
+    "dataset",
+    "register",
+    "inserted",
+    "table_schema",
+    "replace_keys",
+    "replace_scope",
+    "row_count",
+    "TooManyRows",
+]
 
 _INSERTED = ("insert", "update_postimage")
 # Spark's default delta.checkpointInterval (delta-rs's is 100): Spark readers replay at most ten commits
@@ -59,6 +68,17 @@ def register(con: duckdb.DuckDBPyConnection, name: str, path: Path, version: int
 def table_schema(path: Path) -> pa.Schema:
     """The table's current schema, as Arrow."""
     return pa.schema(DeltaTable(str(path)).schema().to_arrow())
+
+
+def row_count(path: Path) -> int | None:
+    """The table's rows from its log alone (each file's ``numRecords`` statistic): milliseconds where a
+    Spark ``count()`` is a job. None when that is not the answer: a file without the statistic, or
+    deletion vectors (a file's rows then include deleted ones)."""
+    table = DeltaTable(str(path))
+    if "deletionVectors" in (table.protocol().reader_features or []):
+        return None
+    records = pa.table(table.get_add_actions(flatten=True))["num_records"]
+    return None if records.null_count else int(pc.sum(records).as_py() or 0)
 
 
 class TooManyRows(Exception):
