@@ -33,7 +33,8 @@ class ServeSettings:
 
 
 class LakehouseService:
-    """Runs until ``stop()``; ``on_refresh`` sees every refresh's report (tests, logging)."""
+    """Runs until ``stop()``; ``on_refresh`` sees every refresh's report (tests, logging), ``on_stage``
+    the name of each stage of a refresh as it starts (``lakehouse.build.refresh``)."""
 
     def __init__(
         self,
@@ -41,6 +42,7 @@ class LakehouseService:
         config: MirrorlakeConfig,
         settings: ServeSettings,
         on_refresh: Callable[[BuildReport], None] | None = None,
+        on_stage: Callable[[str], None] | None = None,
     ) -> None:
         self._spark = spark
         self._config = config
@@ -48,6 +50,7 @@ class LakehouseService:
         self._paths = LakehousePaths(config.lakehouse.path.resolve())
         self._stop = threading.Event()
         self._on_refresh = on_refresh
+        self._on_stage = on_stage  # each refresh's stages as they start (bench.freshness times them)
 
     def stop(self) -> None:
         self._stop.set()
@@ -66,7 +69,7 @@ class LakehouseService:
             while not self._stop.is_set():
                 for query in queries:
                     check_bronze(query)
-                report = refresh(self._spark, self._config, self._paths)
+                report = refresh(self._spark, self._config, self._paths, on_stage=self._on_stage)
                 refreshes += 1
                 _log.info("refresh %d: %d bronze rows, gold %s", refreshes, report.bronze_rows, report.gold_rows)
                 if self._on_refresh is not None:
