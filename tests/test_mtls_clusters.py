@@ -31,7 +31,7 @@ from replicator.access.permissions import required_permissions
 from replicator.client.failover_consumer import FailoverConsumer, Move
 from replicator.client.state_reader import read_state_log
 from replicator.config import parse_config
-from replicator.config.strimzi import SECRETS_DIR_ENV
+from replicator.config.strimzi import SECRETS_DIR_ENV, secret_env_name
 from replicator.errors import AuthenticationFailedError
 from replicator.events import Cutover
 from replicator.flow.runtime import Replicator
@@ -227,13 +227,15 @@ def test_a_missing_or_wrong_certificate_is_one_clear_error(mtls, tmp_path, certi
     assert f"S.{topic}" not in target_topics
 
 
+@pytest.mark.parametrize("secrets_as", ["files", "environment"])
 def test_the_intro_tls_resource_replicates_over_mutual_tls_as_printed_but_for_its_addresses(
-    mtls, tmp_path, monkeypatch
+    mtls, tmp_path, monkeypatch, secrets_as
 ):
     """Issue 35 item 1: the introduction's TLS resource (example 4: both clusters authenticate with
     certificates, its slips kept), pointed at S and T, with the mirror of its minimal example (it
     prints the clusters only). Its secrets are files under ``MIRRORLAKE_SECRETS_DIR`` as Strimzi's
-    Secrets would hold them: the cluster CA (``ca.crt``) and the user's certificate and key."""
+    Secrets would hold them (the cluster CA ``ca.crt``, the user's certificate and key), or each
+    Secret key an environment variable ``MIRRORLAKE_SECRET_<SECRET>_<KEY>`` (a pod's secretKeyRef)."""
     source, target = mtls["S"], mtls["T"]
     examples = list(yaml.safe_load_all(INTRO.read_text()))
     resource, minimal = examples[3], examples[2]
@@ -262,7 +264,12 @@ def test_the_intro_tls_resource_replicates_over_mutual_tls_as_printed_but_for_it
     _source_topic(source, topic, 1, 20)
     path = tmp_path / "kmm2-tls.yaml"
     path.write_text(yaml.safe_dump(resource))
-    monkeypatch.setenv(SECRETS_DIR_ENV, str(secrets))
+    if secrets_as == "files":
+        monkeypatch.setenv(SECRETS_DIR_ENV, str(secrets))
+    else:  # no file is named: a leftover path would fail the run
+        monkeypatch.delenv(SECRETS_DIR_ENV, raising=False)
+        for held in secrets.rglob("*.*"):
+            monkeypatch.setenv(secret_env_name(held.parent.name, held.name), held.read_text())
 
     ran = cli("replicate", str(path), "--until-caught-up")
     assert ran.returncode == 0, ran.stderr[-3000:]

@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from replicator.config import load_config
-from replicator.config.strimzi import SECRETS_DIR_ENV
+from replicator.config.strimzi import SECRETS_DIR_ENV, secret_env_name
 from replicator.errors import ConfigError
 
 INTRO = Path(__file__).resolve().parents[2] / "shared" / "strimzi" / "intro-examples.yaml"
@@ -145,6 +145,39 @@ def test_a_v1beta2_resource_with_scram_and_a_certificate_pattern(tmp_path, caplo
                  "spec.mirrors[0].sourceConnector.config.replication.factor"):  # fmt: skip
         assert path in said, said
     assert "a->b." not in said  # MM2's key names never reach the user: the resource's paths do
+
+
+def test_secrets_from_environment_variables_win_over_files_and_stay_references(tmp_path, monkeypatch):
+    """A Secret's key as ``MIRRORLAKE_SECRET_<SECRET>_<KEY>`` (a pod's secretKeyRef, a CI secret): the
+    password and a client key are ``${env:...}`` references (resolved when a client is made, never
+    written into the config), a trusted certificate joins the bundle; keys without a variable stay files."""
+    secrets = tmp_path / "secrets"
+    (secrets / "a-cluster-ca-cert").mkdir(parents=True)
+    for name in ("ca.crt", "ca-old.crt"):
+        (secrets / "a-cluster-ca-cert" / name).write_text(f"-----BEGIN CERTIFICATE-----\n{name}\n")
+    monkeypatch.setenv(SECRETS_DIR_ENV, str(secrets))
+    assert secret_env_name("mm2-user", "password") == "MIRRORLAKE_SECRET_MM2_USER_PASSWORD"
+    monkeypatch.setenv("MIRRORLAKE_SECRET_MM2_USER_PASSWORD", "s3cret")
+    a = _load(tmp_path, V1BETA2).cluster("a")
+    assert a.client["sasl.password"].get_secret_value() == "${env:MIRRORLAKE_SECRET_MM2_USER_PASSWORD}"
+    assert a.client_config()["sasl.password"] == "s3cret"  # resolved when a client is made
+
+    tls = yaml.safe_load(yaml.safe_dump(V1BETA2))
+    tls["spec"]["clusters"][0]["tls"]["trustedCertificates"] = [
+        {"secretName": "a-cluster-ca-cert", "pattern": "*.crt"},
+        {"secretName": "extra-ca", "certificate": "ca.crt"},  # only as a variable
+    ]
+    tls["spec"]["clusters"][0]["authentication"] = {
+        "type": "tls", "certificateAndKey": {"secretName": "mm2-user", "certificate": "user.crt", "key": "user.key"}
+    }  # fmt: skip
+    monkeypatch.setenv(secret_env_name("extra-ca", "ca.crt"), "-----BEGIN CERTIFICATE-----\nextra")
+    monkeypatch.setenv("MIRRORLAKE_SECRET_MM2_USER_USER_KEY", "-----BEGIN PRIVATE KEY-----\nk")
+    client = _load(tmp_path, tls).cluster("a").client
+    assert client["ssl.key.pem"].get_secret_value() == "${env:MIRRORLAKE_SECRET_MM2_USER_USER_KEY}"
+    assert client["ssl.certificate.location"].get_secret_value() == str(secrets / "mm2-user" / "user.crt")
+    assert "ssl.key.location" not in client and "ssl.certificate.pem" not in client
+    bundle = client["ssl.ca.pem"].get_secret_value()
+    assert bundle.count("BEGIN CERTIFICATE") == 3 and "ca.crt\n-----BEGIN CERTIFICATE-----\nextra" in bundle
 
 
 def test_the_v1_form_with_target_and_mirror_sources_means_the_same(tmp_path):

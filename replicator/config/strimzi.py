@@ -17,8 +17,14 @@ thing. What the resource says is checked first, field by field, and every proble
 - Secrets: a TLS certificate or key is the file Strimzi mounts in its pod
   (``/opt/kafka/mm2-certs/<alias>/<secretName>/<key>``), a SASL password ``${file:...}`` of
   ``/opt/kafka/mm2-password/<alias>/<secretName>/<key>``; with ``MIRRORLAKE_SECRETS_DIR`` set, both
-  are ``<dir>/<secretName>/<key>`` instead (a laptop, a test). Nothing secret is read here: the
-  password stays a ``${file:}`` reference resolved when a client is made.
+  are ``<dir>/<secretName>/<key>`` instead (a laptop, a test). A Secret's key may come from an
+  environment variable instead, as a pod's ``env`` with ``secretKeyRef`` or a CI job's secret would
+  give it: ``MIRRORLAKE_SECRET_<SECRETNAME>_<KEY>`` (upper case, every other character ``_``: Secret
+  ``mm2-user``, key ``password`` -> ``MIRRORLAKE_SECRET_MM2_USER_PASSWORD``), set when the resource
+  is read, wins over the files: a password becomes ``${env:...}``, a client certificate or key
+  librdkafka's ``ssl.certificate.pem`` / ``ssl.key.pem`` of ``${env:...}``. Nothing secret is read
+  here: passwords and keys stay references resolved when a client is made (trusted certificates,
+  public, are read to bundle several).
 - Fields mirrorlake has no use for (pod template, resources, probes, logging, metrics config, Connect
   worker ``config``, ``replicas``, ``version``, ``tasksMax``) are listed in one warning. Unknown
   fields are errors (with the closest known name). Known slips of printed examples are named: a
@@ -32,6 +38,7 @@ from __future__ import annotations
 import difflib
 import logging
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,11 +48,12 @@ from replicator.config.mm2_properties import mm2_to_config_dict
 from replicator.config.patterns import UnsupportedPatternError, compile_pattern
 from replicator.errors import ConfigError
 
-__all__ = ["SECRETS_DIR_ENV", "is_strimzi_resource", "strimzi_to_config_dict"]
+__all__ = ["SECRETS_DIR_ENV", "SECRET_ENV_PREFIX", "secret_env_name", "is_strimzi_resource", "strimzi_to_config_dict"]
 
 _log = logging.getLogger(__name__)
 
 SECRETS_DIR_ENV = "MIRRORLAKE_SECRETS_DIR"
+SECRET_ENV_PREFIX = "MIRRORLAKE_SECRET_"
 _GROUP = "kafka.strimzi.io/"
 _VERSIONS = ("v1alpha1", "v1beta1", "v1beta2", "v1")
 _CERTS_MOUNT = Path("/opt/kafka/mm2-certs")
@@ -90,6 +98,7 @@ class _Reading:
     """What reading one resource found: errors, unused paths, notes, the MM2 keys and their paths."""
 
     secrets_dir: Path | None
+    environ: Mapping[str, str] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)
     unused: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
@@ -142,6 +151,16 @@ class _Reading:
             return self.secrets_dir / secret / key
         return _PASSWORD_MOUNT / alias / secret / key
 
+    def secret_env(self, secret: str, key: str) -> str | None:
+        """The environment variable that holds the Secret's key, when it is set (None: use the files)."""
+        name = secret_env_name(secret, key)
+        return name if name in self.environ else None
+
+
+def secret_env_name(secret: str, key: str) -> str:
+    """``MIRRORLAKE_SECRET_<SECRETNAME>_<KEY>``: a Kubernetes Secret's key as an environment variable."""
+    return SECRET_ENV_PREFIX + re.sub(r"[^A-Z0-9]", "_", f"{secret}_{key}".upper())
+
 
 def strimzi_to_config_dict(data: Mapping[str, Any], *, source: str) -> dict[str, Any]:
     """The mirrorlake config document of a ``KafkaMirrorMaker2`` resource; ``source`` names the file.
@@ -149,7 +168,7 @@ def strimzi_to_config_dict(data: Mapping[str, Any], *, source: str) -> dict[str,
     Raises ``ConfigError`` listing every problem with its path; logs the unused fields (one WARNING)
     and each tolerated slip (one WARNING each)."""
     directory = os.environ.get(SECRETS_DIR_ENV)
-    reading = _Reading(Path(directory).absolute() if directory else None)
+    reading = _Reading(Path(directory).absolute() if directory else None, os.environ)
     top = reading.fields(dict(data), "", _TOP)
     api = str(top.get("apiVersion", ""))
     if not api.startswith(_GROUP) or api.removeprefix(_GROUP) not in _VERSIONS:
@@ -354,14 +373,12 @@ def _client(reading: _Reading, alias: str, cluster: dict[str, Any], path: str) -
         ]
         if None not in names:
             secret, cert, key = (str(n) for n in names)
-            reading.put(
-                f"{alias}.ssl.certificate.location",
-                str(reading.cert_file(alias, secret, cert)),
-                f"{where}.certificateAndKey",
-            )
-            reading.put(
-                f"{alias}.ssl.key.location", str(reading.cert_file(alias, secret, key)), f"{where}.certificateAndKey"
-            )
+            for part, name in (("certificate", cert), ("key", key)):
+                if (variable := reading.secret_env(secret, name)) is not None:
+                    reading.put(f"{alias}.ssl.{part}.pem", f"${{env:{variable}}}", f"{where}.certificateAndKey")
+                else:
+                    file = str(reading.cert_file(alias, secret, name))
+                    reading.put(f"{alias}.ssl.{part}.location", file, f"{where}.certificateAndKey")
     elif sasl:
         user = reading.text(auth.get("username"), f"{where}.username", required=True)
         held = reading.fields(auth.get("passwordSecret"), f"{where}.passwordSecret", {"secretName", "password"})
@@ -371,8 +388,12 @@ def _client(reading: _Reading, alias: str, cluster: dict[str, Any], path: str) -
         if user is not None and None not in names:
             reading.put(f"{alias}.sasl.mechanisms", sasl, f"{where}.type")
             reading.put(f"{alias}.sasl.username", user, f"{where}.username")
-            password = reading.password_file(alias, str(names[0]), str(names[1]))
-            reading.put(f"{alias}.sasl.password", f"${{file:{password}}}", f"{where}.passwordSecret")
+            secret, key = str(names[0]), str(names[1])
+            if (variable := reading.secret_env(secret, key)) is not None:
+                reading.put(f"{alias}.sasl.password", f"${{env:{variable}}}", f"{where}.passwordSecret")
+            else:
+                password = reading.password_file(alias, secret, key)
+                reading.put(f"{alias}.sasl.password", f"${{file:{password}}}", f"{where}.passwordSecret")
 
 
 def _trusted(reading: _Reading, alias: str, value: Any, path: str) -> bool:
@@ -387,6 +408,7 @@ def _trusted(reading: _Reading, alias: str, value: Any, path: str) -> bool:
         return True
     stray = reading.text(tls.get("secretName"), f"{path}.secretName")
     files: list[Path] = []
+    pems: list[str] = []  # certificates given as environment variables (public: read now)
     for i, entry in enumerate(entries):
         where = f"{path}.trustedCertificates[{i}]"
         cert = reading.fields(entry, where, {"secretName", "certificate", "pattern"})
@@ -404,6 +426,8 @@ def _trusted(reading: _Reading, alias: str, value: Any, path: str) -> bool:
         pattern = reading.text(cert.get("pattern"), f"{where}.pattern")
         if (name is None) == (pattern is None):
             reading.errors.append(f"{where}: give one of certificate or pattern")
+        elif name is not None and (variable := reading.secret_env(secret, name)) is not None:
+            pems.append(reading.environ[variable])
         elif name is not None:
             files.append(reading.cert_file(alias, secret, name))
         else:
@@ -417,16 +441,20 @@ def _trusted(reading: _Reading, alias: str, value: Any, path: str) -> bool:
         reading.errors.append(
             f"{path}.secretName: unknown field (secretName belongs in each trustedCertificates entry)"
         )
-    if len(files) == 1:
+    if len(files) == 1 and not pems:
         reading.put(f"{alias}.ssl.ca.location", str(files[0]), f"{path}.trustedCertificates")
-    elif files:  # librdkafka takes one CA file: their certificates, concatenated (public, not secret)
+    elif files or pems:  # librdkafka takes one CA file: their certificates, concatenated (public, not secret)
         try:
-            bundle = "".join(f.read_text(encoding="ascii") for f in files)
+            bundle = "".join([*(f.read_text(encoding="ascii") for f in files), *(_line_ended(p) for p in pems)])
         except (OSError, UnicodeDecodeError) as exc:
             reading.errors.append(f"{path}.trustedCertificates: cannot read a certificate: {exc}")
             return True
         reading.put(f"{alias}.ssl.ca.pem", bundle, f"{path}.trustedCertificates")
     return True
+
+
+def _line_ended(pem: str) -> str:
+    return pem if pem.endswith("\n") else pem + "\n"
 
 
 def _java(value: Any) -> str:
