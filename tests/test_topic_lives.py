@@ -173,6 +173,41 @@ def test_a_topic_recreated_while_the_flow_runs_is_copied_whole(kafka_clusters, u
     _new_life_planned_exactly(config, kafka_clusters, topic, unique_topic("acct-live-app"), 1_500)
 
 
+def test_copies_made_under_the_old_id_before_a_stop_are_matched_at_the_restart(kafka_clusters, unique_topic):
+    """The running flow never checks the topic's id before it stops (its refresh is ten minutes away):
+    its consumer resets the old position to the new topic's log start and copies the new records under
+    the old id. The restarted flow notices the new id at start, matches those copies with the new
+    topic by content (syncs of the new life) and copies none of them twice."""
+    a, b = kafka_clusters.bootstrap("A"), kafka_clusters.bootstrap("B")
+    topic = unique_topic("acct-unnoticed")
+    remote = f"A.{topic}"
+    ensure_topic(a, topic, PARTITIONS)
+    config = _config(kafka_clusters, unique_topic, topic, refresh_topics_interval_seconds=600)
+    _produce(a, topic, "old", OLD)
+    replicator = Replicator(config, status_port=None)
+    replicator.start()
+    try:
+        wait_for(lambda: _ends(b, remote) == [OLD] * PARTITIONS, "the old life copied")
+        _recreate(a, topic)
+        first = 1_000  # fewer than the old position: librdkafka resets it to the new log start
+        _produce(a, topic, "new", first)
+        wait_for(lambda: _ends(b, remote) == [OLD + first] * PARTITIONS, "new records copied under the old id")
+        _produce(a, topic, "new", NEW - first, start=first)
+        wait_for(lambda: _ends(b, remote) == [OLD + NEW] * PARTITIONS, "the rest copied under the old id")
+    finally:
+        replicator.stop()
+        replicator.wait(timeout=60)
+    assert not _events(config, TopicRecreated)  # the running flow never noticed
+    Replicator(config, status_port=None).run_until_caught_up()
+    keys = [r.key for p in range(PARTITIONS) for r in read_partition(b, remote, p)]
+    expected = {f"{life}-{p}-{i}".encode() for life, n in (("old", OLD), ("new", NEW)) for p in range(2)
+                for i in range(n)}  # fmt: skip
+    assert set(keys) == expected and len(keys) == len(expected)  # every record, none copied twice
+    (event,) = _events(config, TopicRecreated)
+    assert event.noticed == "start"
+    _new_life_planned_exactly(config, kafka_clusters, topic, unique_topic("acct-unnoticed-app"), 1_500)
+
+
 def test_on_topic_recreated_stop_fails_the_flow_naming_the_topic(kafka_clusters, unique_topic, tmp_path: Path):
     a = kafka_clusters.bootstrap("A")
     topic = unique_topic("acct-stop")

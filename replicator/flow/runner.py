@@ -786,6 +786,8 @@ class FlowRunner:
             if noticed == "running":
                 self._restart_topic(r.topic, r.topic_id)
                 self._lives.announce(r.topic)
+            elif not self.flow.exactly_once:  # before any partition of it is assigned
+                self._lives.resume_at.update(self._new_life_copies(r.topic, r.topic_id, None))
         gaps, self.ledger.gaps = self.ledger.gaps, []
         self._lives.check_gaps(gaps)
 
@@ -794,11 +796,7 @@ class FlowRunner:
         copies of its records made before the flow noticed it (under the old id) are found by content
         first, given syncs of the new life, and not copied again (``TailRecovery.new_life``)."""
         mine = [tp for tp in self._assigned if tp[0] == topic]
-        target_topic = self._remote[topic].target_topic
-        doubtful = [(t, target_topic, p, self._sure_until.pop((t, p), 0)) for t, p in mine]
-        syncs, starts = self._recovery().new_life(doubtful, topic_id)
-        if syncs and self._clients is not None:
-            publish_syncs(self.config, self.flow, self._clients.lifecycle_producer, syncs)
+        starts = self._new_life_copies(topic, topic_id, {tp: self._sure_until.pop(tp, 0) for tp in mine})
         moved = [TopicPartition(t, p, starts.get((t, p), 0)) for t, p in mine]
         self._copier.forget(set(mine))
         self.ledger.forget(mine)
@@ -808,6 +806,20 @@ class FlowRunner:
             self._consumer.commit(offsets=moved, asynchronous=False)
         self._lives.pending_reset -= set(mine)  # the others start at their log start when assigned
         self._resumes.drop(mine)  # a new life: nothing of it is known copied
+
+    def _new_life_copies(self, topic: str, topic_id: str, since: dict[TP, int] | None) -> dict[TP, int]:
+        """Find, give syncs of the new life to, and return where to go on past, the copies of a re-created
+        topic's records made under its old id; ``since``: the partitions and the target offset each is
+        searched from (None: every partition of the topic, from the target's log start, as at start,
+        where the process that made them is gone)."""
+        remote = self._remote[topic]
+        if since is None:
+            since = {(topic, p): 0 for p in range(remote.partitions)}
+        doubtful = [(t, remote.target_topic, p, d_from) for (t, p), d_from in since.items()]
+        syncs, starts = self._recovery().new_life(doubtful, topic_id)
+        if syncs and self._clients is not None:
+            publish_syncs(self.config, self.flow, self._clients.lifecycle_producer, syncs)
+        return starts
 
     def _commit_resets(self) -> None:
         """Commit the log starts a re-created topic's partitions were assigned at, then say so; and

@@ -14,8 +14,9 @@ Two ways a source partition's offsets stop meaning what the flow thinks, both si
   never translates an offset of the new topic through copies of the old. The runner drains what
   is in flight first (the old life's syncs keep the old id), then moves and commits each assigned
   partition of the topic to its log start, so a crash afterwards cannot resume at the old position.
-  Copies of the new topic's records made before the check noticed it (under the old id) are
-  matched by content first and given to the new life (``TailRecovery.new_life``).
+  Copies of the new topic's records made before the check noticed it (under the old id, by this
+  process or, found at start, by one that stopped before noticing) are matched by content first
+  and given to the new life (``TailRecovery.new_life``); copying goes on past them.
 * **Records deleted before their copy.** Retention or ``delete-records`` moved a partition's log
   start past the flow's position: the consumer resets to the log start and the records in between
   never reach the target. At assignment the committed position is compared with the log start;
@@ -87,6 +88,8 @@ class TopicLives:
         self._new: dict[str, str] = {}  # re-created topic -> its new id, until adopted
         self._unannounced: dict[str, tuple[Recreated, RemoteTopic, str]] = {}
         self.pending_reset: set[tuple[str, int]] = set()  # partitions to start at their log start when assigned
+        # where such a partition starts instead: past the new topic's copies made before the flow noticed it
+        self.resume_at: dict[tuple[str, int], int] = {}
         self._said: dict[tuple[str, int], int] = {}  # per partition, the end of the losses said so far
         self.confirmed: set[str] = set()  # the topics the last check found under the id the flow copies them by
 
@@ -227,9 +230,10 @@ class TopicLives:
         self, partitions: Iterable[TopicPartition]
     ) -> tuple[list[TopicPartition], list[TopicPartition]]:
         """At assignment: (the start of each partition, the starts to commit now). A re-created topic's
-        partition starts at its log start, committed at once so a crash cannot resume at the old
-        position; any other at its committed offset (``OFFSET_INVALID``). Only admin requests: the
-        consumer's own coordinator does not answer inside its rebalance callback."""
+        partition starts at its log start (or ``resume_at``: past the copies of its records found on
+        the target), committed at once so a crash cannot resume at the old position; any other at
+        its committed offset (``OFFSET_INVALID``). Only admin requests: the consumer's own
+        coordinator does not answer inside its rebalance callback."""
         wanted = list(partitions)
         reset_keys = [(tp.topic, tp.partition) for tp in wanted if (tp.topic, tp.partition) in self.pending_reset]
         starts = self._offsets(reset_keys, OffsetSpec.earliest())
@@ -237,7 +241,7 @@ class TopicLives:
         for tp in wanted:
             key = (tp.topic, tp.partition)
             if key in self.pending_reset:
-                reset.append(TopicPartition(tp.topic, tp.partition, starts.get(key, 0)))
+                reset.append(TopicPartition(tp.topic, tp.partition, self.resume_at.pop(key, starts.get(key, 0))))
                 out.append(reset[-1])
             else:
                 out.append(TopicPartition(tp.topic, tp.partition, OFFSET_INVALID))  # committed, else auto.offset.reset
