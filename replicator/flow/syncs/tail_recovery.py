@@ -31,7 +31,8 @@ from __future__ import annotations
 import logging
 import time
 from bisect import bisect_left
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 
 from confluent_kafka import Producer
@@ -66,6 +67,7 @@ _LOOKAHEAD = 10_000  # source records a copy may be ahead of the previous match 
 _CHUNK = 20_000  # records per read: memory holds hashes, not records
 
 Hashed = tuple[int, int]  # (offset, record hash)
+Bounds = tuple[int, int]  # a partition's [start, end) offsets
 
 
 def match_copies(
@@ -198,21 +200,12 @@ class TailRecovery:
         from the flow's ``committed`` position (else the source's log start).
         """
         flow = self._origin.flow
-        if not partitions:
-            return [], []
-        with throwaway_reader(self._target_conf, f"{flow}-recovery") as consumer:
-            ends = log_bounds(consumer, [(t, p) for _s, t, p in partitions], skip_missing=True)
-        with throwaway_reader(self._source_conf, f"{flow}-recovery") as consumer:
-            source_ends = log_bounds(consumer, [(s, p) for s, _t, p in partitions], skip_missing=True)
         syncs: list[OffsetSync] = []
         report: list[Recovered] = []
-        source = RangeReader(self._source_conf, f"{flow}-recovery-source")
-        target = RangeReader(self._target_conf, f"{flow}-recovery-target")
-        try:
-            for topic, target_topic, partition in partitions:
-                if (target_topic, partition) not in ends or (topic, partition) not in source_ends:
-                    continue
-                (t_low, t_end), (s_low, s_end) = ends[(target_topic, partition)], source_ends[(topic, partition)]
+        if not partitions:
+            return syncs, report
+        with self._reading(partitions) as (bounds, source, target):
+            for (topic, target_topic, partition), ((t_low, t_end), (s_low, s_end)) in bounds.items():
                 segments = index.segments(flow, topic, partition)
                 last: tuple[int, int] | None = None
                 if segments:
@@ -228,22 +221,63 @@ class TailRecovery:
                         flow, target_topic, partition, t_end - d_from,
                     )  # fmt: skip
                     continue
-                tail = hashed_range(target, target_topic, partition, d_from, t_end)
-                if not tail:
-                    continue  # markers or aborted records only
-                src_end = min(s_end, u_from + len(tail) + _LOOKAHEAD)
-                # from before the last known copy too: the tail may hold second copies of records the
-                # flow had copied again before a killed writer's batch reached the target
-                src_from = max(s_low, u_from - len(tail) - _LOOKAHEAD) if last else u_from
-                src_msgs = hashed_range(source, topic, partition, src_from, src_end, keep_ts=True)
-                timestamps = {o: ts for o, _h, ts in src_msgs}
-                pairs = match_copies(tail, [(o, h) for o, h, _ts in src_msgs], expect_from=u_from)
-                syncs += recovery_syncs(self._origin, topic, target_topic, partition, last, pairs, timestamps)
-                report.append(Recovered(topic, partition, len(tail), len(pairs)))
+                m = self._match(
+                    source, target, (topic, target_topic, partition), (d_from, t_end), (u_from, s_low, s_end), last
+                )
+                if m.tail:  # else markers or aborted records only
+                    syncs += m.syncs
+                    report.append(Recovered(topic, partition, m.tail, len(m.pairs)))
+        return syncs, report
+
+    @contextmanager
+    def _reading(
+        self, partitions: list[tuple[str, str, int]]
+    ) -> Iterator[tuple[dict[tuple[str, str, int], tuple[Bounds, Bounds]], RangeReader, RangeReader]]:
+        """Each partition's (target, source) log bounds (one missing on either side is left out) and
+        a reader of each cluster, closed afterwards."""
+        flow = self._origin.flow
+        with throwaway_reader(self._target_conf, f"{flow}-recovery") as consumer:
+            ends = log_bounds(consumer, [(t, p) for _s, t, p in partitions], skip_missing=True)
+        with throwaway_reader(self._source_conf, f"{flow}-recovery") as consumer:
+            source_ends = log_bounds(consumer, [(s, p) for s, _t, p in partitions], skip_missing=True)
+        bounds = {
+            (s, t, p): (ends[(t, p)], source_ends[(s, p)])
+            for s, t, p in partitions
+            if (t, p) in ends and (s, p) in source_ends
+        }
+        source = RangeReader(self._source_conf, f"{flow}-recovery-source")
+        target = RangeReader(self._target_conf, f"{flow}-recovery-target")
+        try:
+            yield bounds, source, target
         finally:
             source.close()
             target.close()
-        return syncs, report
+
+    def _match(
+        self,
+        source: RangeReader,
+        target: RangeReader,
+        partition: tuple[str, str, int],
+        tail_range: Bounds,
+        upstream: tuple[int, int, int],
+        last: tuple[int, int] | None,
+    ) -> _Matched:
+        """Match the target's ``tail_range`` against the source from ``upstream``'s first offset (its
+        log bounds beside it), the copy before them ``last`` (None: none known)."""
+        topic, target_topic, p = partition
+        u_from, s_low, s_end = upstream
+        tail = hashed_range(target, target_topic, p, *tail_range)
+        if not tail:
+            return _Matched(0, [], [], [])
+        src_end = min(s_end, u_from + len(tail) + _LOOKAHEAD)
+        # from before the last known copy too: the tail may hold second copies of records the
+        # flow had copied again before a killed writer's batch reached the target
+        src_from = max(s_low, u_from - len(tail) - _LOOKAHEAD) if last else u_from
+        src_msgs = hashed_range(source, topic, p, src_from, src_end, keep_ts=True)
+        timestamps = {o: ts for o, _h, ts in src_msgs}
+        pairs = match_copies(tail, [(o, h) for o, h, _ts in src_msgs], expect_from=u_from)
+        syncs = recovery_syncs(self._origin, topic, target_topic, p, last, pairs, timestamps)
+        return _Matched(len(tail), pairs, syncs, [o for o, _h, _ts in src_msgs])
 
     def new_life(
         self, partitions: list[tuple[str, str, int, int]], topic_id: str
@@ -262,46 +296,38 @@ class TailRecovery:
         before it was never copied (then from that record: nothing lost, some copied twice)."""
         syncs: list[OffsetSync] = []
         resume: dict[tuple[str, int], int] = {}
-        if not partitions:
+        since = {(s, t, p): d for s, t, p, d in partitions}
+        if not since:
             return syncs, resume
-        flow = self._origin.flow
-        with throwaway_reader(self._target_conf, f"{flow}-recovery") as consumer:
-            ends = log_bounds(consumer, [(t, p) for _s, t, p, _d in partitions], skip_missing=True)
-        with throwaway_reader(self._source_conf, f"{flow}-recovery") as consumer:
-            source_ends = log_bounds(consumer, [(s, p) for s, _t, p, _d in partitions], skip_missing=True)
-        source = RangeReader(self._source_conf, f"{flow}-recovery-source")
-        target = RangeReader(self._target_conf, f"{flow}-recovery-target")
-        try:
-            for topic, target_topic, partition, d_from in partitions:
-                if (target_topic, partition) not in ends or (topic, partition) not in source_ends:
-                    continue
-                (t_low, t_end), (s_low, s_end) = ends[(target_topic, partition)], source_ends[(topic, partition)]
-                resume[(topic, partition)] = s_low
-                d_from = max(t_low, d_from, t_end - self._max_tail)
-                tail = hashed_range(target, target_topic, partition, d_from, t_end) if t_end > d_from else []
-                if not tail:
-                    continue
-                src_end = min(s_end, s_low + len(tail) + _LOOKAHEAD)
-                src_msgs = hashed_range(source, topic, partition, s_low, src_end, keep_ts=True)
-                pairs = match_copies(tail, [(o, h) for o, h, _ts in src_msgs], expect_from=s_low)
-                timestamps = {o: ts for o, _h, ts in src_msgs}
-                found = recovery_syncs(self._origin, topic, target_topic, partition, None, pairs, timestamps)
-                syncs += [replace(sync, source_topic_id=topic_id) for sync in found]
-                matched = {u for u, _d in pairs}
-                for offset, _h, _ts in src_msgs:  # the first source record with no copy found
-                    if offset not in matched:
-                        resume[(topic, partition)] = offset
-                        break
-                    resume[(topic, partition)] = offset + 1
-                _log.info(
-                    "flow %s: %s[%d]: %d of %d target records from offset %d are copies of the new topic's "
-                    "records; its copying goes on at %d",
-                    flow, topic, partition, len(pairs), len(tail), d_from, resume[(topic, partition)],
-                )  # fmt: skip
-        finally:
-            source.close()
-            target.close()
+        with self._reading(list(since)) as (bounds, source, target):
+            for (topic, target_topic, partition), ((t_low, t_end), (s_low, s_end)) in bounds.items():
+                d_from = max(t_low, since[(topic, target_topic, partition)], t_end - self._max_tail)
+                m = self._match(
+                    source, target, (topic, target_topic, partition), (d_from, t_end), (s_low, s_low, s_end), None
+                )
+                syncs += [replace(sync, source_topic_id=topic_id) for sync in m.syncs]
+                matched = {u for u, _d in m.pairs}
+                # copying goes on at the first source record read with no copy found
+                resume[(topic, partition)] = next(
+                    (o for o in m.read if o not in matched), m.read[-1] + 1 if m.read else s_low
+                )
+                if m.tail:
+                    _log.info(
+                        "flow %s: %s[%d]: %d of %d target records from offset %d are copies of the new topic's "
+                        "records; its copying goes on at %d",
+                        self._origin.flow, topic, partition, len(m.pairs), m.tail, d_from, resume[(topic, partition)],
+                    )  # fmt: skip
         return syncs, resume
+
+
+@dataclass(frozen=True)
+class _Matched:
+    """One partition's match: target records read, pairs, their syncs, source offsets read (in order)."""
+
+    tail: int
+    pairs: list[Hashed]
+    syncs: list[OffsetSync]
+    read: list[int]
 
 
 def hashed_range(reader: RangeReader, topic: str, partition: int, start: int, end: int, keep_ts: bool = False) -> list:
