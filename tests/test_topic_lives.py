@@ -18,7 +18,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from mirrorlake.groundtruth import read_partition
@@ -28,6 +28,7 @@ from replicator.errors import ReplicationError
 from replicator.events import Lifecycle, RecordsLostBeforeCopy, TopicRecreated
 from replicator.failover import plan_failover
 from replicator.flow.runtime import Replicator
+from replicator.kafka.settings import consumer_group_id
 from replicator.kafka.state_log import StateLog
 from replicator.tasks.observe import observe_once
 from tests.consuming_app import checkpointed
@@ -51,10 +52,14 @@ def _produce(bootstrap: str, topic: str, life: str, per_partition: int, start: i
     assert producer.flush(60) == 0
 
 
-def _recreate(bootstrap: str, topic: str) -> None:
+def _recreate(bootstrap: str, topic: str, group: str | None = None) -> None:
+    """Delete and create ``topic`` again; with ``group``, only once the broker removed that group's commits
+    of the deleted topic (it does so a moment after the deletion, and would remove a commit made meanwhile)."""
     admin = AdminClient({"bootstrap.servers": bootstrap})
     admin.delete_topics([topic])[topic].result(timeout=30)
     wait_for(lambda: topic not in admin.list_topics(timeout=30).topics, f"{topic} deleted")
+    if group is not None:
+        wait_for(lambda: _committed(bootstrap, group, topic) == [], f"{group}'s commits of {topic} removed")
 
     def created() -> bool:
         try:
@@ -171,6 +176,48 @@ def test_a_topic_recreated_while_the_flow_runs_is_copied_whole(kafka_clusters, u
     (event,) = _events(config, TopicRecreated)
     assert (event.topic, event.noticed) == (topic, "running")
     _new_life_planned_exactly(config, kafka_clusters, topic, unique_topic("acct-live-app"), 1_500)
+
+
+def test_the_new_life_start_is_the_committed_position_until_copying_moves_it(kafka_clusters, unique_topic):
+    """The chaos soak of 2026-11-29 (seed 91040) lost 1,687 new records: the running flow noticed the
+    re-created topic and committed its partitions at the new log start, but the consumer still held the
+    old position stored for its auto-commit, which committed it again a moment later; killed before a
+    copy of the new life was stored, the flow restarted at the old position (771) inside the new topic.
+    Here the new topic stays empty, so nothing else moves the stored position: once an auto-commit has
+    certainly run (another topic's copy committed), the topic's commit must still be the new log start."""
+    a, b = kafka_clusters.bootstrap("A"), kafka_clusters.bootstrap("B")
+    topic, tick = unique_topic("acct-commit"), unique_topic("acct-tick")
+    ensure_topic(a, topic, PARTITIONS)
+    ensure_topic(a, tick, 1)
+    config = _config(kafka_clusters, unique_topic, topic, topics=[topic, tick])
+    group = consumer_group_id(config.flow("A->B"))
+    _produce(a, topic, "old", OLD)
+    replicator = Replicator(config, status_port=None)
+    replicator.start()
+    try:
+        wait_for(lambda: _ends(b, f"A.{topic}") == [OLD] * PARTITIONS, "the old life copied")
+        wait_for(lambda: _committed(a, group, topic) == [OLD] * PARTITIONS, "the old position committed")
+        _recreate(a, topic, group)
+        wait_for(lambda: bool(_events(config, TopicRecreated)), "the topic_recreated event", timeout_s=60)
+        # the flow commits the new start when it notices (partitions it holds) or at their next assignment
+        wait_for(lambda: _committed(a, group, topic) != [], "the new life's start committed")
+        producer = Producer({"bootstrap.servers": a})
+        for i in range(10):
+            producer.produce(tick, key=f"tick-{i}".encode(), value=b"t", partition=0)
+        assert producer.flush(30) == 0
+        wait_for(lambda: _committed(a, group, tick) == [10], "an auto-commit after the re-creation")
+        assert _committed(a, group, topic) == [0] * PARTITIONS  # the new log start, never the old position
+    finally:
+        replicator.stop()
+        replicator.wait(timeout=60)
+
+
+def _committed(bootstrap: str, group: str, topic: str) -> list[int]:
+    """The group's commits of ``topic``, as the group coordinator lists them (also of a deleted topic)."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    (future,) = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)]).values()
+    found = {tp.partition: tp.offset for tp in future.result(timeout=30).topic_partitions if tp.topic == topic}
+    return [found[p] for p in sorted(found)]
 
 
 def test_copies_made_under_the_old_id_before_a_stop_are_matched_at_the_restart(kafka_clusters, unique_topic):

@@ -803,6 +803,10 @@ class FlowRunner:
         for tp in moved:
             self._consumer.seek(tp)
         if moved:
+            # stored too: the auto-commit would otherwise commit the old life's stored position over
+            # this one (a seek keeps it), and a crash before the next copy would resume there
+            if not self.flow.exactly_once:
+                self._consumer.store_offsets(offsets=moved)
             self._consumer.commit(offsets=moved, asynchronous=False)
         self._lives.pending_reset -= set(mine)  # the others start at their log start when assigned
         self._resumes.drop(mine)  # a new life: nothing of it is known copied
