@@ -15,6 +15,10 @@ The issue's cases, each held to what the clusters hold (keys name their topic's 
 
 from __future__ import annotations
 
+import re
+import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -32,6 +36,7 @@ from replicator.kafka.settings import consumer_group_id
 from replicator.kafka.state_log import StateLog
 from replicator.tasks.observe import observe_once
 from tests.consuming_app import checkpointed
+from tests.test_delivery import ROOT, write_config
 from tests.test_failover_unmapped import SLOW_FETCH
 from tests.test_state_events import _commit
 from tests.waiting import wait_for
@@ -253,6 +258,66 @@ def test_copies_made_under_the_old_id_before_a_stop_are_matched_at_the_restart(k
     (event,) = _events(config, TopicRecreated)
     assert event.noticed == "start"
     _new_life_planned_exactly(config, kafka_clusters, topic, unique_topic("acct-unnoticed-app"), 1_500)
+
+
+def test_a_peer_s_partition_of_a_recreated_topic_is_matched_not_copied_again(kafka_clusters, unique_topic, tmp_path):
+    """Two processes share the flow, one partition each; both notice the re-created topic and copy their
+    partition's new life. One is SIGKILLed: the survivor, which noticed the re-creation while the other
+    held that partition, took it at the new log start and copied the peer's whole new life a second
+    time (the 30-minute soak's second copies). Now it matches the partition's copies on the target
+    first and goes on past them: every record of both lives once, in order."""
+    a, b = kafka_clusters.bootstrap("A"), kafka_clusters.bootstrap("B")
+    topic = unique_topic("acct-peers")
+    remote = f"A.{topic}"
+    ensure_topic(a, topic, PARTITIONS)
+    config = write_config(kafka_clusters, tmp_path, topic, refresh_topics_interval_seconds=1, audit=False)
+    _produce(a, topic, "old", OLD)
+    logs = {name: tmp_path / f"{name}.log" for name in ("one", "two")}
+    procs = {}
+    try:
+        for name, log in logs.items():
+            with log.open("w") as err:
+                procs[name] = subprocess.Popen(
+                    [sys.executable, "-m", "mirrorlake.cli", "replicate", str(config), "--replicator-id", name],
+                    cwd=ROOT, stdout=subprocess.DEVNULL, stderr=err, text=True,
+                )  # fmt: skip
+        wait_for(lambda: _ends(b, remote) == [OLD] * PARTITIONS, "the old life copied", timeout_s=120)
+        wait_for(lambda: all(_one_each(log) for log in logs.values()), "one partition each", timeout_s=120)
+        _recreate(a, topic)
+        first = 1_000  # fewer than the old position: not read on from it (that copies some twice, by design)
+        _produce(a, topic, "new", first)
+        noticed = "was deleted and created again"
+        wait_for(lambda: all(noticed in log.read_text() for log in logs.values()), "both noticed", timeout_s=60)
+        _produce(a, topic, "new", NEW - first, start=first)
+        wait_for(lambda: min(_ends(b, remote)) >= OLD + NEW, "the new life copied", timeout_s=120)
+        taken = logs["two"].read_text().count("A->B: assigned")
+        procs["one"].send_signal(signal.SIGKILL)
+        procs["one"].wait(30)
+        wait_for(lambda: logs["two"].read_text().count("A->B: assigned") > taken, "the survivor took the peer's", 120)
+        _produce(a, topic, "new", 500, start=NEW)
+        wait_for(lambda: min(_ends(b, remote)) >= OLD + NEW + 500, "the records after the kill copied", 120)
+    finally:
+        for proc in procs.values():
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+        for proc in procs.values():
+            proc.wait(60)
+    for p in range(PARTITIONS):
+        keys = [r.key.decode() for r in read_partition(b, remote, p)]
+        wanted = [f"old-{p}-{i}" for i in range(OLD)] + [f"new-{p}-{i}" for i in range(NEW + 500)]
+        assert keys == wanted, (p, len(keys), len(wanted), logs["two"].read_text()[-3000:])
+
+
+def _one_each(log: Path) -> bool:
+    """The process holds exactly one partition (its log's assignments, revocations and losses in order:
+    a cooperative rebalance names only the partitions it adds or takes away)."""
+    held: set[str] = set()
+    for line in log.read_text().splitlines():
+        for verb in ("assigned", "revoked", "lost"):
+            if f"A->B: {verb} " in line:
+                names = set(re.findall(r"[\w.-]+\[\d+\]", line.split(f"A->B: {verb} ", 1)[1]))
+                held = held | names if verb == "assigned" else held - names
+    return len(held) == 1
 
 
 def test_on_topic_recreated_stop_fails_the_flow_naming_the_topic(kafka_clusters, unique_topic, tmp_path: Path):

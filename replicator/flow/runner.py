@@ -35,7 +35,7 @@ from replicator.client.provenance import Provenance
 from replicator.config import FlowConfig, MirrorlakeConfig
 from replicator.config.topology import provenance_enabled
 from replicator.errors import MirrorlakeError, ReplicationError
-from replicator.events import Event, Lifecycle, MetadataChange
+from replicator.events import Event, Lifecycle, MetadataChange, OffsetSync
 from replicator.flow.clients import ClientFactory, FlowClients, kafka_clients
 from replicator.flow.control.caught_up import CaughtUpCheck
 from replicator.flow.control.outage import ADMIN_ERRORS, TRANSPORT_CODES, Side, transient
@@ -141,6 +141,8 @@ class FlowRunner:
         self._task_factory = state_tasks
         self._assigned: set[TP] = set()
         self._reset_due: list[TopicPartition] = []  # a re-created topic's starts, assigned and to commit
+        # the syncs of a re-created topic's copies matched at assignment, published once its start is committed
+        self._new_life_syncs: dict[TP, list[OffsetSync]] = {}
         # at-least-once after a crash: starts past the copies the flow knows (``syncs.resume``), and
         # those assigned, to commit
         self._resumes = PendingResumes({}, self._read_committed)
@@ -332,7 +334,10 @@ class FlowRunner:
                 self._guarded(lambda: self._check_lives("start"), "source")
             if not self.flow.exactly_once:  # exactly-once: copies without a sync were never committed
                 remote = self._remote.values()
-                selected = [(r.source_topic, r.target_topic, p) for r in remote for p in range(r.partitions)]
+                # a re-created topic's partitions are matched against its new life when assigned (held)
+                relive = self._lives.pending_reset
+                selected = [(r.source_topic, r.target_topic, p) for r in remote for p in range(r.partitions)
+                            if (r.source_topic, p) not in relive]  # fmt: skip
                 producer = self._clients.lifecycle_producer
                 # through the tasks' own view: the state log is read once at start, not twice
                 recovery = self._starting(lambda: recover_orphan_copies(
@@ -567,13 +572,13 @@ class FlowRunner:
             self.commits.on_assign(consumer, partitions)
             self._took([(tp.topic, tp.partition) for tp in partitions])
             return
-        starts, reset = self._lives.starts_on_assign(partitions)  # a re-created topic's start anew
-        starts, resumed = self._resumes.starts(starts)  # past known copies, after a crash
-        starts, held = self._takeovers.split(starts)  # handed over from a peer: recovered first
+        relive = self._lives.relive((tp.topic, tp.partition) for tp in partitions)  # a re-created topic's
+        self._resumes.drop(relive)
+        starts, resumed = self._resumes.starts(partitions)  # past known copies, after a crash
+        starts, held = self._takeovers.split(starts, hold=relive)  # handed over from a peer: recovered first
         self._resumes = PendingResumes({}, self._read_committed)  # the start's resumes serve one assignment
         consumer.incremental_assign(starts)
-        self._reset_due += reset  # committed by the loop: the coordinator is busy inside this callback
-        self._resume_due += resumed
+        self._resume_due += resumed  # committed by the loop: the coordinator is busy inside this callback
         if held:
             _log.info("flow %s: %s held until the copies their last owner left are recovered",
                       self.flow.name, _names([TopicPartition(t, p) for t, p in held]))  # fmt: skip
@@ -593,11 +598,13 @@ class FlowRunner:
         them held and is asked again after its back-off (they would only wait for it anyway)."""
         held = self._takeovers.pending
         assert self._clients is not None  # wired
-        selected = [(t, self._remote[t].target_topic, p) for t, p in held if t in self._remote]
+        relive = [k for k in held if k in self._lives.reliving]
+        selected = [(t, self._remote[t].target_topic, p) for t, p in held if t in self._remote and (t, p) not in relive]
         if self._takeover_view is None:
             self._takeover_view = StateView(self.config, self.flow)
         view = self._takeover_view
         try:
+            new_starts = self._relive(relive)
             recovery = recover_orphan_copies(
                 self.config, self.flow, self.replicator_id, self._clients.lifecycle_producer, selected, view,
                 skipped=lambda headers: not self._provenance.stamp(headers)[0],
@@ -609,15 +616,35 @@ class FlowRunner:
                 1.0, self._outages.delay_left("source"), self._outages.delay_left("target")
             )
             return
-        starts = [TopicPartition(t, p, recovery.resume_at.get((t, p), OFFSET_INVALID)) for t, p in held]
+        starts = [TopicPartition(t, p, recovery.resume_at.get((t, p), OFFSET_INVALID)) for t, p in held
+                  if (t, p) not in new_starts]  # fmt: skip
         self._takeovers.release(held)
-        self._consumer.incremental_assign(starts)
+        self._consumer.incremental_assign(starts + list(new_starts.values()))
+        self._reset_due += new_starts.values()  # committed (then their syncs published) by the loop
         for tp in starts:
             if tp.offset != OFFSET_INVALID:
                 _log.info("flow %s: %s[%d] resumes at %d, past the copies its last owner made",
                           self.flow.name, tp.topic, tp.partition, tp.offset)  # fmt: skip
                 self._resume_due.append(tp)
         self._took(held)
+
+    def _relive(self, keys: list[TP]) -> dict[TP, TopicPartition]:
+        """Where each of a re-created topic's partitions (assigned, held) starts: past the copies of its
+        new topic's records on the target, matched by content from the target's log start (at most
+        ``max_tail`` records back); their syncs wait in ``_new_life_syncs`` for the start's commit."""
+        out: dict[TP, TopicPartition] = {}
+        matched: dict[TP, list[OffsetSync]] = {}
+        for topic in sorted({t for t, _p in keys if t in self._remote}):  # else dropped from the selection
+            mine = {k: 0 for k in keys if k[0] == topic}
+            syncs, at = self._match_new_life(topic, self._lives.ids[topic], mine)
+            for sync in syncs:
+                matched.setdefault((sync.source_topic, sync.partition), []).append(sync)
+            for t, p in mine:  # one missing on either cluster: from the log start (offset 0 is reset to it)
+                out[(t, p)] = TopicPartition(t, p, at.get((t, p), 0))
+                _log.info("flow %s: %s[%d], of a re-created topic, starts at %d, past the copies of its new records",
+                          self.flow.name, t, p, at.get((t, p), 0))  # fmt: skip
+        self._new_life_syncs.update(matched)  # all at once: a failed attempt is made again whole
+        return out
 
     def _recovery(self) -> TailRecovery:
         origin = SyncOrigin(self.flow.name, self.replicator_id, self.flow.source, self.flow.target)
@@ -701,6 +728,9 @@ class FlowRunner:
         self._reset_due = [tp for tp in self._reset_due if (tp.topic, tp.partition) not in gone]
         self._resume_due = [tp for tp in self._resume_due if (tp.topic, tp.partition) not in gone]
         self._newly_assigned -= gone
+        self._lives.relived(gone, committed=False)  # matched again at their next assignment here
+        for tp in gone:
+            self._new_life_syncs.pop(tp, None)
         self._copier.forget(gone)  # before the ledger: what was delivered is handed over first
         self.ledger.forget(gone)
         self._assigned -= gone
@@ -783,20 +813,19 @@ class FlowRunner:
             self._drain()  # the old life's copies and syncs, under the old id
         for r in recreated:
             self._lives.adopt(r.topic)
-            if noticed == "running":
+            if noticed == "running":  # at start: each partition is matched when assigned (``_relive``)
                 self._restart_topic(r.topic, r.topic_id)
                 self._lives.announce(r.topic)
-            elif not self.flow.exactly_once:  # before any partition of it is assigned
-                self._lives.resume_at.update(self._new_life_copies(r.topic, r.topic_id, None))
         gaps, self.ledger.gaps = self.ledger.gaps, []
         self._lives.check_gaps(gaps)
 
     def _restart_topic(self, topic: str, topic_id: str) -> None:
-        """Copy a re-created topic's assigned partitions from their log start, a new session each; the
-        copies of its records made before the flow noticed it (under the old id) are found by content
-        first, given syncs of the new life, and not copied again (``TailRecovery.new_life``)."""
+        """Move a re-created topic's assigned partitions to their new start, a new session each: past
+        the copies of its records made before the flow noticed it (under the old id), found by content
+        (``TailRecovery.new_life``). Their syncs of the new life are published after the start is
+        committed: a crash in between finds the old id at restart and matches them again."""
         mine = [tp for tp in self._assigned if tp[0] == topic]
-        starts = self._new_life_copies(topic, topic_id, {tp: self._sure_until.pop(tp, 0) for tp in mine})
+        syncs, starts = self._match_new_life(topic, topic_id, {tp: self._sure_until.pop(tp, 0) for tp in mine})
         moved = [TopicPartition(t, p, starts.get((t, p), 0)) for t, p in mine]
         self._copier.forget(set(mine))
         self.ledger.forget(mine)
@@ -808,22 +837,22 @@ class FlowRunner:
             if not self.flow.exactly_once:
                 self._consumer.store_offsets(offsets=moved)
             self._consumer.commit(offsets=moved, asynchronous=False)
-        self._lives.pending_reset -= set(mine)  # the others start at their log start when assigned
+        self._publish_matched(syncs)
+        self._lives.pending_reset -= set(mine)  # the others are matched when assigned
         self._resumes.drop(mine)  # a new life: nothing of it is known copied
 
-    def _new_life_copies(self, topic: str, topic_id: str, since: dict[TP, int] | None) -> dict[TP, int]:
-        """Find, give syncs of the new life to, and return where to go on past, the copies of a re-created
-        topic's records made under its old id; ``since``: the partitions and the target offset each is
-        searched from (None: every partition of the topic, from the target's log start, as at start,
-        where the process that made them is gone)."""
-        remote = self._remote[topic]
-        if since is None:
-            since = {(topic, p): 0 for p in range(remote.partitions)}
-        doubtful = [(t, remote.target_topic, p, d_from) for (t, p), d_from in since.items()]
-        syncs, starts = self._recovery().new_life(doubtful, topic_id)
+    def _match_new_life(
+        self, topic: str, topic_id: str, since: dict[TP, int]
+    ) -> tuple[list[OffsetSync], dict[TP, int]]:
+        """The copies of a re-created topic's records on the target, per partition of ``since`` searched
+        from that target offset on, as syncs of the new life; and where each partition goes on past them."""
+        target_topic = self._remote[topic].target_topic
+        return self._recovery().new_life([(t, target_topic, p, d_from) for (t, p), d_from in since.items()], topic_id)
+
+    def _publish_matched(self, syncs: list[OffsetSync]) -> None:
+        """Publish, durably, the syncs of copies matched by content (not the ledger's)."""
         if syncs and self._clients is not None:
             publish_syncs(self.config, self.flow, self._clients.lifecycle_producer, syncs)
-        return starts
 
     def _commit_resets(self) -> None:
         """Commit the log starts a re-created topic's partitions were assigned at, then say so; and
@@ -842,6 +871,9 @@ class FlowRunner:
             self._reset_due, self._resume_due = reset + self._reset_due, resumed + self._resume_due
             self._resets_retry_at = time.monotonic() + 1.0
             return
+        keys = [(tp.topic, tp.partition) for tp in reset]
+        self._lives.relived(keys, committed=True)
+        self._publish_matched([sync for k in keys for sync in self._new_life_syncs.pop(k, [])])
         for topic in sorted({tp.topic for tp in reset}):
             self._lives.announce(topic)
 

@@ -12,7 +12,8 @@ rebalance callback assigns the others) until the flow's loop has run the start's
 against the state log as it stands then, and is then assigned at its resume point. Only the
 process's first assignment goes ahead at once for the partitions the start recovered (a moment
 ago; often the first assignment is empty, the peers own everything), and so does a start of its
-own (a re-created topic's log start). A held partition revoked before its
+own. A re-created topic's partition not moved to its new start yet is always held (its new
+life's copies are matched first, ``topics.topic_lives``). A held partition revoked before its
 recovery ran is dropped: its next owner recovers it.
 
 What can still be copied twice: a peer that lost its partitions (session expired) but still runs
@@ -42,13 +43,15 @@ class Takeovers:
         """The partitions the start's recovery covered: the first assignment does not hold them."""
         self._recovered_at_start = set(recovered)
 
-    def split(self, starts: Sequence[TopicPartition]) -> tuple[list[TopicPartition], list[TP]]:
-        """(the starts to assign now, the partitions held for recovery) of one assignment."""
+    def split(self, starts: Sequence[TopicPartition], hold: Iterable[TP] = ()) -> tuple[list[TopicPartition], list[TP]]:
+        """(the starts to assign now, the partitions held for recovery) of one assignment; ``hold``:
+        held whatever their start (a re-created topic's, matched before they are copied)."""
         now: list[TopicPartition] = []
         held: list[TP] = []
+        always = set(hold)
         for tp in starts:
             key = (tp.topic, tp.partition)
-            if tp.offset != OFFSET_INVALID or key in self._recovered_at_start:
+            if key not in always and (tp.offset != OFFSET_INVALID or key in self._recovered_at_start):
                 now.append(tp)
             else:
                 self._held[key] = None

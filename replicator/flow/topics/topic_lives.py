@@ -12,11 +12,17 @@ Two ways a source partition's offsets stop meaning what the flow thinks, both si
   the flow naming the topic, ``continue`` (the default) copies the new topic from its log start
   into the same remote topic. Its syncs carry the new id, so the mapping starts a new life and
   never translates an offset of the new topic through copies of the old. The runner drains what
-  is in flight first (the old life's syncs keep the old id), then moves and commits each assigned
-  partition of the topic to its log start, so a crash afterwards cannot resume at the old position.
-  Copies of the new topic's records made before the check noticed it (under the old id, by this
-  process or, found at start, by one that stopped before noticing) are matched by content first
-  and given to the new life (``TailRecovery.new_life``); copying goes on past them.
+  is in flight first (the old life's syncs keep the old id), then moves each partition of the topic
+  it holds to its new start, and commits (and stores, for the auto-commit) that start, so a crash
+  afterwards cannot resume at the old position. The new start is past the copies of the new
+  topic's records already on the target, matched by content (``TailRecovery.new_life``): made
+  under the old id before a check noticed the new one (by this process, or by one that stopped or
+  died before noticing), or by another process of the flow in the new life. A partition of the
+  topic this process did not hold when it noticed (``pending_reset``; at start, every one) is held
+  back when assigned and matched the same way before it is copied (``relive``): neither its commit
+  (perhaps the old life's) nor the mapping (perhaps not told yet) is trusted. The matches' syncs are
+  published only after the start is committed: a crash in between finds the old id at restart and
+  matches again, never a new life whose commit is still the old position.
 * **Records deleted before their copy.** Retention or ``delete-records`` moved a partition's log
   start past the flow's position: the consumer resets to the log start and the records in between
   never reach the target. At assignment the committed position is compared with the log start;
@@ -36,7 +42,6 @@ import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
-from confluent_kafka import OFFSET_INVALID, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from replicator.config import FlowConfig
@@ -87,9 +92,9 @@ class TopicLives:
         self.ids = ids
         self._new: dict[str, str] = {}  # re-created topic -> its new id, until adopted
         self._unannounced: dict[str, tuple[Recreated, RemoteTopic, str]] = {}
-        self.pending_reset: set[tuple[str, int]] = set()  # partitions to start at their log start when assigned
-        # where such a partition starts instead: past the new topic's copies made before the flow noticed it
-        self.resume_at: dict[tuple[str, int], int] = {}
+        # a re-created topic's partitions this process has not moved to their new start: matched when assigned
+        self.pending_reset: set[tuple[str, int]] = set()
+        self.reliving: set[tuple[str, int]] = set()  # assigned, matched or being matched, start not committed yet
         self._said: dict[tuple[str, int], int] = {}  # per partition, the end of the losses said so far
         self.confirmed: set[str] = set()  # the topics the last check found under the id the flow copies them by
 
@@ -220,33 +225,27 @@ class TopicLives:
         cannot be told apart and are counted lost.)"""
         known = known or {}
         committed = {tp: max(c, known.get(tp, c)) for tp, c in committed.items()}
-        behind = [tp for tp in committed if tp[0] not in {t for t, _p in self.pending_reset}]
+        behind = [tp for tp in committed if tp[0] not in {t for t, _p in self.pending_reset | self.reliving}]
         starts = self._offsets(behind, OffsetSpec.earliest())
         for tp in behind:
             if tp in starts:
                 self.lost(tp[0], tp[1], committed[tp], starts[tp], noticed)
 
-    def starts_on_assign(
-        self, partitions: Iterable[TopicPartition]
-    ) -> tuple[list[TopicPartition], list[TopicPartition]]:
-        """At assignment: (the start of each partition, the starts to commit now). A re-created topic's
-        partition starts at its log start (or ``resume_at``: past the copies of its records found on
-        the target), committed at once so a crash cannot resume at the old position; any other at
-        its committed offset (``OFFSET_INVALID``). Only admin requests: the consumer's own
-        coordinator does not answer inside its rebalance callback."""
-        wanted = list(partitions)
-        reset_keys = [(tp.topic, tp.partition) for tp in wanted if (tp.topic, tp.partition) in self.pending_reset]
-        starts = self._offsets(reset_keys, OffsetSpec.earliest())
-        out, reset = [], []
-        for tp in wanted:
-            key = (tp.topic, tp.partition)
-            if key in self.pending_reset:
-                reset.append(TopicPartition(tp.topic, tp.partition, self.resume_at.pop(key, starts.get(key, 0))))
-                out.append(reset[-1])
-            else:
-                out.append(TopicPartition(tp.topic, tp.partition, OFFSET_INVALID))  # committed, else auto.offset.reset
-        self.pending_reset -= {k for k in self.pending_reset if k[0] in {tp.topic for tp in wanted}}
-        return out, reset
+    def relive(self, keys: Iterable[tuple[str, int]]) -> list[tuple[str, int]]:
+        """Of ``keys`` (just assigned), a re-created topic's partitions this process has not moved to their
+        new start: the runner holds them back and matches their new life's copies before copying."""
+        out = [k for k in keys if k in self.pending_reset]
+        self.pending_reset -= set(out)
+        self.reliving |= set(out)
+        return out
+
+    def relived(self, keys: Iterable[tuple[str, int]], committed: bool) -> None:
+        """``keys`` left ``reliving``: their new start ``committed``, or taken away before (then the next
+        assignment here matches them again)."""
+        keys = set(keys) & self.reliving
+        self.reliving -= keys
+        if not committed:
+            self.pending_reset |= keys
 
     def check_gaps(self, gaps: list[tuple[str, int, int, int]]) -> None:
         """Hold each upstream gap the copies revealed against the log start: deleted before the copy?"""
