@@ -224,6 +224,19 @@ def test_sigterm_drains_and_commits_so_a_restart_has_nothing_to_replay(kafka_clu
     assert rerun["A->B"].records == 0  # everything copied was committed before the exit
 
 
+def start_processes(config: Path, tmp_path: Path, *names: str) -> tuple[dict[str, Path], dict[str, subprocess.Popen]]:
+    """One ``mirrorlake replicate`` process per name (its replicator id), each logging to ``<name>.log``."""
+    logs = {name: tmp_path / f"{name}.log" for name in names}
+    procs = {}
+    for name, log in logs.items():
+        with log.open("w") as err:
+            procs[name] = subprocess.Popen(
+                [sys.executable, "-m", "mirrorlake.cli", "replicate", str(config), "--replicator-id", name],
+                cwd=ROOT, stdout=subprocess.DEVNULL, stderr=err, text=True,
+            )  # fmt: skip
+    return logs, procs
+
+
 def log_lines(path: Path, needle: str) -> int:
     return sum(needle in line for line in path.read_text(errors="replace").splitlines()) if path.exists() else 0
 
@@ -239,14 +252,7 @@ def test_a_live_process_taking_over_a_killed_peers_partitions_copies_nothing_twi
     a, b = kafka_clusters.bootstrap("A"), kafka_clusters.bootstrap("B")
     ensure_topic(a, topic, PARTITIONS)
     config = write_config(kafka_clusters, tmp_path, topic)
-    logs = {name: tmp_path / f"{name}.log" for name in ("one", "two")}
-    procs = {}
-    for name, log in logs.items():
-        with log.open("w") as err:
-            procs[name] = subprocess.Popen(
-                [sys.executable, "-m", "mirrorlake.cli", "replicate", str(config), "--replicator-id", name],
-                cwd=ROOT, stdout=subprocess.DEVNULL, stderr=err, text=True,
-            )  # fmt: skip
+    logs, procs = start_processes(config, tmp_path, "one", "two")
     stop = threading.Event()
     producer = threading.Thread(target=produce_steadily, args=(a, topic, stop), daemon=True)
     try:

@@ -17,8 +17,6 @@ from __future__ import annotations
 
 import re
 import signal
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -36,7 +34,7 @@ from replicator.kafka.settings import consumer_group_id
 from replicator.kafka.state_log import StateLog
 from replicator.tasks.observe import observe_once
 from tests.consuming_app import checkpointed
-from tests.test_delivery import ROOT, write_config
+from tests.test_delivery import start_processes, write_config
 from tests.test_failover_unmapped import SLOW_FETCH
 from tests.test_state_events import _commit
 from tests.waiting import wait_for
@@ -272,15 +270,8 @@ def test_a_peer_s_partition_of_a_recreated_topic_is_matched_not_copied_again(kaf
     ensure_topic(a, topic, PARTITIONS)
     config = write_config(kafka_clusters, tmp_path, topic, refresh_topics_interval_seconds=1, audit=False)
     _produce(a, topic, "old", OLD)
-    logs = {name: tmp_path / f"{name}.log" for name in ("one", "two")}
-    procs = {}
+    logs, procs = start_processes(config, tmp_path, "one", "two")
     try:
-        for name, log in logs.items():
-            with log.open("w") as err:
-                procs[name] = subprocess.Popen(
-                    [sys.executable, "-m", "mirrorlake.cli", "replicate", str(config), "--replicator-id", name],
-                    cwd=ROOT, stdout=subprocess.DEVNULL, stderr=err, text=True,
-                )  # fmt: skip
         wait_for(lambda: _ends(b, remote) == [OLD] * PARTITIONS, "the old life copied", timeout_s=120)
         wait_for(lambda: all(_one_each(log) for log in logs.values()), "one partition each", timeout_s=120)
         _recreate(a, topic)
