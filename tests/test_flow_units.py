@@ -513,3 +513,22 @@ def test_run_length_tracking_asks_few_reports_and_keeps_translation_exact_or_rer
             assert got.downstream <= truth[u]  # resumes at or before the copy: re-reads, never loses
         else:
             assert got.downstream == truth[u], u
+
+
+# -- a re-created topic's partitions: matched once, again when taken away uncommitted ----------------
+
+
+def test_a_recreated_partition_is_matched_until_its_new_start_is_committed():
+    from replicator.config import FlowConfig
+    from replicator.flow.topics.topic_lives import TopicLives
+
+    lives = TopicLives(FlowConfig(source="A", target="B"), "r", None, lambda _t: None, lambda _e: None, FlowStats(), {})  # type: ignore[arg-type]
+    lives.pending_reset = {("acct", 0), ("acct", 1)}
+    assert lives.relive([("acct", 0), ("other", 0)]) == [("acct", 0)]  # assigned: held and matched
+    assert (lives.pending_reset, lives.reliving) == ({("acct", 1)}, {("acct", 0)})
+    lives.relived([("acct", 0)], committed=False)  # revoked before its start was committed
+    assert (lives.pending_reset, lives.reliving) == ({("acct", 0), ("acct", 1)}, set())
+    assert lives.relive([("acct", 0), ("acct", 1)]) == [("acct", 0), ("acct", 1)]  # matched again
+    lives.relived([("acct", 0), ("acct", 1)], committed=True)
+    assert (lives.pending_reset, lives.reliving) == (set(), set())
+    assert lives.relive([("acct", 0)]) == []  # its new life goes on from its commit

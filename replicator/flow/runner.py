@@ -814,8 +814,9 @@ class FlowRunner:
         for r in recreated:
             self._lives.adopt(r.topic)
             if noticed == "running":  # at start: each partition is matched when assigned (``_relive``)
-                self._restart_topic(r.topic, r.topic_id)
-                self._lives.announce(r.topic)
+                self._restart_topic(r.topic, r.topic_id)  # said (``announce``) once its starts are committed
+                if not any(t == r.topic for t, _p in self._assigned):
+                    self._lives.announce(r.topic)
         gaps, self.ledger.gaps = self.ledger.gaps, []
         self._lives.check_gaps(gaps)
 
@@ -831,15 +832,12 @@ class FlowRunner:
         self.ledger.forget(mine)
         for tp in moved:
             self._consumer.seek(tp)
-        if moved:
-            # stored too: the auto-commit would otherwise commit the old life's stored position over
-            # this one (a seek keeps it), and a crash before the next copy would resume there
-            if not self.flow.exactly_once:
-                self._consumer.store_offsets(offsets=moved)
-            self._consumer.commit(offsets=moved, asynchronous=False)
-        self._publish_matched(syncs)
-        self._lives.pending_reset -= set(mine)  # the others are matched when assigned
+        for sync in syncs:
+            self._new_life_syncs.setdefault((sync.source_topic, sync.partition), []).append(sync)
+        self._lives.relive(mine)  # the others are matched when assigned; these, again if revoked uncommitted
         self._resumes.drop(mine)  # a new life: nothing of it is known copied
+        self._reset_due += moved
+        self._commit_resets()  # now, or again in 1 s when a rebalance refuses it (then its syncs wait)
 
     def _match_new_life(
         self, topic: str, topic_id: str, since: dict[TP, int]
@@ -855,10 +853,20 @@ class FlowRunner:
             publish_syncs(self.config, self.flow, self._clients.lifecycle_producer, syncs)
 
     def _commit_resets(self) -> None:
-        """Commit the log starts a re-created topic's partitions were assigned at, then say so; and
-        the starts past known copies (the flow's position then says where it stands)."""
+        """Commit a re-created topic's partitions' new starts, then publish the syncs of the copies
+        matched before them and say so (``announce``); and the starts past known copies (the flow's
+        position then says where it stands). Refused in a rebalance or an outage: again in 1 s."""
         reset, self._reset_due = self._reset_due, []
         resumed, self._resume_due = self._resume_due, []
+        if not reset and not resumed:
+            return  # (a commit of nothing would commit the stored offsets, and fail with none stored)
+        if reset and not self.flow.exactly_once:
+            # stored too: the auto-commit would otherwise commit the old life's stored position over
+            # this one (a seek keeps it), and a crash before the next copy would resume there
+            try:
+                self._consumer.store_offsets(offsets=reset)
+            except KafkaException as exc:  # not assigned any more: its next owner positions it
+                _log.debug("flow %s: store_offsets: %s", self.flow.name, exc)
         try:
             self._consumer.commit(offsets=reset + resumed, asynchronous=False)
         except KafkaException as exc:
