@@ -5,7 +5,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 export MIRRORLAKE_CACHE ?= $(HOME)/.cache/mirrorlake
 
-.PHONY: setup demo test test-fast lint docs down clean image image-test
+.PHONY: setup demo test test-fast lint docs down clean image image-lakehouse image-test
 
 setup:
 	@VENV=$(VENV) scripts/bootstrap.sh
@@ -34,12 +34,16 @@ docs: setup
 	$(BIN)/python -c "from replicator.config.reference import write_reference; write_reference('docs/configuration-reference.md')"
 	$(BIN)/python -c "from lakehouse.tables.reference import write_reference; write_reference('docs/lakehouse-reference.md')"
 
-# the replicator's OCI image, built without a registry (podman, runc, mmdebstrap: apt-get if missing),
-# and its test against the session's clusters (not in `make test`: the build is minutes beyond CI's budget)
+# the replicator's OCI image and the lakehouse's (Java, Spark's jars), built without a registry
+# (podman, runc, mmdebstrap: apt-get if missing), and their test against the session's clusters (not
+# in `make test`: the builds are minutes beyond CI's budget)
 image: setup
 	scripts/build_image.sh
 
-image-test: image
+image-lakehouse: setup
+	scripts/build_image.sh lakehouse
+
+image-test: image image-lakehouse
 	$(BIN)/pytest -n0 -m image tests/test_image.py
 
 down: setup

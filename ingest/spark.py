@@ -37,7 +37,15 @@ from replicator.config import SparkConfig
 from replicator.config.cache import cache_root
 from replicator.errors import DependencyResolutionError, ToolMissingError
 
-__all__ = ["spark_session", "spark_packages", "ivy_settings", "IVY_SETTINGS", "LOCAL_TUNING"]
+__all__ = [
+    "spark_session",
+    "spark_packages",
+    "ivy_settings",
+    "resolved_jars",
+    "adopt_jars",
+    "IVY_SETTINGS",
+    "LOCAL_TUNING",
+]
 
 _log = logging.getLogger(__name__)
 
@@ -135,10 +143,13 @@ def _builder(config: SparkConfig, app_name: str, ivy: Path, jars: list[str]) -> 
     from pyspark.sql import SparkSession
 
     builder = SparkSession.builder.master(config.master).appName(app_name)
-    packages = {"spark.jars.packages": ",".join(spark_packages()), "spark.jars.ivySettings": str(ivy_settings(ivy))}
+    if jars:  # nothing written to the cache then: it may be read-only (the lakehouse image's)
+        sources = {"spark.jars": ",".join(jars)}
+    else:
+        sources = {"spark.jars.packages": ",".join(spark_packages()), "spark.jars.ivySettings": str(ivy_settings(ivy))}
     settings = {
         **LOCAL_TUNING,
-        **({"spark.jars": ",".join(jars)} if jars else packages),
+        **sources,
         "spark.jars.ivy": str(ivy),
         "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
         "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
@@ -214,6 +225,30 @@ def _resolved_jars(manifest: Path) -> list[str]:
     if not jars or not all(Path(j).is_file() for j in jars):
         return []
     return jars
+
+
+def resolved_jars() -> list[Path]:
+    """The jar files of ``spark_packages()`` and their dependencies that the cache holds ([]: not resolved
+    yet, or a file gone): what an image that must not reach Maven Central ships (``adopt_jars``)."""
+    return [Path(j) for j in _resolved_jars(_manifest_path())]
+
+
+def adopt_jars(directory: Path) -> Path:
+    """Make the jars in ``directory`` this installation's resolved packages (the cache's manifest names
+    them), so ``spark_session`` starts without ivy: the lakehouse image ships its jars so. Raises
+    ``DependencyResolutionError`` naming each of ``spark_packages()`` without its jar there (ivy names
+    a jar ``<group>_<artifact>-<version>.jar``): jars of other versions would fail at the first query."""
+    jars = sorted(directory.resolve().glob("*.jar"))
+    names = {j.name for j in jars}
+    missing = [p for p in spark_packages() if "{}_{}-{}.jar".format(*p.split(":")) not in names]
+    if missing:
+        raise DependencyResolutionError(
+            f"{directory} lacks the jar of {', '.join(missing)} (it holds {len(jars)} jars): stage the jars "
+            "resolved for this pyspark and delta-spark (scripts/build_image.sh lakehouse does)"
+        )
+    manifest = _manifest_path()
+    _record_resolved_jars(manifest, ",".join(str(j) for j in jars))
+    return manifest
 
 
 def _record_resolved_jars(manifest: Path, spark_jars: str) -> None:

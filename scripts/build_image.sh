@@ -1,5 +1,8 @@
 #!/usr/bin/env bash
 # make image: the replicator's OCI image, localhost/mirrorlake:latest, built here without a registry.
+# make image-lakehouse (`scripts/build_image.sh lakehouse`): the lakehouse and dashboard image,
+# localhost/mirrorlake-lakehouse:latest (Java and Spark's jars: the jars this checkout's venv resolved,
+# staged into build/spark-jars/, resolved first if they are not yet).
 #
 # Installs podman, runc and mmdebstrap (apt) if missing; makes the base image once from Debian's
 # packages (mmdebstrap --variant=minbase bookworm, with this machine's apt sources, then podman
@@ -8,7 +11,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BASE=localhost/mirrorlake-base:bookworm
-IMAGE=${IMAGE:-localhost/mirrorlake:latest}
+FLAVOR=${1:-replicator}
+case "$FLAVOR" in
+  replicator) IMAGE=${IMAGE:-localhost/mirrorlake:latest}; FILE=deploy/image/Containerfile ;;
+  lakehouse) IMAGE=${IMAGE:-localhost/mirrorlake-lakehouse:latest}; FILE=deploy/image/Containerfile.lakehouse ;;
+  *) echo "build_image.sh: unknown image '$FLAVOR' (replicator or lakehouse)" >&2; exit 2 ;;
+esac
 export CONTAINERS_CONF="$PWD/deploy/image/containers.conf"
 
 missing=()
@@ -30,8 +38,25 @@ if ! podman image exists "$BASE"; then
   podman import --quiet "$work/rootfs.tar" "$BASE" >/dev/null
 fi
 
+if [ "$FLAVOR" = lakehouse ]; then
+  echo "staging Spark's jars into build/spark-jars" >&2
+  rm -rf build/spark-jars && mkdir -p build/spark-jars
+  .venv/bin/python - <<'PY'
+import shutil
+from pathlib import Path
+from ingest.spark import resolved_jars, spark_session
+from replicator.config import SparkConfig
+jars = resolved_jars()
+if not jars:  # resolved from Maven Central once, into the cache
+    spark_session(SparkConfig(master="local[1]", conf={"spark.driver.memory": "512m"}), app_name="stage").stop()
+    jars = resolved_jars()
+for jar in jars:
+    shutil.copy2(jar, Path("build/spark-jars") / jar.name)
+PY
+fi
+
 ca=()  # the CA bundle pip trusts here, for the build stage (an intercepting proxy's CA, say)
 bundle=${PIP_CERT:-/etc/ssl/certs/ca-certificates.crt}
 [ -s "$bundle" ] && ca=(--secret "id=pip_ca,src=$bundle")
-podman build --quiet --network=host "${ca[@]}" --build-arg "BASE=$BASE" -f deploy/image/Containerfile -t "$IMAGE" . >/dev/null
+podman build --quiet --network=host "${ca[@]}" --build-arg "BASE=$BASE" -f "$FILE" -t "$IMAGE" . >/dev/null
 echo "built $IMAGE ($(podman image inspect --format '{{.Size}}' "$IMAGE" | awk '{printf "%.0f MB", $1/1e6}'))"

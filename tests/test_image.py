@@ -1,11 +1,13 @@
-"""The replicator's container image, run for real (issue 35 item 3): ``make image-test``.
+"""The replicator's and the lakehouse's container images, run for real (issue 35 item 3): ``make image-test``.
 
 Not part of ``make test`` (building the image takes minutes beyond CI's budget): ``make image``
 builds ``localhost/mirrorlake:latest`` and ``make image-test`` runs this module against it, with
 the session's clusters on the host network. The image replicates between two host clusters,
 ``/health`` answers, ``podman stop`` (SIGTERM) ends it with exit 0 after its final syncs and
 its ``stopped`` lifecycle event, and the target then holds every record of the source, by content.
-It runs as a non-root user, its entrypoint is ``mirrorlake``, and it holds no Java runtime.
+It runs as a non-root user, its entrypoint is ``mirrorlake``, and it holds no Java runtime. The
+lakehouse image (``make image-lakehouse``) holds Java 17 and Spark's jars, recorded as resolved, and
+its ``lakehouse build`` gives every gold table the rows a build on the host gives.
 """
 
 from __future__ import annotations
@@ -13,8 +15,11 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
+import tempfile
 import urllib.request
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -32,6 +37,7 @@ from tests.waiting import wait_for
 pytestmark = [pytest.mark.kafka, pytest.mark.image]
 ROOT = Path(__file__).resolve().parents[1]
 IMAGE = os.environ.get("MIRRORLAKE_IMAGE", "localhost/mirrorlake:latest")
+LAKEHOUSE_IMAGE = os.environ.get("MIRRORLAKE_LAKEHOUSE_IMAGE", "localhost/mirrorlake-lakehouse:latest")
 ENV = {**os.environ, "CONTAINERS_CONF": str(ROOT / "deploy" / "image" / "containers.conf")}
 
 
@@ -53,6 +59,15 @@ def image() -> str:
     found = _podman("image", "inspect", IMAGE)
     assert found.returncode == 0, f"no image {IMAGE}: run `make image` first ({found.stderr.strip()})"
     return IMAGE
+
+
+@pytest.fixture(scope="module")
+def lakehouse_image() -> str:
+    found = _podman("image", "inspect", LAKEHOUSE_IMAGE)
+    assert found.returncode == 0, (
+        f"no image {LAKEHOUSE_IMAGE}: run `make image-lakehouse` first ({found.stderr.strip()})"
+    )
+    return LAKEHOUSE_IMAGE
 
 
 def test_the_image_runs_as_a_non_root_mirrorlake_without_java(image):
@@ -167,3 +182,66 @@ def test_the_replicator_deployment_runs_with_podman_kube_play(image, kafka_clust
     finally:
         down = _podman("kube", "down", str(manifest), timeout=180)
     assert down.returncode == 0, down.stderr
+
+
+def test_the_lakehouse_image_runs_as_a_non_root_mirrorlake_with_java_and_its_spark_jars(lakehouse_image):
+    (inspected,) = json.loads(_podman("image", "inspect", lakehouse_image).stdout)
+    assert inspected["Config"]["User"] == "10001:10001"
+    assert inspected["Config"]["Entrypoint"] == ["/opt/mirrorlake/bin/mirrorlake"]
+    java = _podman("run", "--rm", "--entrypoint", "java", lakehouse_image, "-version")
+    assert java.returncode == 0 and "17." in java.stderr, java.stderr
+    shipped = _podman(
+        "run", "--rm", "--entrypoint", "python3", lakehouse_image, "-c",
+        "import deltalake, duckdb, streamlit  # the dashboard's and the incremental gold's\n"
+        "from ingest.spark import resolved_jars, spark_packages; print(len(resolved_jars()), len(spark_packages()))",
+    )  # fmt: skip
+    assert shipped.returncode == 0, shipped.stderr
+    jars, packages = map(int, shipped.stdout.split())
+    assert jars > packages  # the packages and their dependencies, recorded as resolved: no ivy in a pod
+
+
+@pytest.fixture
+def shared_dir() -> Iterator[Path]:
+    """A directory the image's user (10001) can reach and write (pytest's tmp_path is its owner's only)."""
+    with tempfile.TemporaryDirectory(prefix="mirrorlake-image-") as name:
+        path = Path(name)
+        path.chmod(0o755)
+        yield path
+
+
+def test_the_lakehouse_image_builds_the_gold_tables_a_host_build_does(lakehouse_image, kafka_clusters, shared_dir):
+    """The events of the lakehouse tests' four rounds in a state topic of this test's own; ``lakehouse
+    build`` on the host and in the image (host network, the lakehouse directory mounted at the same path,
+    so one config serves both) give the same rows in every gold table."""
+    from lakehouse.catalog import GOLD_TABLE_NAMES
+    from tests import lakehouse_support as ev
+    from tests.test_spark_cluster import _rows
+
+    b = kafka_clusters.bootstrap("B")
+    state_topic = f"mirrorlake.image-lake-{uuid.uuid4().hex[:8]}"
+    ensure_topic(b, state_topic, 2)
+    ev.produce(b, state_topic, [e for events in ev.rounds() for e in events])
+    roots = {where: shared_dir / f"lake-{where}" for where in ("host", "image")}
+    configs = {}
+    for where, root in roots.items():
+        root.mkdir()
+        root.chmod(0o777)  # the image's user (10001) writes it
+        spark = {"master": "local[2]", "conf": {"spark.driver.memory": "1g"}}
+        configs[where] = ev.write_config(
+            shared_dir / f"{where}.yaml", kafka_clusters.bootstraps, state_topic, root, spark
+        )
+        configs[where].chmod(0o644)
+    host = subprocess.run(
+        [sys.executable, "-m", "mirrorlake.cli", "lakehouse", "build", "-c", str(configs["host"])],
+        cwd=ROOT, capture_output=True, text=True, timeout=900, check=False,
+    )  # fmt: skip
+    assert host.returncode == 0, host.stderr[-3000:]
+    mount = f"{shared_dir}:{shared_dir}"
+    built = _podman(
+        "run", "--rm", "--network=host", "-v", mount, lakehouse_image,
+        "lakehouse", "build", "-c", str(configs["image"]), timeout=900,
+    )  # fmt: skip
+    assert built.returncode == 0, built.stderr[-3000:]
+    assert "resolving" not in built.stderr  # the shipped jars, no ivy
+    for table in GOLD_TABLE_NAMES:
+        assert _rows(roots["image"], table) == _rows(roots["host"], table), table
