@@ -315,6 +315,7 @@ class Run:
     config: MirrorlakeConfig | None = None
     plan_problems: list[str] = field(default_factory=list)
     plans_judged: int = 0  # rows of plans made with S down, judged against the truth
+    started_ms: int = 0  # wall clock of the schedule's start, to place records' timestamps in it
     notes: list[str] = field(default_factory=list)
 
 
@@ -601,6 +602,7 @@ def judge_topic(run: Run, flow: str, source: str, target: str, topic: str, abort
         if missing:  # where, to find the cause from the report alone
             run.notes.append(f"{flow} {topic}[{p}]: {len(missing)} missing at source offsets {_runs(missing)}")
         figures.duplicated += sum(c - 1 for k, c in counts.items() if k in src_keys or k in earlier)
+        run.notes += _second_copies(run, flow, topic, p, src, dst, counts)
         figures.gone += len(earlier - counts.keys())
         figures.aborted += sum(1 for k in counts if k in aborted and k not in src_keys)
         truth = _truth([*run.deleted.get((topic, p), []), *src], dst) if flow == "S->T" else _truth(src, dst)
@@ -619,6 +621,29 @@ def judge_topic(run: Run, flow: str, source: str, target: str, topic: str, abort
             figures.lost_truth += _lost_for_good(run, topic, p, counts.keys())
         figures.lost_said += _said_for_good(run, topic, p, ranges.get(p, []), counts.keys(), flow)
     return figures
+
+
+def _second_copies(
+    run: Run, flow: str, topic: str, partition: int, src: list[Rec], dst: list[Rec], counts: Counter[bytes | None]
+) -> list[str]:
+    """Where a partition's second copies sit: the source offsets copied twice, the target offsets of the
+    copies beyond the first and when (schedule time) the source produced them, to match to a fault."""
+    twice = {k for k, c in counts.items() if c > 1}
+    if not twice:
+        return []
+    at_source = [r.offset for r in src if r.key in twice]
+    seen: set[bytes | None] = set()
+    again = []
+    for r in dst:
+        if r.key in twice:
+            if r.key in seen:
+                again.append(r)
+            seen.add(r.key)
+    born = [(r.timestamp - run.started_ms) / 1000 for r in again if r.timestamp > 0]
+    when = f", produced at {min(born):.1f}..{max(born):.1f} s" if born else ""
+    of = _runs(at_source) or "of deleted records"
+    where = _runs([r.offset for r in again])
+    return [f"{flow} {topic}[{partition}]: {len(again)} second copies of source offsets {of}, at target {where}{when}"]
 
 
 def _runs(offsets: list[int]) -> str:
@@ -741,6 +766,7 @@ def run_soak(seed: int, seconds: float, processes: int = 2, rate: int = 300, wor
         run.accounts = accounts_producer(bootstrap["S"], run.lives)
         reps.ensure_running()
         started = time.monotonic()
+        run.started_ms = int(time.time() * 1000)
         try:
             for fault in run.faults:
                 time.sleep(max(0.0, fault.at_s - (time.monotonic() - started)))
