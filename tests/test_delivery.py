@@ -285,3 +285,56 @@ def test_a_live_process_taking_over_a_killed_peers_partitions_copies_nothing_twi
             proc.wait(60)
     source, target = assert_each_copied_once_in_order(a, b, topic)
     assert_mapping_exact(kafka_clusters, topic, source, target)
+
+
+def test_a_process_back_from_a_clean_stop_after_its_peer_was_killed_copies_nothing_twice(
+    kafka_clusters, unique_topic, tmp_path
+):
+    """The 30-minute soak's second copies (2026-11-29): "two" stops cleanly (SIGTERM), "one" takes
+    its partitions over, copies and is SIGKILLed; "two" comes back. Its own ``stopped`` is the
+    newest lifecycle event, but the commits are "one"'s, behind copies "one" had made (and synced).
+    "two" must resume past those copies, as after any crash, not at the commits."""
+    topic = unique_topic("back-after-peer")
+    a, b = kafka_clusters.bootstrap("A"), kafka_clusters.bootstrap("B")
+    ensure_topic(a, topic, PARTITIONS)
+    config = write_config(kafka_clusters, tmp_path, topic)
+    logs, procs = start_processes(config, tmp_path, "one", "two")
+    stop = threading.Event()
+    producer = threading.Thread(target=produce_steadily, args=(a, topic, stop), daemon=True)
+    try:
+        producer.start()
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline and not all(log_lines(log, "A->B: assigned") for log in logs.values()):
+            time.sleep(0.1)
+        taken = log_lines(logs["one"], "A->B: assigned")
+        procs["two"].send_signal(signal.SIGTERM)
+        assert procs["two"].wait(60) == 0, logs["two"].read_text()[-3000:]
+        while log_lines(logs["one"], "A->B: assigned") == taken and time.monotonic() < deadline:
+            time.sleep(0.1)  # "one" takes every partition
+        start = high_watermarks(b, f"A.{topic}")
+        while high_watermarks(b, f"A.{topic}") < start + 5_000 and time.monotonic() < deadline:
+            time.sleep(0.05)  # "one" copies them for a while
+        procs["one"].send_signal(signal.SIGKILL)
+        procs["one"].wait(30)
+        logs["two"] = tmp_path / "two-again.log"
+        with logs["two"].open("w") as err:
+            procs["two"] = subprocess.Popen(
+                [sys.executable, "-m", "mirrorlake.cli", "replicate", str(config), "--replicator-id", "two"],
+                cwd=ROOT, stdout=subprocess.DEVNULL, stderr=err, text=True,
+            )  # fmt: skip
+        time.sleep(1)  # records still arrive while "two" starts
+        stop.set()
+        producer.join(60)
+        total = high_watermarks(a, topic)
+        while high_watermarks(b, f"A.{topic}") < total and time.monotonic() < deadline + 60:
+            time.sleep(0.1)
+        time.sleep(2)  # a second copy would land after the first ones
+    finally:
+        stop.set()
+        for proc in procs.values():
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+        for proc in procs.values():
+            proc.wait(60)
+    source, target = assert_each_copied_once_in_order(a, b, topic)
+    assert_mapping_exact(kafka_clusters, topic, source, target)

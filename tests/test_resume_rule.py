@@ -8,8 +8,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from replicator.client.mapping import Segment
-from replicator.events import Lifecycle
-from replicator.flow.syncs.resume import Coverage, PendingResumes, PreviousRun, resume_point
+from replicator.events import Lifecycle, OffsetSync, SyncReason
+from replicator.flow.syncs.resume import LEFT_COPIES, Coverage, PendingResumes, PreviousRun, resume_point
 from replicator.flow.syncs.takeover import Takeovers
 
 
@@ -122,6 +122,42 @@ def test_only_a_run_that_did_not_stop_cleanly_is_resumed_past_its_commit():
     assert not _previous(me, _life("me", "started", 10), _life("me", "stopped", 20)).crashed
     assert _previous(me, _life("me", "stopped", 10), _life("me", "started", 20)).crashed
     assert _previous(me, _life("r1", "stopped", 10, flow="B->A")).crashed  # another flow's stop
+
+
+def _sync(rid: str, at: int, flow: str = "A->B") -> OffsetSync:
+    return OffsetSync(
+        flow=flow, replicator_id=rid, source_cluster="A", target_cluster="B", source_topic="t", target_topic="A.t",
+        partition=0, upstream_offset=5, downstream_offset=5, upstream_timestamp_ms=0, reason=SyncReason.FLUSH,
+        emitted_at_ms=at,
+    )  # fmt: skip
+
+
+def test_a_peer_that_copied_after_the_last_clean_stop_and_never_stopped_makes_it_a_crash():
+    """The soak's case: r2 stopped cleanly at 20; r1, running since 10, took r2's partitions over,
+    copied (its syncs at 25) and was killed. r2 comes back as ``me``: its own stop is the newest
+    lifecycle event, yet the commits are r1's, behind r1's copies."""
+    me = _life("me", "started", 100)
+    r1_started, r2_stopped = _life("r1", "started", 10), _life("r2", "stopped", 20)
+    previous = _previous(me, r1_started, r2_stopped)
+    for e in (_sync("r1", 15), _sync("r1", 25)):
+        previous.take(e)
+    assert previous.crashed
+    # r1 copied only before the stop (it was dead by then, crashed long ago): the stop stands
+    previous = _previous(me, r1_started, r2_stopped)
+    previous.take(_sync("r1", 15))
+    assert not previous.crashed
+    # r1 stopped cleanly too, after its copies: every process stopped, a rewind is honoured
+    previous = _previous(me, r1_started, r2_stopped, _life("r1", "stopped", 30))
+    previous.take(_sync("r1", 25))
+    assert not previous.crashed
+    # a stop after lost partitions (a session timed out while the source was down) left copies behind
+    left = Lifecycle(flow="A->B", replicator_id="r2", state="stopped", reason=LEFT_COPIES, emitted_at_ms=20)
+    assert _previous(me, r1_started, left).crashed
+    # this run's own syncs and another flow's say nothing about the previous run
+    previous = _previous(me, r1_started, r2_stopped)
+    for e in (_sync("me", 110), _sync("r1", 25, flow="B->A")):
+        previous.take(e)
+    assert not previous.crashed
 
 
 def test_only_the_first_assignment_skips_recovery_for_what_the_start_recovered():

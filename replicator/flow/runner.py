@@ -51,7 +51,7 @@ from replicator.flow.copying.native_copier import NativeCopier
 from replicator.flow.syncs.commits import AbortTransaction, AtLeastOnceCommits, Commits, TransactionalCommits
 from replicator.flow.syncs.gap_recovery import GapRecovery
 from replicator.flow.syncs.offset_sync import SyncOrigin
-from replicator.flow.syncs.resume import PendingResumes, PreviousRun
+from replicator.flow.syncs.resume import LEFT_COPIES, PendingResumes, PreviousRun
 from replicator.flow.syncs.sync_ledger import TP, SyncLedger
 from replicator.flow.syncs.tail_recovery import TailRecovery, publish_syncs, recover_orphan_copies
 from replicator.flow.syncs.takeover import Takeovers
@@ -148,6 +148,7 @@ class FlowRunner:
         self._resumes = PendingResumes({}, self._read_committed)
         self._resume_due: list[TopicPartition] = []
         self._takeovers = Takeovers()  # at-least-once: partitions handed over, held until recovered
+        self._left_copies = False  # lost partitions (not revoked): copies past their commit left behind
         self._takeover_view: StateView | None = None  # the loop's own view of the state log, for them
         self._takeover_retry_at = 0.0
         self._resets_retry_at = 0.0  # after a commit refused in a rebalance (monotonic seconds)
@@ -324,6 +325,7 @@ class FlowRunner:
         self._tasks = tasks
         self._stop_flag = _Either(stop, requested)
         tasks.ctx.view.subscribe(Lifecycle.event_type, previous.take)
+        tasks.ctx.view.subscribe(OffsetSync.event_type, previous.take)  # a peer that copied after the last stop
         tasks.ctx.view.subscribe(MetadataChange.event_type, self._take_metadata_change)
         try:
             # the mapping's lives: which topic id each source topic was copied under
@@ -364,7 +366,7 @@ class FlowRunner:
                     tasks.stop(final_round=True)
                 else:
                     tasks.stop(final_round=True, join_s=max(left, _FINAL_ROUND_MIN_S), flush_s=_FINAL_ROUND_MIN_S)
-                self._emit_lifecycle("stopped")
+                self._emit_lifecycle("stopped", reason=LEFT_COPIES if self._left_copies else None)
             self.stats.state = "stopped"
             stats = self.stats
             _log.info(
@@ -694,6 +696,8 @@ class FlowRunner:
 
     def _on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         _log.warning("flow %s: lost %s", self.flow.name, _names(partitions))
+        # copies of them past their commit stay behind: this run's stop is no clean stop for them
+        self._left_copies = not self.flow.exactly_once
         held = self._takeovers.revoked((tp.topic, tp.partition) for tp in partitions)
         self._rejoin.lost(time.monotonic())
         self.commits.after_lost(partitions)

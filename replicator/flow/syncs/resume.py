@@ -31,10 +31,10 @@ from confluent_kafka import OFFSET_INVALID, KafkaException, TopicPartition
 
 from replicator.client.failover_cost import interval_union
 from replicator.client.mapping import Segment
-from replicator.events import Event, Lifecycle
+from replicator.events import Event, Lifecycle, OffsetSync
 from replicator.tasks.audit import RangeReader
 
-__all__ = ["Coverage", "Headers", "resume_point", "ResumeScan", "PreviousRun", "PendingResumes"]
+__all__ = ["Coverage", "Headers", "LEFT_COPIES", "resume_point", "ResumeScan", "PreviousRun", "PendingResumes"]
 
 _log = logging.getLogger(__name__)
 
@@ -131,33 +131,59 @@ class ResumeScan:
         return position
 
 
-class PreviousRun:
-    """The newest lifecycle event of the flow's runs before this one, as the state log says (a
-    ``StateView`` handler of ``lifecycle`` events; this run's own ``started`` is left out).
+# The ``reason`` of a ``stopped`` that is no clean stop for every partition the run copied: it lost
+# some (a session timeout, not a revoke), so copies past their commit may stay behind.
+LEFT_COPIES = "lost partitions before their copies were committed"
 
-    ``crashed``: the flow's previous run ended without a clean stop (its newest event is not
-    ``stopped``, or there is none). After a clean stop the commit is where copying ended, so known
-    copies past it mean an operator moved the position back on purpose, to copy again (as MM2's
-    ``connect offsets alter``): that is honoured, and only a crash resumes past the commit. Several
-    processes of one flow: any other process's newer ``started`` counts as a crash (it is safe:
-    ``PendingResumes`` never starts below the commit as it stands at assignment)."""
+
+class PreviousRun:
+    """How the flow's runs before this one ended, as the state log says (a ``StateView`` handler of
+    ``lifecycle`` and ``offset_sync`` events; this run's own are left out).
+
+    ``crashed``: the flow's previous run ended without a clean stop (its newest lifecycle event is
+    not ``stopped``, or there is none). After a clean stop the commit is where copying ended, so
+    known copies past it mean an operator moved the position back on purpose, to copy again (as
+    MM2's ``connect offsets alter``): that is honoured, and only a crash resumes past the commit.
+
+    Several processes of one flow: any other process's newer ``started`` counts as a crash, and so
+    does another process that copied (emitted an offset sync) after the newest clean stop without a
+    clean stop of its own. That is the peer that took the stopped process's partitions over and
+    was then killed (the 2026-11-29 soak: a SIGTERMed process came back, read its own ``stopped`` as
+    the newest word and resumed at commits its killed peer had left behind: 257 second copies of a
+    transactional topic). Both are safe: ``PendingResumes`` never starts below the commit as it
+    stands at assignment. A process that crashed long ago and copied nothing since the last clean
+    stop does not count, so a deliberate rewind after every process stopped is still honoured.
+    Nor is a stop whose run had lost partitions (``LEFT_COPIES``: no revoke, no commit) clean."""
 
     def __init__(self, own_start: Lifecycle) -> None:
         self._own = own_start
         self._newest: Lifecycle | None = None
+        self._states: dict[str, tuple[int, str]] = {}  # replicator id -> (at, its newest lifecycle state)
+        self._copied: dict[str, int] = {}  # replicator id -> its newest offset sync's time
 
     def take(self, event: Event) -> None:
         own = self._own
-        if not isinstance(event, Lifecycle) or event.flow != own.flow:
+        if event.flow != own.flow:
+            return
+        if isinstance(event, OffsetSync):
+            if event.replicator_id != own.replicator_id:
+                self._copied[event.replicator_id] = max(self._copied.get(event.replicator_id, 0), event.emitted_at_ms)
+            return
+        if not isinstance(event, Lifecycle):
             return
         if (event.replicator_id, event.state, event.emitted_at_ms) == (own.replicator_id, own.state, own.emitted_at_ms):
             return  # this run's own start, read back
         if self._newest is None or event.emitted_at_ms >= self._newest.emitted_at_ms:
             self._newest = event
+        if event.emitted_at_ms >= self._states.get(event.replicator_id, (-1, ""))[0]:
+            self._states[event.replicator_id] = (event.emitted_at_ms, event.state)
 
     @property
     def crashed(self) -> bool:
-        return self._newest is None or self._newest.state != "stopped"
+        if self._newest is None or self._newest.state != "stopped" or self._newest.reason == LEFT_COPIES:
+            return True
+        stop = self._newest.emitted_at_ms
+        return any(at > stop and self._states.get(rid, (0, ""))[1] != "stopped" for rid, at in self._copied.items())
 
 
 class PendingResumes:
