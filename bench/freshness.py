@@ -261,12 +261,12 @@ def main(argv: list[str] | None = None) -> int:
                 writer.rate = writer.tag = rate
                 until = time.monotonic() + args.seconds
                 while time.monotonic() < until:
-                    read_gold(config.lakehouse.path, emitted, seen)
+                    read_gold(Path(config.lakehouse.path), emitted, seen)
                     time.sleep(args.poll)
             writer.rate = writer.tag = 0
             settle_until = time.monotonic() + args.settle
             while time.monotonic() < settle_until:
-                read_gold(config.lakehouse.path, emitted, seen)
+                read_gold(Path(config.lakehouse.path), emitted, seen)
                 with emitted.lock:
                     pending = (
                         len(emitted.watermarks)

@@ -21,6 +21,7 @@ from typing import Any, TypeVar
 import streamlit as st
 
 from dashboards.timetravel import signature
+from ingest.paths import LakehousePaths
 from lakehouse.catalog import table_paths
 from lakehouse.sql import LakehouseSQL
 from replicator.config import MirrorlakeConfig
@@ -51,7 +52,7 @@ class View:
     @cached_property
     def sql(self) -> LakehouseSQL:
         """The DuckDB connection (opened on first use); ``MirrorlakeError`` for a bad lakehouse or "as of"."""
-        return LakehouseSQL(self.config.lakehouse.path, as_of=self.as_of)
+        return LakehouseSQL(LakehousePaths.of(self.config.lakehouse).root, as_of=self.as_of)
 
     def get(self, fn: Callable[..., T], *args: Any) -> T:
         """``fn(self.sql, *args)``, cached until the lakehouse changes (``args`` must be hashable)."""
@@ -65,10 +66,8 @@ class View:
 
 def open_view(config: MirrorlakeConfig, as_of: int | datetime | None, label: str | None) -> View:
     """The view of ``config``'s lakehouse as of ``as_of`` (validated by opening it: ``MirrorlakeError``)."""
-    from ingest.paths import LakehousePaths
-
     moment = as_of.timestamp() if isinstance(as_of, datetime) else time.time()
-    state = signature(table_paths(LakehousePaths(config.lakehouse.path.resolve())))
+    state = signature(table_paths(LakehousePaths.of(config.lakehouse)))
     flows = [f"{f.source}->{f.target}" for f in config.flows]
     view = View(config, int(moment * 1000), as_of, label, flows, state)
     if as_of is not None:

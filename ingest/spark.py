@@ -33,6 +33,7 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
+from ingest.storage import s3_access
 from replicator.config import SparkConfig
 from replicator.config.cache import cache_root
 from replicator.errors import DependencyResolutionError, ToolMissingError
@@ -40,6 +41,7 @@ from replicator.errors import DependencyResolutionError, ToolMissingError
 __all__ = [
     "spark_session",
     "spark_packages",
+    "reach_from_spark",
     "ivy_settings",
     "resolved_jars",
     "adopt_jars",
@@ -87,7 +89,18 @@ def spark_packages() -> list[str]:
         f"io.delta:delta-spark_{spark_mm}_2.13:{delta_version}",
         f"org.apache.spark:spark-sql-kafka-0-10_2.13:{spark_version}",
         f"org.apache.spark:spark-avro_2.13:{spark_version}",
+        f"org.apache.hadoop:hadoop-aws:{_hadoop_version()}",  # s3:// lakehouses (S3A), with the AWS SDK bundle
     ]
+
+
+def _hadoop_version() -> str:
+    """The Hadoop version pyspark ships (its ``hadoop-client-api`` jar): hadoop-aws must match it."""
+    import pyspark
+
+    jars = Path(pyspark.__file__).parent / "jars"
+    for jar in jars.glob("hadoop-client-api-*.jar"):
+        return jar.name.removeprefix("hadoop-client-api-").removesuffix(".jar")
+    raise ToolMissingError(f"pyspark's jars ({jars}) hold no hadoop-client-api jar: a broken pyspark install")
 
 
 def spark_session(config: SparkConfig | None = None, *, app_name: str = "mirrorlake"):  # -> SparkSession
@@ -135,6 +148,19 @@ def spark_session(config: SparkConfig | None = None, *, app_name: str = "mirrorl
     spark.sparkContext.setLogLevel(config.conf.get("spark.log.level", "WARN"))  # Spark's own conf wins if given
     _quiet_avro_serializer(spark)
     return spark
+
+
+def reach_from_spark(spark: Any, root: Path) -> None:
+    """Give ``spark`` the S3A settings of the store ``root`` is on (nothing for a local root).
+
+    Set at run time on the session, not at its start, so one session (the tests', a notebook's)
+    can reach a store it was not started for; every Hadoop configuration Spark makes from then on
+    (Delta's log, the streaming checkpoints, the tasks') carries them."""
+    access = s3_access(root)
+    if access is None:
+        return
+    for key, value in access.spark_settings().items():
+        spark.conf.set(key, value)
 
 
 def _builder(config: SparkConfig, app_name: str, ivy: Path, jars: list[str]) -> Any:

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ingest.paths import LakehousePaths
+from ingest.storage import as_root
 from lakehouse.catalog import table_paths
 from lakehouse.sql import (
     LakehouseSQL,
@@ -38,12 +39,12 @@ class Lakehouse:
     """Read access to one lakehouse; every call opens (and closes) its own DuckDB connection."""
 
     def __init__(self, config: MirrorlakeConfig) -> None:
-        self.paths = LakehousePaths(config.lakehouse.path.resolve())
+        self.paths = LakehousePaths.of(config.lakehouse)
 
     @classmethod
     def at(cls, root: Path | str) -> Lakehouse:
         self = cls.__new__(cls)
-        self.paths = LakehousePaths(Path(root).resolve())
+        self.paths = LakehousePaths(as_root(root))
         return self
 
     def tables(self) -> list[str]:

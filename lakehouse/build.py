@@ -9,6 +9,7 @@ all of silver instead of MERGEing what new events touch (same result, slower).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -21,11 +22,13 @@ from pyspark.sql.streaming import StreamingQuery
 
 from ingest.bronze import start_bronze_ingest
 from ingest.paths import LakehousePaths
+from ingest.spark import reach_from_spark
 from lakehouse.catalog import table_paths
 from lakehouse.delta_log import REPAIR_HINT, delta_log_problem
 from lakehouse.duck.delta import row_count
 from lakehouse.gold_tables import GOLD_TABLES
 from lakehouse.incremental import GoldUpdate, update_gold
+from lakehouse.lease import writer_lease
 from lakehouse.silver import update_silver
 from replicator.config import MirrorlakeConfig
 from replicator.errors import ExitCode, MirrorlakeError
@@ -81,18 +84,24 @@ def build_lakehouse(
     *,
     full: bool = False,
     on_stage: Callable[[str], None] | None = None,
+    lease: bool = True,
 ) -> BuildReport:
     """One build: bronze, silver, then every gold table (incremental unless ``full``).
 
     ``on_stage(name)`` is called as each stage starts (``bronze``, ``silver``, ``gold <table>``,
     ``counting rows``): a progress display's hook (``mirrorlake.progress.Steps.stage``).
+    The build holds the lakehouse's writer lease (``lakehouse.lease``) unless ``lease`` is False:
+    the caller holds it (the CLI takes it before Spark starts).
     """
-    paths = LakehousePaths(config.lakehouse.path.resolve())
-    check_delta_logs(paths)
-    if on_stage is not None:
-        on_stage("bronze: ingest the state topics")
-    run_bronze(spark, config, paths)
-    return refresh(spark, config, paths, full=full, on_stage=on_stage)
+    paths = LakehousePaths.of(config.lakehouse)
+    reach_from_spark(spark, paths.root)
+    held = writer_lease(paths.root, "lakehouse build") if lease else contextlib.nullcontext()
+    with held:
+        check_delta_logs(paths)
+        if on_stage is not None:
+            on_stage("bronze: ingest the state topics")
+        run_bronze(spark, config, paths)
+        return refresh(spark, config, paths, full=full, on_stage=on_stage)
 
 
 def refresh(
@@ -116,7 +125,7 @@ def refresh(
     tables = {spec.name: paths.gold(spec.name) for spec in GOLD_TABLES}
     tables.update(bronze=paths.bronze, quarantine=paths.quarantine, offset_sync=paths.silver("offset_sync"))
     with ThreadPoolExecutor(max_workers=_COUNTS_AT_ONCE, thread_name_prefix="count") as pool:
-        counts = dict(zip(tables, pool.map(lambda p: _count(spark, str(p)), tables.values()), strict=True))
+        counts = dict(zip(tables, pool.map(lambda p: _count(spark, p), tables.values()), strict=True))
     gold_rows = {spec.name: counts[spec.name] for spec in GOLD_TABLES}
     return BuildReport(
         bronze_rows=counts["bronze"],
@@ -128,10 +137,11 @@ def refresh(
     )
 
 
-def _count(spark: SparkSession, path: str) -> int:
+def _count(spark: SparkSession, table: Path) -> int:
     """A table's rows: from its log's statistics where they say it (``bench.freshness`` measured the
     Spark counts of fourteen tables at 6-8 s of every ``lakehouse serve`` refresh), else counted."""
+    path = str(table)
     if not DeltaTable.isDeltaTable(spark, path):
         return 0
-    counted = row_count(Path(path))
+    counted = row_count(table)
     return counted if counted is not None else spark.read.format("delta").load(path).count()

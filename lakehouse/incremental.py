@@ -25,6 +25,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import reduce
+from pathlib import Path
 from typing import Any, Literal
 
 from delta.tables import DeltaTable
@@ -33,6 +34,7 @@ from pyspark.sql import Column, DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 
 from ingest.paths import LakehousePaths
+from ingest.storage import s3_access
 from lakehouse.duck.engine import ArrowChanges
 from lakehouse.duck.engine import update_table as update_on_duckdb
 from lakehouse.duck.tables import TWINS
@@ -349,25 +351,29 @@ def _in_tail(key: Sequence[str], tail_order: Sequence[str], scope_row: tuple[Any
     return key_equals(key, value) & after
 
 
-def _state_file(paths: LakehousePaths, table: str) -> str:
-    return str(paths.checkpoint("gold") / f"{table}.json")
+def _state_file(paths: LakehousePaths, table: str) -> Path:
+    return paths.checkpoint("gold") / f"{table}.json"
 
 
 def _load_state(paths: LakehousePaths, table: str) -> dict[str, int | None] | None:
     try:
-        with open(_state_file(paths, table), encoding="utf-8") as fh:
-            data = json.load(fh)
+        data = json.loads(_state_file(paths, table).read_text(encoding="utf-8"))
     except FileNotFoundError:
         return None
     return {str(k): (None if v is None else int(v)) for k, v in data["silver_versions"].items()}
 
 
 def _save_state(paths: LakehousePaths, table: str, consumed: Mapping[str, int | None]) -> None:
+    """Replace the state whole: a rename on a disk (written and synced first), one PUT on S3 (atomic)."""
     path = _state_file(paths, table)
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    tmp = path + ".tmp"
+    text = json.dumps({"silver_versions": dict(consumed)})
+    if s3_access(path) is not None:  # an object store: no rename, a PUT replaces an object whole
+        path.write_text(text, encoding="utf-8")
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".json.tmp")
     with open(tmp, "w", encoding="utf-8") as fh:
-        json.dump({"silver_versions": dict(consumed)}, fh)
+        fh.write(text)
         fh.flush()
         os.fsync(fh.fileno())
     os.replace(tmp, path)

@@ -20,7 +20,9 @@ from delta.tables import DeltaTable
 from pyspark.sql import SparkSession
 
 from ingest.paths import LakehousePaths
+from ingest.spark import reach_from_spark
 from lakehouse.catalog import table_paths
+from lakehouse.lease import writer_lease
 from replicator.errors import ExitCode, MirrorlakeError
 
 __all__ = ["MaintenanceReport", "maintain", "UnsafeRetentionError", "SAFE_RETENTION_HOURS"]
@@ -76,6 +78,7 @@ def maintain(
 
     Up to ``_TABLES_AT_ONCE`` tables at a time; the report lists them in ``table_paths`` order."""
     check_retention(retention_hours, force_unsafe_retention=force_unsafe_retention)
+    reach_from_spark(spark, paths.root)
     unsafe = retention_hours < SAFE_RETENTION_HOURS
     key = "spark.databricks.delta.retentionDurationCheck.enabled"
     previous = spark.conf.get(key, "true")
@@ -83,7 +86,10 @@ def maintain(
         if unsafe:
             spark.conf.set(key, "false")  # the user forced it; Delta's own check would refuse
         tables = [(n, str(p)) for n, p in table_paths(paths).items() if DeltaTable.isDeltaTable(spark, str(p))]
-        with ThreadPoolExecutor(max_workers=_TABLES_AT_ONCE, thread_name_prefix="maintain") as pool:
+        with (
+            writer_lease(paths.root, "lakehouse maintain"),
+            ThreadPoolExecutor(max_workers=_TABLES_AT_ONCE, thread_name_prefix="maintain") as pool,
+        ):
             results = list(pool.map(lambda t: _maintain_table(spark, t[0], t[1], retention_hours), tables))
     finally:
         spark.conf.set(key, previous or "true")

@@ -18,7 +18,9 @@ from pyspark.sql import SparkSession
 
 from ingest.bronze import start_bronze_ingest
 from ingest.paths import LakehousePaths
+from ingest.spark import reach_from_spark
 from lakehouse.build import BuildReport, check_bronze, refresh
+from lakehouse.lease import writer_lease
 from replicator.config import MirrorlakeConfig
 
 __all__ = ["LakehouseService", "ServeSettings"]
@@ -47,7 +49,8 @@ class LakehouseService:
         self._spark = spark
         self._config = config
         self._settings = settings
-        self._paths = LakehousePaths(config.lakehouse.path.resolve())
+        self._paths = LakehousePaths.of(config.lakehouse)
+        reach_from_spark(spark, self._paths.root)
         self._stop = threading.Event()
         self._on_refresh = on_refresh
         self._on_stage = on_stage  # each refresh's stages as they start (bench.freshness times them)
@@ -56,7 +59,11 @@ class LakehouseService:
         self._stop.set()
 
     def run(self) -> int:
-        """Serve until stopped; returns the number of refreshes done."""
+        """Serve until stopped, holding the lakehouse's writer lease; returns the number of refreshes done."""
+        with writer_lease(self._paths.root, "lakehouse serve") as still_held:
+            return self._serve(still_held)
+
+    def _serve(self, still_held: Callable[[], None]) -> int:
         queries = start_bronze_ingest(
             self._spark,
             self._config,
@@ -69,6 +76,7 @@ class LakehouseService:
             while not self._stop.is_set():
                 for query in queries:
                     check_bronze(query)
+                still_held()
                 report = refresh(self._spark, self._config, self._paths, on_stage=self._on_stage)
                 refreshes += 1
                 _log.info("refresh %d: %d bronze rows, gold %s", refreshes, report.bronze_rows, report.gold_rows)

@@ -20,9 +20,11 @@ from typing import Literal
 import duckdb
 
 from ingest.paths import LakehousePaths
+from ingest.storage import as_root, describe_store_error, s3_access, store_problem
 from lakehouse.catalog import table_paths
 from lakehouse.delta_log import REPAIR_HINT, delta_log_problem
 from lakehouse.sql_quote import duck_ident, duck_string
+from lakehouse.store_access import extension_path, reach_from_duckdb
 from lakehouse.tables.macros import install_macros
 from replicator.errors import ExitCode, MirrorlakeError
 from replicator.text import printable
@@ -120,19 +122,6 @@ def _version_at(table: Path, as_of: int | datetime) -> int | None:
     return max(before) if before else None
 
 
-def _extension_path() -> Path:
-    import duckdb_extension_delta
-
-    found = sorted(
-        Path(duckdb_extension_delta.__file__).parent.glob(f"**/v{duckdb.__version__}/delta.duckdb_extension")
-    )
-    if not found:
-        raise MirrorlakeError(
-            f"duckdb-extension-delta has no build for duckdb {duckdb.__version__}: install matching versions"
-        )
-    return found[0]
-
-
 class LakehouseSQL:
     """A DuckDB connection with a view per existing lakehouse table and the named macros.
 
@@ -152,18 +141,27 @@ class LakehouseSQL:
         self, lakehouse_root: Path, *, as_of: int | datetime | None = None, unrestricted: bool = False
     ) -> None:
         self.unrestricted = unrestricted
-        self.paths = LakehousePaths(Path(lakehouse_root).resolve())
+        self.paths = LakehousePaths(as_root(lakehouse_root))
         try:
             found = (self.paths.root / "tables").is_dir()
         except OSError as exc:  # a name too long, a loop of links: no lakehouse there either
+            if s3_access(self.paths.root) is not None:
+                raise TableNotFoundError(describe_store_error(str(self.paths.root), exc)) from None
             raise TableNotFoundError(f"{self.paths.root}: {exc.strerror}") from None
+        except Exception as exc:  # noqa: BLE001 - botocore's errors (no answer) are not OSErrors
+            if s3_access(self.paths.root) is None:
+                raise
+            raise TableNotFoundError(describe_store_error(str(self.paths.root), exc)) from None
+        if not found and (problem := store_problem(self.paths.root)) is not None:
+            raise TableNotFoundError(problem)
         if not found:
             raise TableNotFoundError(
                 f"{self.paths.root} is not a mirrorlake lakehouse (no tables/ directory): "
                 "run `mirrorlake lakehouse build` first or check lakehouse.path"
             )
         self.con = duckdb.connect()
-        self.con.execute(f"LOAD {duck_string(str(_extension_path()))}")
+        self.con.execute(f"LOAD {duck_string(str(extension_path('delta')))}")
+        reach_from_duckdb(self.con, self.paths.root)
         self.views: list[str] = []
         for view, path in table_paths(self.paths).items():
             if not is_delta_table(path):

@@ -316,20 +316,30 @@ def lakehouse() -> None:
 @lakehouse.command("build")
 @config_option
 @click.option(
+    "--wait",
+    type=click.FloatRange(min=0),
+    default=60.0,
+    show_default=True,
+    help="seconds to wait while another build, serve or maintain writes the lakehouse",
+)
+@click.option(
     "--full", is_flag=True, help="recompute every gold table from all of silver (default: MERGE what changed)"
 )
-def lakehouse_build(config_path: Path, full: bool) -> None:
+def lakehouse_build(config_path: Path, full: bool, wait: float) -> None:
     """Ingest the state topics (availableNow), update silver, then gold (incrementally unless --full)."""
     from ingest.paths import LakehousePaths, ensure_writable_root
     from ingest.spark import spark_session
     from lakehouse.build import build_lakehouse, check_delta_logs
+    from lakehouse.lease import writer_lease
 
     config = load_config(config_path)
-    ensure_writable_root(config.lakehouse.path)  # before Spark starts
-    check_delta_logs(LakehousePaths(config.lakehouse.path.resolve()))
-    with Steps() as steps:
+    paths = LakehousePaths.of(config.lakehouse)
+    ensure_writable_root(paths.root)  # before Spark starts
+    check_delta_logs(paths)
+    with writer_lease(paths.root, "lakehouse build", wait_s=wait), Steps() as steps:
         steps.stage("start Spark")
-        report = build_lakehouse(spark_session(config.spark), config, full=full, on_stage=steps.stage)
+        spark = spark_session(config.spark)
+        report = build_lakehouse(spark, config, full=full, on_stage=steps.stage, lease=False)
     click.echo(
         f"bronze rows: {report.bronze_rows}, quarantined: {report.quarantined}, "
         f"offset syncs: {report.offset_syncs}, mapping segments: {report.mapping_segments}"
@@ -359,7 +369,7 @@ def lakehouse_maintain(config_path: Path, retention_hours: float, force_unsafe_r
     check_retention(retention_hours, force_unsafe_retention=force_unsafe_retention)  # before Spark starts
     report = maintain(
         spark_session(config.spark),
-        LakehousePaths(config.lakehouse.path.resolve()),
+        LakehousePaths.of(config.lakehouse),
         retention_hours=retention_hours,
         force_unsafe_retention=force_unsafe_retention,
     )
@@ -375,12 +385,12 @@ def lakehouse_maintain(config_path: Path, retention_hours: float, force_unsafe_r
 @click.option("--trigger", type=click.FloatRange(min=0.1), default=5.0, show_default=True, help="ingest trigger (s)")
 def lakehouse_serve(config_path: Path, interval: float, trigger: float) -> None:
     """Ingest continuously and rebuild silver and gold every --interval seconds until SIGTERM/Ctrl-C."""
-    from ingest.paths import ensure_writable_root
+    from ingest.paths import LakehousePaths, ensure_writable_root
     from ingest.spark import spark_session
     from lakehouse.serve import LakehouseService, ServeSettings
 
     config = load_config(config_path)
-    ensure_writable_root(config.lakehouse.path)  # before Spark starts
+    ensure_writable_root(LakehousePaths.of(config.lakehouse).root)  # before Spark starts
     service = LakehouseService(spark_session(config.spark), config, ServeSettings(interval, trigger))
     with stopping_on_signals(service.stop, grace_s=_FINAL_ROUND_S, what="lakehouse serve"):  # Delta commits atomically
         refreshes = service.run()
@@ -391,7 +401,7 @@ def lakehouse_serve(config_path: Path, interval: float, trigger: float) -> None:
 @click.argument("query")
 @config_option
 @click.option(
-    "--lakehouse", "lakehouse_path", type=click.Path(path_type=Path), help="lakehouse root (overrides config)"
+    "--lakehouse", "lakehouse_path", help="lakehouse root, a directory or s3://bucket/prefix (overrides config)"
 )
 @click.option("--format", "fmt", type=click.Choice(["table", "json", "csv"]), default="table", show_default=True)
 @click.option("--as-of", "as_of", default=None, help="read the tables as of a VERSION or an ISO TIMESTAMP (UTC)")
@@ -401,19 +411,29 @@ def lakehouse_serve(config_path: Path, interval: float, trigger: float) -> None:
     help="DuckDB's full access: any statement, files anywhere, extensions (default: one SELECT over the lakehouse)",
 )
 def sql(
-    query: str, config_path: Path, lakehouse_path: Path | None, fmt: str, as_of: str | None, unrestricted: bool
+    query: str, config_path: Path, lakehouse_path: str | None, fmt: str, as_of: str | None, unrestricted: bool
 ) -> None:
     """Run a DuckDB SQL QUERY over the lakehouse tables: a view per bronze/silver/gold table, and the
     macros translate_offset(flow, topic, partition, offset), translate_group(flow, group),
     rpo_now(flow), failover_now(flow). One SELECT, reading the lakehouse and nothing else, unless
     --unrestricted."""
+    from click.core import ParameterSource
+
+    from ingest.paths import LakehousePaths
     from lakehouse.sql import LakehouseSQL, format_result, parse_as_of
+    from replicator.config.model import LakehouseConfig
 
     moment = parse_as_of(as_of) if as_of is not None else None
-    root = lakehouse_path or load_config(config_path).lakehouse.path
-    con = LakehouseSQL(root, as_of=moment, unrestricted=unrestricted)
+    if lakehouse_path is None:
+        lakehouse = load_config(config_path).lakehouse
+    elif click.get_current_context().get_parameter_source("config_path") == ParameterSource.DEFAULT:
+        lakehouse = LakehouseConfig().at(lakehouse_path)  # an s3:// root then: the AWS environment's access
+    else:  # --config's s3 settings say how to reach an s3:// root
+        lakehouse = load_config(config_path).lakehouse.at(lakehouse_path)
+    con = LakehouseSQL(LakehousePaths.of(lakehouse).root, as_of=moment, unrestricted=unrestricted)
     try:
-        click.echo(format_result(con.query(query), fmt))  # type: ignore[arg-type]
+        text = format_result(con.query(query), fmt)  # type: ignore[arg-type]
+        click.echo(text.removesuffix("\n"))  # CSV ends its last row already: no empty line after it
     finally:
         con.close()
 

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from confluent_kafka import Consumer, TopicPartition
 
+from ingest.paths import LakehousePaths
 from ingest.spark import spark_session
 from lakehouse.build import BuildReport, build_lakehouse
 from lakehouse.sql import LakehouseSQL
@@ -126,7 +127,7 @@ def _demo_steps(config: MirrorlakeConfig, flow: FlowConfig, records: int, partit
         spark = spark_session(config.spark)
     report = build_lakehouse(spark, config, on_stage=steps.stage)
     steps.stage("query the lakehouse")
-    sql = LakehouseSQL(config.lakehouse.path)
+    sql = LakehouseSQL(LakehousePaths.of(config.lakehouse).root)
     try:
         key = [flow.name, DEMO_TOPIC]
         per_partition = sql.query(
@@ -172,7 +173,7 @@ def render_summary(s: DemoSummary, config: MirrorlakeConfig) -> str:
         f"  translation   {s.flow} {DEMO_TOPIC}[{s.sample_partition}] offset {s.sample_upstream} -> "
         f"{s.sample_downstream} on the target",
         f"  group {DEMO_GROUP} (committed on the source) resumes on the target at: {resumes}",
-        f"  lakehouse at  {config.lakehouse.path.resolve()}",
+        f"  lakehouse at  {LakehousePaths.of(config.lakehouse).root}",
         "",
         "Next: .venv/bin/mirrorlake dashboard   (http://127.0.0.1:8501)",
         '      .venv/bin/mirrorlake sql "SELECT * FROM offset_mapping ORDER BY partition, downstream_start"',

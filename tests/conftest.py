@@ -26,7 +26,7 @@ from replicator.kafka.connectivity import wait_for_cluster
 from tests.bind_race import on_new_ports_after_a_bind_race
 
 # The session fixture ``built`` (a lakehouse built once from real clusters, shared by its readers).
-pytest_plugins = ["tests.lakehouse_support"]
+pytest_plugins = ["tests.lakehouse_support", "tests.s3_support"]
 
 ALIASES = ("A", "B", "C")
 

@@ -67,18 +67,22 @@ def engine_config(engine: str) -> MirrorlakeConfig:
 
 
 def write_config(
-    path: Path, bootstraps: Mapping[str, str], state_topic: str, root: Path, spark: Mapping[str, Any] | None = None
+    path: Path,
+    bootstraps: Mapping[str, str],
+    state_topic: str,
+    root: Path | Mapping[str, Any],
+    spark: Mapping[str, Any] | None = None,
 ) -> Path:
     """A YAML config at ``path`` for a ``mirrorlake lakehouse`` process: the flow A->B of ``orders``,
-    ``state_topic`` on B, the lakehouse at ``root``, Spark local[2] unless ``spark`` says otherwise
-    (with ``SMALL_DATA_SPARK_CONF`` either way)."""
+    ``state_topic`` on B, the lakehouse at ``root`` (a directory, or a whole ``lakehouse`` block),
+    Spark local[2] unless ``spark`` says otherwise (with ``SMALL_DATA_SPARK_CONF`` either way)."""
     section = dict(spark or {"master": "local[2]"})
     section["conf"] = {**SMALL_DATA_SPARK_CONF, **section.get("conf", {})}
     config = {
         "clusters": {alias: {"bootstrap_servers": bootstraps[alias]} for alias in ("A", "B")},
         "flows": [{"source": "A", "target": "B", "topics": [TOPIC]}],
         "state_topic": state_topic,
-        "lakehouse": {"path": str(root)},
+        "lakehouse": dict(root) if isinstance(root, Mapping) else {"path": str(root)},
         "spark": section,
     }
     path.write_text(yaml.safe_dump(config))
@@ -498,7 +502,7 @@ def built(kafka_clusters, unique_topic, tmp_path_factory, spark) -> Built:
         )
 
     result = Built(config("incremental"), config("fresh"))
-    paths = LakehousePaths(result.config.lakehouse.path.resolve())
+    paths = LakehousePaths.of(result.config.lakehouse)
     for n, events in enumerate(rounds()):
         produce(b, state_topic, events)
         result.rounds.append(events)

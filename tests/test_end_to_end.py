@@ -224,7 +224,7 @@ def test_rebuild_is_idempotent_and_bad_records_are_quarantined(kafka_clusters, r
     assert third == second
     reasons = {
         r["reason"]
-        for r in spark.read.format("delta").load(str(LakehousePaths(replicated.config.lakehouse.path).quarantine))
+        for r in spark.read.format("delta").load(str(LakehousePaths.of(replicated.config.lakehouse).quarantine))
         .where("reason LIKE 'invalid event: %'").collect()
     }  # fmt: skip
     assert reasons == {

@@ -64,7 +64,7 @@ def test_embedded_replicator_then_a_consumer_fails_over_where_its_group_left_off
 def test_notebook_style_queries_read_the_lakehouse_without_spark(built):
     from lakehouse.api import Lakehouse
 
-    root = str(built.config.lakehouse.path.resolve())
+    root = str(Path(built.config.lakehouse.path).resolve())
     out = run_example("query_lakehouse.py", root, "--flow", "A->B")
     assert "offset mapping per partition:" in out
     groups = Lakehouse.at(root).query("SELECT count(DISTINCT \"group\") AS n FROM group_offsets WHERE flow = 'A->B'")

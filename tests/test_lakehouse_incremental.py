@@ -9,6 +9,8 @@ same state topic in one go: every gold table must equal the incremental one.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from replicator.client.mapping import build_segments, points_from_sync, translate
@@ -20,7 +22,7 @@ pytestmark = [pytest.mark.kafka, pytest.mark.spark]
 
 
 def _table(spark, config: MirrorlakeConfig, name: str):
-    return spark.read.format("delta").load(str(config.lakehouse.path.resolve() / "tables" / "gold" / name))
+    return spark.read.format("delta").load(str(Path(config.lakehouse.path).resolve() / "tables" / "gold" / name))
 
 
 def test_each_round_merges_only_what_changed(built: Built):
@@ -49,7 +51,7 @@ def test_a_build_from_scratch_equals_the_incremental_one(built: Built, built_fre
 def test_every_new_event_type_has_a_silver_table(built: Built, spark):
     from replicator.events import registry
 
-    silver = built.config.lakehouse.path.resolve() / "tables" / "silver"
+    silver = Path(built.config.lakehouse.path).resolve() / "tables" / "silver"
     distinct = {e.event_id: e for e in built.events}
     for event_type in registry().event_types():
         if event_type == "lifecycle" or event_type == "group_sync":

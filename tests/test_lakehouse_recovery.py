@@ -69,7 +69,7 @@ def test_a_build_killed_midway_and_rerun_equals_a_clean_build(
     build_lakehouse(spark, killed)  # the rerun
 
     def table(config, *parts: str):
-        return spark.read.format("delta").load(str(config.lakehouse.path.resolve() / "tables" / Path(*parts)))
+        return spark.read.format("delta").load(str(Path(config.lakehouse.path).resolve() / "tables" / Path(*parts)))
 
     assert table(killed, "bronze", "events").count() == len(events)
     for event_type in ("offset_sync", "checkpoint", "watermark", "heartbeat"):

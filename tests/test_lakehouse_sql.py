@@ -105,7 +105,7 @@ def test_maintain_compacts_and_refuses_an_unsafe_retention(built: Built, spark, 
     refused = _cli("lakehouse", "maintain", "-c", str(conf), "--retention-hours", "1")
     assert refused.returncode == 14 and "168" in refused.stderr and "Traceback" not in refused.stderr
 
-    paths = LakehousePaths(built.config.lakehouse.path.resolve())
+    paths = LakehousePaths.of(built.config.lakehouse)
     lake = Lakehouse(built.config)
     before = {t: lake.table(t).num_rows for t in lake.tables()}
     with pytest.raises(UnsafeRetentionError):

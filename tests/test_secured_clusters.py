@@ -292,7 +292,7 @@ from ingest.spark import spark_session
 from lakehouse.build import run_bronze
 from replicator.config import load_config
 config = load_config(sys.argv[1])
-run_bronze(spark_session(config.spark), config, LakehousePaths(config.lakehouse.path.resolve()))
+run_bronze(spark_session(config.spark), config, LakehousePaths.of(config.lakehouse))
 """
 
 

@@ -1,13 +1,17 @@
-"""``lakehouse build`` and ``lakehouse serve`` run unchanged on a real Spark cluster and give the
-same gold tables as the local build.
+"""``lakehouse build`` and ``lakehouse serve`` run unchanged on a real Spark cluster, with the
+lakehouse on S3, and give the same gold tables as the local build.
 
 A standalone master and two workers are started on 127.0.0.1 from the pyspark package itself
 (``spark-class ...Master`` / ``...Worker``), like any Spark cluster, and stopped by PID. The
-session's events (``built.rounds``) go to a state topic of this test's own, round by round:
-``mirrorlake lakehouse build`` on the cluster (``spark.master = spark://...``) builds round 1 from
-scratch; then ``mirrorlake lakehouse serve`` on the cluster shows rounds 2-4, produced after its
-first refresh, without a restart, until every gold table equals the session's local[2] build of
-the same events (``built``); it stops cleanly on SIGTERM. Waits are polls with a bound, never
+lakehouse is ``s3://<bucket>/lake`` on moto's S3 API server (``tests.s3_support``), the place
+every executor and the driver reach. The session's events (``built.rounds``) go to a state topic
+of this test's own, round by round: ``mirrorlake lakehouse build`` on the cluster
+(``spark.master = spark://...``) builds round 1 from scratch; then ``mirrorlake lakehouse serve``
+on the cluster shows rounds 2-4, produced after its first refresh, without a restart (its
+increments: the DuckDB/delta-rs twins, on S3 too), until every gold table equals the session's
+local[2] build of the same events on a local directory (``built``); it stops cleanly on SIGTERM.
+Meanwhile a second build is refused, naming serve, and leaves the lakehouse whole. Then
+``mirrorlake sql`` and the dashboard read the S3 lakehouse. Waits are polls with a bound, never
 timing assertions.
 """
 
@@ -26,11 +30,14 @@ import pytest
 from bench.polling import get_whole
 from lakehouse.api import Lakehouse
 from lakehouse.catalog import GOLD_TABLE_NAMES
+from lakehouse.sql import LakehouseSQL
 from mirrorlake.localkafka.ports import find_free_port_pair
 from mirrorlake.traffic import ensure_topic
-from replicator.errors import MirrorlakeError
+from replicator.config import load_config
+from replicator.errors import ExitCode, MirrorlakeError
 from tests import lakehouse_support as ev
 from tests.lakehouse_support import Built
+from tests.s3_support import S3Server
 from tests.waiting import wait_for
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka]
@@ -108,18 +115,24 @@ def standalone_cluster(tmp_path_factory) -> Iterator[str]:
                 proc.wait()
 
 
-def _rows(root: Path, table: str) -> list[tuple]:
-    arrow = Lakehouse.at(root).table(table)
-    names = sorted(arrow.column_names)
-    return sorted(tuple(str(row[n]) for n in names) for row in arrow.to_pylist())
-
-
-def _gold(root: Path) -> dict[str, list[tuple]] | None:
-    """Every gold table's rows, or None while one does not exist yet."""
+def _gold(lake: Lakehouse) -> dict[str, list[tuple]] | None:
+    """Every gold table's rows (one DuckDB connection: on S3 each opening lists every table's log),
+    or None while one does not exist yet."""
     try:
-        return {table: _rows(root, table) for table in GOLD_TABLE_NAMES}
+        sql = LakehouseSQL(lake.paths.root)
     except MirrorlakeError:
         return None
+    try:
+        if not set(GOLD_TABLE_NAMES) <= set(sql.views):
+            return None
+        out = {}
+        for table in GOLD_TABLE_NAMES:
+            arrow = sql.arrow(f"SELECT * FROM {table}")
+            names = sorted(arrow.column_names)
+            out[table] = sorted(tuple(str(row[n]) for n in names) for row in arrow.to_pylist())
+        return out
+    finally:
+        sql.close()
 
 
 def _cli(*args: str, log: Path) -> subprocess.Popen:
@@ -130,10 +143,11 @@ def _cli(*args: str, log: Path) -> subprocess.Popen:
         )
 
 
-def test_build_then_serve_on_a_standalone_cluster_equal_the_local_build(
-    built: Built, standalone_cluster, kafka_clusters, unique_topic, tmp_path
-):
-    root = tmp_path / "lake-on-cluster"
+def test_build_then_serve_on_a_standalone_cluster_and_s3_equal_the_local_build(
+    built: Built, standalone_cluster, kafka_clusters, unique_topic, tmp_path, s3_server: S3Server, s3_bucket: str,
+    monkeypatch,
+):  # fmt: skip
+    lakehouse = s3_server.lakehouse(f"s3://{s3_bucket}/lake")
     state_topic = unique_topic("mirrorlake.events")
     b = kafka_clusters.bootstrap("B")
     ensure_topic(b, state_topic, 2)
@@ -141,8 +155,9 @@ def test_build_then_serve_on_a_standalone_cluster_equal_the_local_build(
         "master": standalone_cluster,
         "conf": {"spark.executor.memory": "512m", "spark.cores.max": "2", "spark.driver.memory": "1g"},
     }
-    conf = ev.write_config(tmp_path / "cluster.yaml", kafka_clusters.bootstraps, state_topic, root, spark)
-    local = _gold(built.config.lakehouse.path.resolve())
+    conf = ev.write_config(tmp_path / "cluster.yaml", kafka_clusters.bootstraps, state_topic, lakehouse, spark)
+    on_s3 = Lakehouse(load_config(conf))
+    local = _gold(Lakehouse(built.config))
     assert local is not None
     first, *while_serving = built.rounds
 
@@ -151,7 +166,7 @@ def test_build_then_serve_on_a_standalone_cluster_equal_the_local_build(
     build = _cli("lakehouse", "build", "--config", str(conf), log=build_log)
     build.communicate(timeout=600)
     assert build.returncode == 0, build_log.read_text()[-3000:]
-    built_on_cluster = _gold(root)
+    built_on_cluster = _gold(on_s3)
     assert built_on_cluster is not None and built_on_cluster != local  # round 1 only
 
     serve_log = tmp_path / "serve.log"
@@ -168,8 +183,16 @@ def test_build_then_serve_on_a_standalone_cluster_equal_the_local_build(
         # without a restart, and the repeated events must change nothing
         for events in while_serving:
             ev.produce(b, state_topic, events)
-        wait_for(lambda: serve.poll() is not None or _gold(root) == local, "the local build's gold", 600, 2.0)
+        wait_for(lambda: serve.poll() is not None or _gold(on_s3) == local, "the local build's gold", 600, 2.0)
         assert serve.poll() is None, serve_log.read_text()[-3000:]
+        # a second writer meanwhile: refused at once, naming serve, before its Spark starts
+        second = subprocess.run(
+            [sys.executable, "-m", "mirrorlake.cli", "lakehouse", "build", "-c", str(conf), "--wait", "0"],
+            capture_output=True, text=True, timeout=300,
+        )  # fmt: skip
+        assert second.returncode == ExitCode.LAKEHOUSE_BUSY, second.stderr
+        assert "`lakehouse serve`" in second.stderr and "is writing this lakehouse" in second.stderr
+        assert "Traceback" not in second.stderr and "start Spark" not in second.stdout + second.stderr
         serve.send_signal(signal.SIGTERM)
         out, _ = serve.communicate(timeout=300)
     finally:
@@ -179,4 +202,31 @@ def test_build_then_serve_on_a_standalone_cluster_equal_the_local_build(
     assert serve.returncode == 0, serve_log.read_text()[-3000:]
     assert "lakehouse serve stopped after" in out
     assert "Traceback" not in serve_log.read_text()
-    assert _gold(root) == local
+    assert " on duckdb " in serve_log.read_text()  # the increments ran on the twins, against S3
+    assert _gold(on_s3) == local
+    keys = s3_server.keys(s3_bucket)
+    assert any(k.startswith("lake/checkpoints/bronze-") for k in keys)  # the stream's checkpoint on S3 too
+    assert s3_server.keys(s3_bucket, "lake/leases/") == []  # serve let go of the writer lease
+
+    # the readers: mirrorlake sql (now and as of version 0) and the dashboard
+    got = subprocess.run(
+        [sys.executable, "-m", "mirrorlake.cli", "sql", "SELECT count(*) AS n FROM offset_mapping", "-c", str(conf),
+         "--format", "csv"], capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert got.returncode == 0, got.stderr
+    assert got.stdout.splitlines() == ["n", str(len(local["offset_mapping"]))]
+    then = subprocess.run(
+        [sys.executable, "-m", "mirrorlake.cli", "sql", "SELECT count(*) FROM rpo", "-c", str(conf), "--as-of", "0"],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert then.returncode == 0, then.stderr
+    for said in (got, then, second):
+        assert s3_server.secret not in said.stdout + said.stderr
+    from streamlit.testing.v1 import AppTest
+
+    monkeypatch.setenv("MIRRORLAKE_CONFIG", str(conf))
+    app = AppTest.from_file(str(Path(__file__).parent.parent / "dashboards" / "app.py"), default_timeout=120)
+    app.run()
+    assert not app.exception, app.exception
+    assert [t.value for t in app.title] == ["Overview"]
+    assert any(m.value.startswith("**A->B**") for m in app.markdown)

@@ -17,6 +17,7 @@ import pyarrow.dataset as pads
 from deltalake import DeltaTable, write_deltalake
 
 from lakehouse.sql_quote import duck_ident, duck_string
+from lakehouse.store_access import delta_options
 
 __all__ = [
     "dataset",
@@ -35,9 +36,9 @@ _CHECKPOINT_EVERY = 10
 _FEED_COLUMNS = ("_change_type", "_commit_version", "_commit_timestamp")
 
 
-def _at(path: Path, version: int | None) -> DeltaTable:
-    """The table at ``version`` (latest when None)."""
-    return DeltaTable(str(path)) if version is None else DeltaTable(str(path), version=version)
+def _at(path: Path, version: int | None = None) -> DeltaTable:
+    """The table at ``version`` (latest when None), on whichever store ``path`` is."""
+    return DeltaTable(str(path), version=version, storage_options=delta_options(path))
 
 
 def dataset(path: Path, version: int | None = None) -> pads.Dataset:
@@ -67,14 +68,14 @@ def register(con: duckdb.DuckDBPyConnection, name: str, path: Path, version: int
 
 def table_schema(path: Path) -> pa.Schema:
     """The table's current schema, as Arrow."""
-    return pa.schema(DeltaTable(str(path)).schema().to_arrow())
+    return pa.schema(_at(path).schema().to_arrow())
 
 
 def row_count(path: Path) -> int | None:
     """The table's rows from its log alone (each file's ``numRecords`` statistic): milliseconds where a
     Spark ``count()`` is a job. None when that is not the answer: a file without the statistic, or
     deletion vectors (a file's rows then include deleted ones)."""
-    table = DeltaTable(str(path))
+    table = _at(path)
     if "deletionVectors" in (table.protocol().reader_features or []):
         return None
     records = pa.table(table.get_add_actions(flatten=True))["num_records"]
@@ -94,9 +95,7 @@ def inserted(path: Path, after: int | None, upto: int, most: int) -> pa.Table:
         if whole.count_rows() > most:
             raise TooManyRows(f"{path} holds more than {most} rows")
         return whole.to_table()
-    feed = pa.RecordBatchReader.from_stream(
-        DeltaTable(str(path)).load_cdf(starting_version=after + 1, ending_version=upto)
-    )
+    feed = pa.RecordBatchReader.from_stream(_at(path).load_cdf(starting_version=after + 1, ending_version=upto))
     batches, rows = [], 0
     for batch in feed:
         rows += batch.num_rows
@@ -118,13 +117,19 @@ def replace_keys(path: Path, rows: pa.Table, predicate: str) -> None:
     selects with ``rows``, in one commit (Delta's replaceWhere). Where a MERGE on the row id would
     update, delete and insert, this gives the same rows, with null-safe keys for free."""
     schema = table_schema(path)
-    write_deltalake(str(path), rows.select(schema.names).cast(schema), mode="overwrite", predicate=predicate)
+    write_deltalake(
+        str(path),
+        rows.select(schema.names).cast(schema),
+        mode="overwrite",
+        predicate=predicate,
+        storage_options=delta_options(path),
+    )
     _checkpoint(path)
 
 
 def _checkpoint(path: Path) -> None:
     """A checkpoint every ``_CHECKPOINT_EVERY`` versions, as Spark writes them."""
-    table = DeltaTable(str(path))
+    table = _at(path)
     if table.version() % _CHECKPOINT_EVERY == 0:
         table.create_checkpoint()
 
@@ -143,7 +148,7 @@ def replace_scope(
     ``rows`` lacks are deleted, rows of ``rows`` are written over the rows with their ``row_id``
     or inserted. ``row_id`` columns are never null in these tables (the match is an equi-join).
     """
-    target = DeltaTable(str(path))
+    target = _at(path)
     schema = pa.schema(target.schema().to_arrow())
     rows = rows.select(schema.names).cast(schema)
     con = duckdb.connect()

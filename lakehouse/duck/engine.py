@@ -24,6 +24,7 @@ from deltalake.exceptions import DeltaError
 from ingest.paths import LakehousePaths
 from lakehouse.duck import delta
 from lakehouse.sql_quote import duck_ident, duck_value
+from lakehouse.store_access import reach_from_duckdb
 from lakehouse.tables.offset_mapping import MAPPING_KEY
 from lakehouse.tables.spec import GoldSpec, HasSpec
 from replicator.client.mapping import Segment
@@ -169,6 +170,7 @@ def update_table(
         _log.info("gold %s: %s, more than an increment held in memory; Spark builds it", name, exc)
         return None
     con = duckdb.connect()
+    reach_from_duckdb(con, paths.root)  # the views read a table's parquet files where they are
     try:
         result = twin.tail(DuckInputs(con, paths, versions, new, config))
     finally:

@@ -10,6 +10,7 @@ Client settings under ``clusters.<alias>.client`` are passed to librdkafka uncha
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Sequence
 from pathlib import Path
@@ -251,10 +252,83 @@ class FlowConfig(_Model):
         return f"{self.source}->{self.target}"
 
 
+_REGION = "us-east-1"  # AWS's default, and what S3-compatible stores accept
+
+
+class S3Config(_Model):
+    """How every engine reaches a lakehouse at ``s3://bucket/prefix`` (AWS or an S3-compatible store).
+
+    A key left out comes from the standard AWS environment (``AWS_ACCESS_KEY_ID``,
+    ``AWS_SECRET_ACCESS_KEY``, ``AWS_SESSION_TOKEN``, ``AWS_REGION``, ``AWS_ENDPOINT_URL``). Keys
+    accept ``${env:NAME}`` and ``${file:PATH}``, resolved when a store is opened, never logged.
+    """
+
+    endpoint: str | None = Field(
+        default=None, description="the S3 API's URL for an S3-compatible store (http://host:port); none: AWS"
+    )
+    region: str | None = Field(default=None, description="the bucket's region (else AWS_REGION, else us-east-1)")
+    access_key_id: SecretStr | None = Field(default=None, description="the access key id")
+    secret_access_key: SecretStr | None = Field(default=None, description="the secret access key")
+    session_token: SecretStr | None = Field(default=None, description="a temporary credential's session token")
+    path_style: bool | None = Field(
+        default=None, description="path-style addressing (host/bucket/key); default: on with an endpoint"
+    )
+
+    def resolved(self) -> dict[str, str | None]:
+        """endpoint, region and credentials, references and the AWS environment resolved (never log it)."""
+
+        def secret(value: SecretStr | None, setting: str, env: str) -> str | None:
+            if value is None:
+                return os.environ.get(env) or None
+            return resolve_references(value.get_secret_value(), setting=f"lakehouse.s3.{setting}")
+
+        endpoint = self.endpoint or os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
+        return {
+            "endpoint": endpoint or None,
+            "region": self.region or os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or _REGION,
+            "access_key_id": secret(self.access_key_id, "access_key_id", "AWS_ACCESS_KEY_ID"),
+            "secret_access_key": secret(self.secret_access_key, "secret_access_key", "AWS_SECRET_ACCESS_KEY"),
+            "session_token": secret(self.session_token, "session_token", "AWS_SESSION_TOKEN"),
+            "path_style": "true" if (self.path_style if self.path_style is not None else bool(endpoint)) else "false",
+        }
+
+
 class LakehouseConfig(_Model):
     """Where the Delta tables and the streaming checkpoints live, and what builds small increments."""
 
-    path: Path = Field(default=Path("lakehouse-data"), description="the lakehouse directory (tables, checkpoints)")
+    path: str = Field(
+        default="lakehouse-data",
+        description="the lakehouse: a directory (tables, checkpoints), or s3://bucket/prefix on an object store",
+    )
+    s3: S3Config = Field(default=S3Config(), description="how to reach an s3:// lakehouse.path")
+
+    @field_validator("path", mode="before")
+    @classmethod
+    def _one_place(cls, value: Any) -> Any:
+        """A local path or ``s3://bucket[/prefix]`` (``s3a://`` read as ``s3://``); any other scheme is refused
+        by name, not read as a relative directory called ``gs:``."""
+        text = str(value) if isinstance(value, Path) else value
+        if not isinstance(text, str):
+            return value
+        match = re.fullmatch(r"([A-Za-z][A-Za-z0-9+.-]*)://(.*)", text)
+        if match is None:
+            return text
+        scheme, rest = match.group(1).lower(), match.group(2).strip("/")
+        if scheme not in ("s3", "s3a"):
+            raise ValueError(f"{text}: the {scheme}:// scheme is not supported (a local path or s3://bucket/prefix)")
+        bucket = rest.split("/", 1)[0]
+        if not re.fullmatch(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]", bucket):
+            raise ValueError(f"{text}: {bucket!r} is not an S3 bucket name (3-63 of a-z, 0-9, '.', '-')")
+        return f"s3://{rest}"
+
+    def at(self, path: str) -> LakehouseConfig:
+        """This lakehouse's settings for another ``path`` (``mirrorlake sql --lakehouse``), checked as the
+        config's own: ``ConfigError`` naming the path when it is not one."""
+        try:
+            return self.model_validate({**self.model_dump(), "path": path})
+        except ValidationError as exc:
+            raise ConfigError(f"--lakehouse: {_describe(exc.errors(include_url=False)[0])}") from None
+
     incremental_engine: Literal["duckdb", "spark"] = Field(
         default="duckdb",
         description="an incremental build of a gold table with a DuckDB twin runs on DuckDB and delta-rs "

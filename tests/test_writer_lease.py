@@ -1,0 +1,127 @@
+"""The lakehouse's writer lease (``lakehouse.lease``): one build, serve or maintain at a time, on a
+local directory (flock) and on S3 (a conditional put on moto's real S3 API server)."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from ingest.paths import LakehousePaths
+from lakehouse.lease import LakehouseBusyError, writer_lease
+from replicator.config.model import LakehouseConfig
+from tests.s3_support import S3Server
+
+
+def _s3_root(server: S3Server, bucket: str) -> Path:
+    return LakehousePaths.of(LakehouseConfig.model_validate(server.lakehouse(f"s3://{bucket}/lake"))).root
+
+
+@pytest.fixture(params=["local", "s3"])
+def root(request, tmp_path: Path) -> Path:
+    if request.param == "local":
+        return tmp_path / "lake"
+    server = request.getfixturevalue("s3_server")
+    return _s3_root(server, request.getfixturevalue("s3_bucket"))
+
+
+def test_a_second_writer_waits_for_the_first_then_fails_naming_it(root: Path):
+    with writer_lease(root, "lakehouse build"):
+        started = time.monotonic()
+        with pytest.raises(LakehouseBusyError) as err, writer_lease(root, "lakehouse maintain", wait_s=2):
+            pass
+        assert time.monotonic() - started >= 2  # it waited before it gave up
+    said = str(err.value)
+    assert "`lakehouse build`" in said and f"pid {os.getpid()}" in said and "is writing this lakehouse" in said
+    with writer_lease(root, "lakehouse maintain", wait_s=0):  # released: free at once
+        pass
+
+
+def test_a_waiting_writer_gets_the_lease_when_the_holder_lets_go(root: Path):
+    order: list[str] = []
+    held = threading.Event()
+
+    def first() -> None:
+        with writer_lease(root, "lakehouse build"):
+            held.set()
+            time.sleep(2)
+            order.append("first done")
+
+    t = threading.Thread(target=first)
+    t.start()
+    held.wait(30)
+    with writer_lease(root, "lakehouse serve", wait_s=30):
+        order.append("second in")
+    t.join()
+    assert order == ["first done", "second in"]
+
+
+def _hold_and_die(endpoint: str, key: str, secret: str, bucket: str) -> None:
+    root = _s3_root(S3Server(endpoint, key, secret), bucket)
+    with writer_lease(root, "lakehouse build"):
+        os._exit(0)  # as a SIGKILL would: the lease is never released
+
+
+def test_on_s3_the_lease_of_a_process_that_died_is_taken_over_at_once(s3_server: S3Server, s3_bucket: str):
+    proc = multiprocessing.get_context("spawn").Process(
+        target=_hold_and_die, args=(s3_server.endpoint, s3_server.key_id, s3_server.secret, s3_bucket)
+    )
+    proc.start()
+    proc.join(60)
+    assert proc.exitcode == 0
+    assert s3_server.keys(s3_bucket, "lake/leases/") == ["lake/leases/writer.json"]  # left behind
+    started = time.monotonic()
+    with writer_lease(_s3_root(s3_server, s3_bucket), "lakehouse build", wait_s=0, ttl_s=3600):
+        lease = json.loads(
+            s3_server.client().get_object(Bucket=s3_bucket, Key="lake/leases/writer.json")["Body"].read()
+        )
+        assert lease["pid"] == os.getpid()
+    assert time.monotonic() - started < 3600  # not after its time to live
+    assert s3_server.keys(s3_bucket, "lake/leases/") == []  # released
+
+
+def test_on_s3_a_lease_past_its_time_to_live_is_taken_over_and_its_holder_told(s3_server: S3Server, s3_bucket: str):
+    root = _s3_root(s3_server, s3_bucket)
+    taken = "took the lease over; it is held by `lakehouse build`"
+    stalled = writer_lease(root, "lakehouse serve", ttl_s=1, renew_s=3600)  # a holder that never renews
+    with pytest.raises(LakehouseBusyError, match="took the lease over"), stalled as still_held:  # noqa: PT012
+        still_held()  # held: no error
+        time.sleep(2.5)  # S3's times have whole seconds: surely past 1 s
+        with writer_lease(root, "lakehouse build", wait_s=0, ttl_s=1), pytest.raises(LakehouseBusyError, match=taken):
+            still_held()  # what serve asks before each refresh
+        # and the block's end says it too (a build learns there)
+    assert s3_server.keys(s3_bucket, "lake/leases/") == []  # the taker released it; the stalled one left it
+
+
+def test_two_processes_asking_at_once_get_it_one_after_the_other(s3_server: S3Server, s3_bucket: str, tmp_path: Path):
+    script = (
+        "import sys, time, json\n"
+        "from tests.s3_support import S3Server\n"
+        "from tests.test_writer_lease import _s3_root\n"
+        "from lakehouse.lease import writer_lease\n"
+        "root = _s3_root(S3Server(*sys.argv[1:4]), sys.argv[4])\n"
+        "with writer_lease(root, 'lakehouse build', wait_s=60):\n"
+        "    print(json.dumps([time.time(), 'in']), flush=True)\n"
+        "    time.sleep(1.5)\n"
+        "    print(json.dumps([time.time(), 'out']), flush=True)\n"
+    )
+    args = [sys.executable, "-c", script, s3_server.endpoint, s3_server.key_id, s3_server.secret, s3_bucket]
+    procs = [
+        subprocess.Popen(args, stdout=subprocess.PIPE, text=True, cwd=Path(__file__).parent.parent) for _ in range(3)
+    ]
+    spans = []
+    for p in procs:
+        out, _ = p.communicate(timeout=120)
+        assert p.returncode == 0
+        (t_in, _), (t_out, _) = (json.loads(line) for line in out.splitlines())
+        spans.append((t_in, t_out))
+    spans.sort()
+    for (_, end), (start, _) in zip(spans, spans[1:], strict=False):
+        assert start >= end  # never two inside at once
