@@ -138,7 +138,7 @@ class LakehouseSQL:
     """
 
     def __init__(
-        self, lakehouse_root: Path, *, as_of: int | datetime | None = None, unrestricted: bool = False
+        self, lakehouse_root: Path | str, *, as_of: int | datetime | None = None, unrestricted: bool = False
     ) -> None:
         self.unrestricted = unrestricted
         self.paths = LakehousePaths(as_root(lakehouse_root))
