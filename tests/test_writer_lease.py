@@ -4,7 +4,6 @@ local directory (flock) and on S3 (a conditional put on moto's real S3 API serve
 from __future__ import annotations
 
 import json
-import multiprocessing
 import os
 import subprocess
 import sys
@@ -65,19 +64,22 @@ def test_a_waiting_writer_gets_the_lease_when_the_holder_lets_go(root: Path):
     assert order == ["first done", "second in"]
 
 
-def _hold_and_die(endpoint: str, key: str, secret: str, bucket: str) -> None:
-    root = _s3_root(S3Server(endpoint, key, secret), bucket)
-    with writer_lease(root, "lakehouse build"):
-        os._exit(0)  # as a SIGKILL would: the lease is never released
+_HOLD_AND_DIE = (
+    "import os, sys\n"
+    "from tests.s3_support import S3Server\n"
+    "from tests.test_writer_lease import _s3_root\n"
+    "from lakehouse.lease import writer_lease\n"
+    "with writer_lease(_s3_root(S3Server(*sys.argv[1:4]), sys.argv[4]), 'lakehouse build'):\n"
+    "    os._exit(0)  # as a SIGKILL would: the lease is never released\n"
+)
 
 
 def test_on_s3_the_lease_of_a_process_that_died_is_taken_over_at_once(s3_server: S3Server, s3_bucket: str):
-    proc = multiprocessing.get_context("spawn").Process(
-        target=_hold_and_die, args=(s3_server.endpoint, s3_server.key_id, s3_server.secret, s3_bucket)
-    )
-    proc.start()
-    proc.join(60)
-    assert proc.exitcode == 0
+    # a process of its own (not multiprocessing: a spawned child re-runs the worker's __main__,
+    # which an earlier Streamlit AppTest in the same xdist worker replaced)
+    args = [sys.executable, "-c", _HOLD_AND_DIE, s3_server.endpoint, s3_server.key_id, s3_server.secret, s3_bucket]
+    died = subprocess.run(args, cwd=Path(__file__).parent.parent, capture_output=True, text=True, timeout=120)
+    assert died.returncode == 0, died.stderr
     assert s3_server.keys(s3_bucket, "lake/leases/") == ["lake/leases/writer.json"]  # left behind
     # no wait and an hour to live: only the dead holder's pid lets it be taken over
     with writer_lease(_s3_root(s3_server, s3_bucket), "lakehouse build", wait_s=0, ttl_s=3600):
