@@ -162,3 +162,33 @@ def test_a_recreated_topic_s_new_life_keeps_its_remote_topic_before_its_first_sy
     index.add([old, recreated])
     assert index.life("A->B", "t", 0)[0] == "new-id" and index.segments("A->B", "t", 0) == []
     assert index.target_topic("A->B", "t") == "A.t"
+
+
+def test_a_new_life_with_no_copy_is_unproven_whether_read_from_events_or_from_a_snapshot():
+    """The restart rule of ``TopicLives``: a partition whose current life holds no copy (only a
+    ``TopicRecreated`` started it, perhaps from a process that never held the partition) does not
+    trust the flow's commit. A snapshot keeps only the current life: the rule must hold without the old."""
+    sync = dict(
+        flow="A->B", source_cluster="A", target_cluster="B", source_topic="t", target_topic="A.t", partition=0,
+        upstream_timestamp_ms=0, reason="flush", replicator_id="r",
+    )  # fmt: skip
+    old = OffsetSync(**sync, upstream_offset=9, downstream_offset=9, source_topic_id="old-id", emitted_at_ms=1_000)
+    recreated = TopicRecreated(
+        flow="A->B", replicator_id="peer", source_cluster="A", target_cluster="B", side="source", topic="t",
+        source_topic="t", topic_id="new-id", previous_topic_id="old-id", partitions=2, log_start_offsets=(0, 0),
+        log_end_offsets=(0, 0), policy="continue", noticed="running", emitted_at_ms=2_000,
+    )  # fmt: skip
+    index = MappingIndex()
+    index.add([old])
+    assert not index.unproven_life("A->B", "t", 0)  # one life, copied
+    index.add([recreated])
+    assert index.unproven_life("A->B", "t", 0) and index.unproven_life("A->B", "t", 1)
+    # the owner's read-on copies under the old id prove nothing of the new life
+    index.add([replace(old, upstream_offset=10, downstream_offset=10, emitted_at_ms=3_000)])
+    assert index.unproven_life("A->B", "t", 0)
+    index.add([replace(old, upstream_offset=0, downstream_offset=11, source_topic_id="new-id", emitted_at_ms=4_000)])
+    assert not index.unproven_life("A->B", "t", 0) and index.unproven_life("A->B", "t", 1)
+    seeded = MappingIndex()
+    seeded.seed("A->B", "t", 1, "A.t", [], topic_id="new-id", started_ms=2_000)  # a snapshot's empty new life
+    assert seeded.unproven_life("A->B", "t", 1)
+    assert not seeded.unproven_life("A->B", "t", 0)  # never seen: nothing said of it

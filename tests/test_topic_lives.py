@@ -26,6 +26,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from mirrorlake.groundtruth import read_partition
 from mirrorlake.traffic import ensure_topic
 from replicator.client.state_reader import read_state_log
+from replicator.config import load_config
 from replicator.errors import ReplicationError
 from replicator.events import Lifecycle, RecordsLostBeforeCopy, TopicRecreated
 from replicator.failover import plan_failover
@@ -55,7 +56,7 @@ def _produce(bootstrap: str, topic: str, life: str, per_partition: int, start: i
     assert producer.flush(60) == 0
 
 
-def _recreate(bootstrap: str, topic: str, group: str | None = None) -> None:
+def _recreate(bootstrap: str, topic: str, group: str | None = None, partitions: int = PARTITIONS) -> None:
     """Delete and create ``topic`` again; with ``group``, only once the broker removed that group's commits
     of the deleted topic (it does so a moment after the deletion, and would remove a commit made meanwhile)."""
     admin = AdminClient({"bootstrap.servers": bootstrap})
@@ -66,7 +67,7 @@ def _recreate(bootstrap: str, topic: str, group: str | None = None) -> None:
 
     def created() -> bool:
         try:
-            admin.create_topics([NewTopic(topic, PARTITIONS, 1)])[topic].result(timeout=30)
+            admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(timeout=30)
         except KafkaException as exc:  # the deletion still in progress: asked again
             if exc.args[0].code() == KafkaError.TOPIC_ALREADY_EXISTS:
                 return False
@@ -301,6 +302,91 @@ def test_a_peer_s_partition_of_a_recreated_topic_is_matched_not_copied_again(kaf
         keys = [r.key.decode() for r in read_partition(b, remote, p)]
         wanted = [f"old-{p}-{i}" for i in range(OLD)] + [f"new-{p}-{i}" for i in range(NEW + 500)]
         assert keys == wanted, (p, len(keys), len(wanted), logs["two"].read_text()[-3000:])
+
+
+def test_a_new_life_said_by_a_process_that_never_held_the_partition_is_not_trusted_at_restart(
+    kafka_clusters, unique_topic, tmp_path
+):
+    """A process of the flow holding no partition of a re-created topic says so at once (``topic_recreated``):
+    the mapping's new life starts for every partition. The partition's owner, which checks ids rarely,
+    reads on from its old position in the longer new topic, under the old id, and is SIGKILLed before it
+    notices. A restart took the new life as settled and trusted the owner's commit (a position in the new
+    topic): the new topic's records before the old position never reached the target. Now a partition
+    whose new life holds no copy is matched by content and copied from the new log start: every record
+    is on the target (the read-on copies twice, the case docs/operations.md names)."""
+    a, b = kafka_clusters.bootstrap("A"), kafka_clusters.bootstrap("B")
+    topic = unique_topic("acct-unheld")
+    remote = f"A.{topic}"
+    old, new = 2_000, 3_000  # the new topic longer than the old position: the owner reads on from it
+    ensure_topic(a, topic, 1)
+
+    def produce(life: str, n: int) -> None:
+        producer = Producer({"bootstrap.servers": a, "enable.idempotence": True, "linger.ms": 5})
+        for i in range(n):
+            producer.produce(topic, key=f"{life}-{i}".encode(), value=b"v" * 20, partition=0)
+            producer.poll(0)
+        assert producer.flush(60) == 0
+
+    def end() -> int:
+        consumer = Consumer({"bootstrap.servers": b, "group.id": "lives-probe"})
+        try:
+            return consumer.get_watermark_offsets(TopicPartition(remote, 0), timeout=10, cached=False)[1]
+        except KafkaException:
+            return 0
+        finally:
+            consumer.close()
+
+    dirs = {name: tmp_path / name for name in ("owner", "peer")}
+    for d in dirs.values():
+        d.mkdir()
+    interval = {"owner": 600, "peer": 1}  # the owner never checks while running; the peer every second
+    configs = {n: write_config(kafka_clusters, d, topic, refresh_topics_interval_seconds=interval[n], audit=False)
+               for n, d in dirs.items()}  # fmt: skip
+    produce("old", old)
+    logs, procs = start_processes(configs["owner"], dirs["owner"], "owner")
+    try:
+        wait_for(lambda: end() == old, "the old life copied", timeout_s=120)
+        more_logs, more = start_processes(configs["peer"], dirs["peer"], "peer")
+        logs.update(more_logs)
+        procs.update(more)
+        group = consumer_group_id(load_config(configs["peer"]).flows[0])
+        admin = AdminClient({"bootstrap.servers": a})
+
+        def members() -> int:
+            (future,) = admin.describe_consumer_groups([group]).values()
+            return len(future.result(timeout=30).members)
+
+        wait_for(lambda: members() == 2, "the peer joined, holding nothing (sticky)", timeout_s=120)
+        procs["owner"].send_signal(signal.SIGSTOP)  # frozen: it sees the new topic only once it is longer
+        try:
+            _recreate(a, topic, partitions=1)
+            produce("new", new)
+            said = "was deleted and created again"
+            wait_for(lambda: said in logs["peer"].read_text(), "the peer said the new life", timeout_s=60)
+        finally:
+            procs["owner"].send_signal(signal.SIGCONT)
+        wait_for(lambda: end() == new, "the owner read on from its old position to the new end", timeout_s=120)
+        assert "was deleted and created again" not in logs["owner"].read_text()  # never noticed
+        wait_for(lambda: _committed(a, group, topic) == [new], "the owner committed its read-on position")
+        procs["peer"].send_signal(signal.SIGTERM)
+        assert procs["peer"].wait(60) == 0
+        procs["owner"].send_signal(signal.SIGKILL)
+        procs["owner"].wait(30)
+    finally:
+        for proc in procs.values():
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(30)
+    assert [e.replicator_id for e in _events(load_config(configs["peer"]), TopicRecreated)
+            if e.topic == topic] == ["peer"]  # fmt: skip
+    Replicator(load_config(configs["owner"]), status_port=None).run_until_caught_up()
+    keys = [r.key.decode() for r in read_partition(b, remote, 0)]
+    missing = {f"new-{i}" for i in range(new)} - set(keys)
+    assert not missing, (len(missing), min(missing, key=lambda k: int(k.split("-")[1])))
+    assert keys[:old] == [f"old-{i}" for i in range(old)]
+    read_on = new - old  # the owner's copies from its old position on, under the old id
+    assert keys[old : old + read_on] == [f"new-{i}" for i in range(old, new)]
+    assert keys[old + read_on :] == [f"new-{i}" for i in range(new)]  # then the new topic whole, in order
 
 
 def _one_each(log: Path) -> bool:

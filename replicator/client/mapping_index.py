@@ -191,6 +191,18 @@ class MappingIndex:
         lives = self._lives.get((flow, source_topic, partition))
         return (lives.current, lives.part.started_ms) if lives is not None else (None, None)
 
+    def unproven_life(self, flow: str, source_topic: str, partition: int) -> bool:
+        """The partition's current life holds no copy: a life only a ``TopicRecreated`` event started (syncs
+        and seeds of copies always bring segments), said by any process of the flow, perhaps one that never
+        held this partition, with nothing of it shown copied. The flow's commit of such a partition may
+        still be a position the old life's consumer read on to in the new topic: it is not trusted. (A
+        snapshot keeps only the current life, so this cannot ask whether an older life precedes it.)"""
+        lives = self._lives.get((flow, source_topic, partition))
+        if lives is None:
+            return False
+        part = lives.part
+        return not part.base and not part.points
+
     def target_topic(self, flow: str, source_topic: str) -> str | None:
         """The remote topic ``source_topic`` is copied into: any life's (a re-created topic's new
         life, before its first sync, is copied into the same remote topic as the old one)."""

@@ -218,7 +218,7 @@ class FlowRunner:
         self._lives_admin = admin_client(self.config.cluster(self.flow.source).client_config())
         self._lives = TopicLives(
             self.flow, self.replicator_id, self._lives_admin, self._known_topic_id, self._emit_durably, self.stats,
-            topic_ids,
+            topic_ids, self._unproven_life,
         )  # fmt: skip
         self.commits: Commits
         if clients.positions is not None:
@@ -802,6 +802,10 @@ class FlowRunner:
             if t == topic and (topic_id := index.life(self.flow.name, topic, partition)[0]) is not None:
                 return topic_id
         return None
+
+    def _unproven_life(self, topic: str, partition: int) -> bool:
+        """The partition's current life holds no copy, only a ``TopicRecreated`` said it (``unproven_life``)."""
+        return self._tasks is not None and self._tasks.ctx.view.index.unproven_life(self.flow.name, topic, partition)
 
     def _check_lives(self, noticed: str) -> None:
         """Re-created topics (``flow.topic_lives``); records deleted before their copy (``ledger.gaps``)."""

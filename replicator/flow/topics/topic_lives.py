@@ -68,9 +68,11 @@ class TopicLives:
     """Topic ids of the flow's selection and the losses of its partitions, checked on demand.
 
     ``known(topic)``: the id the flow copied the topic under before this process (the mapping's
-    current life; None when unknown). ``emit`` writes a state event durably; ``ids`` (topic -> id)
-    is shared with the sync tracker, which stamps every sync with it: a re-created topic's new id
-    goes there only when ``adopt`` says the old life's copies are all acknowledged.
+    current life; None when unknown). ``unproven(topic, partition)``: that life was started by a
+    re-creation and holds no copy of the partition yet (``MappingIndex.unproven_life``). ``emit``
+    writes a state event durably; ``ids`` (topic -> id) is shared with the sync tracker, which stamps
+    every sync with it: a re-created topic's new id goes there only when ``adopt`` says the old
+    life's copies are all acknowledged.
     """
 
     def __init__(
@@ -82,8 +84,10 @@ class TopicLives:
         emit: Callable[[Event], None],
         stats: FlowStats,
         ids: dict[str, str],
+        unproven: Callable[[str, int], bool] = lambda _topic, _partition: False,
     ) -> None:
         self._flow = flow
+        self._unproven = unproven
         self._replicator_id = replicator_id
         self._admin = admin
         self._known = known
@@ -119,10 +123,15 @@ class TopicLives:
         out: list[Recreated] = []
         self.confirmed = set()
         for topic, topic_id in sorted(found.items()):
+            first = topic not in self.ids
             previous = self.ids.get(topic) or self._known(topic)
             if previous is None or previous == topic_id:
                 self.ids[topic] = topic_id
                 self.confirmed.add(topic)
+                if first:  # a new life another process said, whose owner may have died before moving
+                    self.pending_reset.update(
+                        (topic, p) for p in range(remote[topic].partitions) if self._unproven(topic, p)
+                    )
                 continue
             if self._new.get(topic) == topic_id:
                 continue  # noticed already, not adopted yet
