@@ -39,8 +39,8 @@ def mapping_segments(sql: LakehouseSQL, flow: str, topic: str | None = None) -> 
     if topic:
         where, params = where + " AND source_topic = ?", [flow, topic]
     return sql.arrow(
-        "SELECT source_topic, target_topic, partition, upstream_start, upstream_end, downstream_start, "
-        f"downstream_end, delta, upstream_end - upstream_start + 1 AS records, last_synced_ms "
+        "SELECT source_topic, target_topic, partition, source_topic_id, upstream_start, upstream_end, "
+        f"downstream_start, downstream_end, delta, upstream_end - upstream_start + 1 AS records, last_synced_ms "
         f"FROM offset_mapping WHERE {where} ORDER BY source_topic, partition, downstream_start",
         params,
     ).to_pandas()
@@ -66,13 +66,14 @@ def reverse_translate(
 
     Only two segments decide it, so only they are read: the last one starting at or before the
     offset (it holds the offset, or is the last copy before it) and the one with the first source
-    record (for an offset before every copy)."""
-    key = "flow = ? AND source_topic = ? AND partition = ?"
+    record (for an offset before every copy). The partition's current life only, as the client core
+    reads it: a copy of a re-created topic's old life names no record of the topic there is now."""
+    key = "current_offset_mapping(?, ?, ?)"
     rows = sql.query(
-        f"(SELECT downstream_start, upstream_start, upstream_end, downstream_end FROM offset_mapping "
-        f"WHERE {key} AND downstream_start <= ? ORDER BY downstream_start DESC LIMIT 1) UNION ALL "
-        f"(SELECT downstream_start, upstream_start, upstream_end, downstream_end FROM offset_mapping "
-        f"WHERE {key} ORDER BY upstream_start, downstream_start DESC LIMIT 1)",
+        f"(SELECT downstream_start, upstream_start, upstream_end, downstream_end FROM {key} "
+        f"WHERE downstream_start <= ? ORDER BY downstream_start DESC LIMIT 1) UNION ALL "
+        f"(SELECT downstream_start, upstream_start, upstream_end, downstream_end FROM {key} "
+        f"ORDER BY upstream_start, downstream_start DESC LIMIT 1)",
         [flow, topic, partition, target_offset, flow, topic, partition],
     ).rows
     found = reverse_translate_segments([Segment(*(int(v) for v in row)) for row in rows], target_offset)
@@ -81,7 +82,7 @@ def reverse_translate(
     copies = 0
     if found.method == TranslationMethod.EXACT:
         copies = sql.query(
-            f"SELECT count(*) FROM offset_mapping WHERE {key} AND upstream_start <= ? AND ? <= upstream_end",
+            f"SELECT count(*) FROM {key} WHERE upstream_start <= ? AND ? <= upstream_end",
             [flow, topic, partition, found.upstream, found.upstream],
         ).rows[0][0]
     return ReverseTranslation(found.upstream, str(found.method), int(copies))

@@ -18,7 +18,7 @@ from dashboards.timetravel import builds, moment
 from dashboards.views.common import Y_FORMAT, time_line_chart
 from dashboards.views.divergence import apply_filters
 from dashboards.views.lag import current_totals
-from dashboards.views.mapping import label_copies
+from dashboards.views.mapping import current_life, label_copies
 
 APP = str(Path(__file__).parent.parent / "dashboards" / "app.py")
 NOW = 1_763_800_000_000
@@ -129,6 +129,20 @@ def test_a_later_copy_of_a_copied_range_is_a_replay():
         }
     )
     assert list(label_copies(segments)) == ["copy", "copy", "replay"]
+
+
+def test_a_recreated_topic_s_new_life_is_a_copy_not_a_replay_and_its_last_offset_is_the_new_one():
+    """The new topic's offsets 0..49 name other records than the old topic's 0..99: copies, not replays."""
+    segments = pd.DataFrame(
+        {
+            "source_topic_id": ["old", "old", "new"],
+            "upstream_start": [0, 50, 0],
+            "upstream_end": [99, 60, 49],
+            "downstream_start": [0, 100, 111],
+        }
+    )
+    assert list(label_copies(segments)) == ["copy", "replay", "copy"]
+    assert int(current_life(segments)["upstream_end"].max()) == 49
 
 
 def test_current_totals_add_each_partitions_latest_value():

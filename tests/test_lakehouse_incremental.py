@@ -128,6 +128,12 @@ def test_divergence_reports_topics_configs_acls_and_data(built: Built, spark):
     assert rows[("acl_extra_on_target", DAVE.format(ev.REMOTE))].expected is True
     data = [r for (kind, _), r in rows.items() if kind == "data"]
     assert [(r.partition, r.window_start, r.window_end) for r in data] == [(0, 100, 200)]
+    # the topics' lives (issue 39): records deleted before their copy, a source topic created again
+    lost = rows[("records_lost_before_copy", "source offsets [91, 95)")]
+    assert (lost.source_topic, lost.partition, lost.window_start, lost.window_end) == (ev.TOPIC, 1, 91, 95)
+    assert lost.source_value == "4 records"
+    again = rows[("source_topic_recreated", "topic id old-id -> new-id")]
+    assert (again.source_topic, again.source_value) == ("payments", "a new topic, log end offsets [7, 9]")
 
 
 def test_heartbeat_latency_per_hop_and_topology(built: Built, spark):

@@ -54,3 +54,59 @@ def test_an_incremental_build_on_either_engine_equals_a_full_compute(spark, tmp_
         for name in TWINS:
             later = {m[name] for m in modes[1:3]}
             assert later & built_by[engine] and later <= built_by[engine] | {"unchanged on spark"}, (name, modes)
+
+
+def test_a_recreated_topic_s_new_life_is_what_gold_translates_through_on_every_engine(spark, tmp_path):
+    """Issue 39 item 2 in the lakehouse. ``acct`` is copied (life ``old``), then deleted and created
+    again: a ``topic_recreated`` event, no copy of the new topic yet, then its first copies (life
+    ``new``). After each round, gold on both engines equals Spark's full compute; ``offset_mapping``
+    keeps both lives, each row naming its own; and a group's ``exact_offset`` is what ``MappingIndex``
+    (the failover plan's mapping) gives: through the old copies before the re-creation, nothing between
+    (the new topic's offset 5 is not the old one's), the new copies after."""
+    from dataclasses import replace
+
+    from replicator.client.mapping_index import MappingIndex
+    from replicator.events import TopicRecreated
+
+    def acct(event, life: str | None = None):
+        named = replace(event, source_topic="acct", target_topic="A.acct")
+        return replace(named, source_topic_id=life) if life else named
+
+    old = [acct(ev.sync(p, u, u + 50 * p, 100, reason, prev), "old") for p in range(2)
+           for u, reason, prev in ((0, "first", None), (9, "flush", (8, 8 + 50 * p)))]  # fmt: skip
+    recreated = TopicRecreated(
+        flow=ev.FLOW, replicator_id="peer", emitted_at_ms=ev.T0 + 300, source_cluster="A", target_cluster="B",
+        side="source", topic="acct", source_topic="acct", topic_id="new", previous_topic_id="old", partitions=2,
+        log_start_offsets=(0, 0), log_end_offsets=(6, 0), policy="continue", noticed="running",
+    )  # fmt: skip
+    new = [acct(ev.sync(0, 0, 100, 400, "first"), "new"), acct(ev.sync(0, 4, 104, 400, "flush", (3, 103)), "new")]
+    rounds = [
+        [*old, acct(ev.checkpoint("app", 0, 5, 5, 150, "exact")), acct(ev.checkpoint("app", 1, 5, 55, 150, "exact"))],
+        [recreated],
+        [*new, acct(ev.checkpoint("app", 0, 3, 103, 450, "exact"))],
+    ]
+    lakes = ev.EngineLakehouses(tmp_path)
+    index = MappingIndex()
+    for n, events in enumerate(rounds):
+        lakes.round(spark, [encode(e) for e in events])
+        index.add(events)
+        if n:
+            lakes.assert_equal_to_full_builds(spark, f"lives round {n + 1}")
+        for engine in ENGINES:
+            groups = spark.read.format("delta").load(str(lakes.paths[engine].gold("group_offsets")))
+            got = {
+                (r.partition, r.committed_offset): r.exact_offset
+                for r in groups.where("source_topic = 'acct'").collect()
+            }
+            want = {}
+            for p, c in got:
+                t = index.translate(ev.FLOW, "acct", p, c)
+                want[(p, c)] = t.downstream if t else None
+            assert got == want, (engine, n)
+            expected = [{(0, 5): 5, (1, 5): 55}, {(0, 5): None, (1, 5): None}, {(0, 3): 103, (1, 5): None}][n]
+            assert got == expected, (engine, n)
+    mapping = spark.read.format("delta").load(str(lakes.paths["duckdb"].gold("offset_mapping")))
+    lives = {
+        (r.partition, r.source_topic_id, r.downstream_start) for r in mapping.where("source_topic = 'acct'").collect()
+    }
+    assert lives == {(0, "old", 0), (1, "old", 50), (0, "new", 100)}

@@ -16,10 +16,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from lakehouse.tables.macros import install_macros
-from lakehouse.tables.offset_mapping.spark import offset_mapping
+from lakehouse.tables.offset_mapping.duck import segments_sql
+from lakehouse.tables.offset_mapping.spark import current_life, offset_mapping, said_lives
 from lakehouse.translate import translate_offsets
 from mirrorlake.groundtruth import expected_translation
 from replicator.client.mapping import Segment, build_segments, translate
+from replicator.client.mapping_index import MappingIndex
+from replicator.events import OffsetSync, TopicRecreated
 from tests.test_mapping_properties import points_of, replication_runs
 
 pytestmark = pytest.mark.spark
@@ -28,11 +31,11 @@ FLOW, TOPIC = "A->B", "t"
 _SYNC_COLUMNS = (
     "flow string, source_cluster string, target_cluster string, source_topic string, target_topic string, "
     "partition int, emitted_at_ms long, upstream_offset long, downstream_offset long, reason string, "
-    "previous_upstream_offset long, previous_downstream_offset long"
+    "previous_upstream_offset long, previous_downstream_offset long, source_topic_id string"
 )
 
 
-def _sync_rows(partition: int, syncs) -> list[tuple]:
+def _sync_rows(partition: int, syncs, topic_id: str | None = None, first_ms: int = 0) -> list[tuple]:
     return [
         (
             FLOW,
@@ -41,12 +44,13 @@ def _sync_rows(partition: int, syncs) -> list[tuple]:
             TOPIC,
             f"A.{TOPIC}",
             partition,
-            i,
+            first_ms + i,
             s.upstream_offset,
             s.downstream_offset,
             s.reason,
             s.previous_upstream_offset,
             s.previous_downstream_offset,
+            topic_id,
         )  # fmt: skip
         for i, s in enumerate(syncs)
     ]
@@ -61,15 +65,16 @@ def _duckdb_translations(segments: dict[int, list[Segment]], queries: list[tuple
     try:
         con.execute(
             "CREATE TABLE offset_mapping (flow VARCHAR, source_topic VARCHAR, partition INTEGER, "
-            "upstream_start BIGINT, upstream_end BIGINT, downstream_start BIGINT, downstream_end BIGINT, delta BIGINT)"
+            "upstream_start BIGINT, upstream_end BIGINT, downstream_start BIGINT, downstream_end BIGINT, delta BIGINT, "
+            "source_topic_id VARCHAR, first_synced_ms BIGINT)"
         )
         rows = [
-            (FLOW, TOPIC, p, s.upstream_start, s.upstream_end, s.downstream_start, s.downstream_end, s.delta)
+            (FLOW, TOPIC, p, s.upstream_start, s.upstream_end, s.downstream_start, s.downstream_end, s.delta, None, 0)
             for p, segs in segments.items()
             for s in segs
         ]
         if rows:
-            con.executemany("INSERT INTO offset_mapping VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows)
+            con.executemany("INSERT INTO offset_mapping VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
         install_macros(con, ["offset_mapping"])
         con.execute("CREATE TABLE q (p INTEGER, c BIGINT)")
         con.executemany("INSERT INTO q VALUES (?, ?)", queries)
@@ -112,3 +117,114 @@ def test_python_spark_and_duckdb_agree_on_segments_and_translations(spark, runs)
         assert spark_answers[(p, c)] == py_answer, (p, c)
         assert duck_answers[(p, c)] == py_answer[0], (p, c)
         assert py_answer[0] == truth[(p, c)], (p, c)
+
+
+def _life_syncs(partition: int, copies: list[tuple[int, int]], topic_id: str | None, first_ms: int) -> list[OffsetSync]:
+    """A sync per copy (``(upstream, downstream)``), each naming its predecessor in the same life."""
+    out: list[OffsetSync] = []
+    for i, (u, d) in enumerate(copies):
+        prev = copies[i - 1] if i else (None, None)
+        out.append(
+            OffsetSync(
+                flow=FLOW,
+                replicator_id="r",
+                source_cluster="A",
+                target_cluster="B",
+                source_topic=TOPIC,
+                target_topic=f"A.{TOPIC}",
+                partition=partition,
+                upstream_offset=u,
+                downstream_offset=d,
+                upstream_timestamp_ms=0,
+                reason="first" if not i else "flush",
+                previous_upstream_offset=prev[0],
+                previous_downstream_offset=prev[1],
+                source_topic_id=topic_id,
+                emitted_at_ms=first_ms + i,
+            )  # fmt: skip
+        )
+    return out
+
+
+def test_a_recreated_topic_s_lives_never_share_a_segment_and_only_the_current_one_translates(spark):
+    """Issue 39 item 2 in the lakehouse: gold ``offset_mapping`` keeps each life's segments apart (named by
+    ``source_topic_id``), and what translates reads the current life only, as ``MappingIndex`` does.
+    Partition 0: the owner read on from its old position (the new topic's 10..14 copied right after the
+    old 0..9, the same delta), then the new topic from its start. Partition 1: a new life said by a
+    ``topic_recreated`` event, nothing of it copied yet. Partition 2: syncs before ids existed, then with
+    one (an upgrade, one life)."""
+    old = [(u, u) for u in range(10)]
+    syncs = (
+        _life_syncs(0, old, "old", 100)
+        + _life_syncs(0, [(u, u) for u in range(10, 15)] + [(u, 15 + u) for u in range(10)], "new", 600)
+        + _life_syncs(1, [(u, 30 + u) for u in range(10)], "old", 100)
+        + _life_syncs(2, [(u, u) for u in range(5)], None, 100)
+        + _life_syncs(2, [(u, u) for u in range(5, 10)], "x", 200)
+    )
+    recreated = TopicRecreated(
+        flow=FLOW, replicator_id="peer", source_cluster="A", target_cluster="B", side="source", topic=TOPIC,
+        source_topic=TOPIC, topic_id="new", previous_topic_id="old", partitions=2, log_start_offsets=(0, 0),
+        log_end_offsets=(10, 0), policy="continue", noticed="running", emitted_at_ms=500,
+    )  # fmt: skip
+    index = MappingIndex()
+    index.add([*syncs, recreated])
+    rows = [
+        (s.flow, s.source_cluster, s.target_cluster, s.source_topic, s.target_topic, s.partition, s.emitted_at_ms,
+         s.upstream_offset, s.downstream_offset, s.reason, s.previous_upstream_offset, s.previous_downstream_offset,
+         s.source_topic_id)
+        for s in syncs
+    ]  # fmt: skip
+    mapping = offset_mapping(spark.createDataFrame(rows, _SYNC_COLUMNS)).cache()
+    said = said_lives(spark.createDataFrame([recreated.to_record()]))
+    by_life: dict[tuple[int, str | None], list[Segment]] = {}
+    for row in mapping.collect():
+        by_life.setdefault((row.partition, row.source_topic_id), []).append(_seg(row))
+    assert {k: sorted(v) for k, v in by_life.items()} == {
+        (0, "old"): [Segment(0, 0, 9, 9)],
+        (0, "new"): [Segment(10, 10, 14, 14), Segment(15, 0, 9, 24)],  # the same delta as old's, yet apart
+        (1, "old"): [Segment(30, 0, 9, 39)],
+        (2, "x"): [Segment(0, 0, 9, 9)],  # the id-less syncs joined the first id's life
+    }
+    current = current_life(mapping, said).cache()
+    for p in range(3):
+        got = sorted(_seg(r) for r in current.where(f"partition = {p}").collect())
+        assert got == sorted(index.segments(FLOW, TOPIC, p)), p
+    # the DuckDB tail rule builds the same segments from the same syncs
+    con = duckdb.connect()
+    try:
+        con.register("syncs", mapping.sparkSession.createDataFrame(rows, _SYNC_COLUMNS).toArrow())
+        con.execute("CREATE TABLE scope (flow VARCHAR, source_topic VARCHAR, partition INTEGER, "
+                    "_tail_downstream_start BIGINT, _tail_upstream_start BIGINT)")  # fmt: skip
+        con.executemany("INSERT INTO scope VALUES (?, ?, ?, NULL, NULL)", [(FLOW, TOPIC, p) for p in range(3)])
+        duck_rows = con.sql(segments_sql("SELECT * FROM syncs", "scope")).fetchall()
+        columns = [d[0] for d in con.sql(segments_sql("SELECT * FROM syncs", "scope")).description]
+        con.register("offset_mapping", mapping.toArrow())
+        con.register("topic_recreated", spark.createDataFrame([recreated.to_record()]).toArrow())
+        install_macros(con, ["offset_mapping", "topic_recreated"])
+        queries = [(p, c) for p in range(3) for c in range(0, 16)]
+        duck = {(p, c): con.sql(f"SELECT translate_offset('{FLOW}', '{TOPIC}', {p}, {c})").fetchone()[0]
+                for p, c in queries}  # fmt: skip
+    finally:
+        con.close()
+    spark_by_life = sorted((r.partition, r.source_topic_id, _seg(r)) for r in mapping.collect())
+    duck_by_life = sorted(
+        (r["partition"], r["source_topic_id"], _seg_of(r))
+        for r in (dict(zip(columns, v, strict=True)) for v in duck_rows)
+    )
+    assert duck_by_life == spark_by_life
+    q = spark.createDataFrame(
+        [(FLOW, TOPIC, p, c) for p, c in queries], "flow string, source_topic string, partition int, c long"
+    )
+    translated = translate_offsets(q, current, id_cols=("flow", "source_topic", "partition", "c"), offset_col="c")
+    spark_answers = {(r.partition, r.c): r.exact_offset for r in translated.collect()}
+    mapping.unpersist()
+    current.unpersist()
+    for p, c in queries:
+        t = index.translate(FLOW, TOPIC, p, c)
+        assert spark_answers[(p, c)] == duck[(p, c)] == (t.downstream if t else None), (p, c)
+    assert index.translate(FLOW, TOPIC, 0, 3).downstream == 18  # the new topic's offset 3, not the old's copy at 3
+    assert index.translate(FLOW, TOPIC, 1, 3) is None  # nothing of the new life copied
+
+
+def _seg_of(row: dict) -> Segment:
+    return Segment(row["downstream_start"], row["upstream_start"], row["upstream_end"], row["downstream_end"])

@@ -26,6 +26,7 @@ from lakehouse.duck import delta
 from lakehouse.sql_quote import duck_ident, duck_value
 from lakehouse.store_access import reach_from_duckdb
 from lakehouse.tables.offset_mapping import MAPPING_KEY
+from lakehouse.tables.offset_mapping.lives import current_life_sql, said_lives_sql
 from lakehouse.tables.spec import GoldSpec, HasSpec
 from replicator.client.mapping import Segment
 from replicator.config import MirrorlakeConfig
@@ -95,6 +96,14 @@ class DuckInputs:
             self._views.add(name)
         return name
 
+    def mapping(self, where: str) -> str:
+        """SQL: gold ``offset_mapping`` of the partitions ``where`` selects, current lives only
+        (``lakehouse.tables.offset_mapping.lives``): what translates or counts copies reads."""
+        said = None
+        if self.versions.get("topic_recreated") is not None:
+            said = said_lives_sql(self.silver("topic_recreated"))
+        return current_life_sql(f"SELECT * FROM {self.gold('offset_mapping')} WHERE {where}", said)
+
     def segments(self, where: str) -> str:
         """SQL: gold ``offset_mapping`` of the partitions ``where`` selects, one row per partition:
         ``segs`` (list of struct ``us, ue, ds, de``) and ``first_copy`` (its lowest downstream start),
@@ -103,19 +112,26 @@ class DuckInputs:
         return (
             f"SELECT {key}, list(struct_pack(us := upstream_start, ue := upstream_end, ds := downstream_start, "
             f"de := downstream_end)) AS segs, min(downstream_start) AS first_copy "
-            f"FROM {self.gold('offset_mapping')} WHERE {where} GROUP BY {key}"
+            f"FROM ({self.mapping(where)}) GROUP BY {key}"
         )
 
     def touched(self, columns: Mapping[str, Sequence[str]]) -> pa.Table:
         """Distinct keys of the new rows: ``columns[event_type]`` names the key in that type's rows
         (as ``lakehouse.gold.touched_keys``); only types with new rows contribute."""
         parts = [
-            f"SELECT {', '.join(duck_ident(c) for c in cols)} FROM {self.new(t)}"
+            f"SELECT {', '.join(_key_column(t, c) for c in cols)} FROM {self.new(t)}"
             for t, cols in columns.items()
             if t in self.changes
         ]
         # distinct also when a single type changed: a key listed twice doubled each of its rows
         return self.con.sql(f"SELECT DISTINCT * FROM ({' UNION ALL '.join(parts)})").to_arrow_table()
+
+
+def _key_column(event_type: str, column: str) -> str:
+    """A key column of an event type's rows; a ``topic_recreated`` row names every partition of its topic."""
+    if event_type == "topic_recreated" and column == "partition":
+        return "CAST(unnest(range(greatest(partitions, 1))) AS INTEGER) AS partition"
+    return duck_ident(column)
 
 
 @dataclass(frozen=True)

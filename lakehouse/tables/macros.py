@@ -14,9 +14,13 @@ from dataclasses import dataclass
 import duckdb
 
 from lakehouse.sql_quote import duck_string
+from lakehouse.tables.offset_mapping.lives import current_life_sql, said_lives_sql
 from replicator.client.failover_cost import DELETED_ON_TARGET
 
 __all__ = ["Macro", "MACROS", "install_macros"]
+
+
+_ONE_PARTITION = "SELECT * FROM offset_mapping WHERE flow = f AND source_topic = t AND partition = p"
 
 
 @dataclass(frozen=True)
@@ -31,21 +35,41 @@ class Macro:
 
 MACROS: tuple[Macro, ...] = (
     Macro(
+        "current_offset_mapping",
+        "one partition's segments of its current life: a re-created source topic's new offsets are "
+        "never translated through the old topic's copies (as replicator.client.mapping_index)",
+        ("offset_mapping",),
+        f"""
+CREATE OR REPLACE MACRO current_offset_mapping(f, t, p) AS TABLE
+{current_life_sql(_ONE_PARTITION)};
+""",
+    ),
+    Macro(
+        "current_offset_mapping",
+        "the same where silver topic_recreated exists: a life it says, not copied yet, is current "
+        "(then the partition has no segment: nothing of the new topic is copied)",
+        ("offset_mapping", "topic_recreated"),
+        f"""
+CREATE OR REPLACE MACRO current_offset_mapping(f, t, p) AS TABLE
+{current_life_sql(_ONE_PARTITION, said_lives_sql("topic_recreated WHERE flow = f AND source_topic = t"))};
+""",
+    ),
+    Macro(
         "translate_offset",
-        "a committed source offset through the exact mapping (as replicator.client.mapping.translate)",
+        "a committed source offset through the exact mapping, current life (as replicator.client.mapping.translate)",
         ("offset_mapping",),
         """
 CREATE OR REPLACE MACRO translate_offset(f, t, p, c) AS (
+    WITH m AS (SELECT * FROM current_offset_mapping(f, t, p))
     SELECT CASE WHEN covering.d IS NOT NULL THEN covering.d
                 WHEN before.d IS NOT NULL THEN before.d
                 ELSE after_.d END
-    FROM (SELECT max_by(c + delta, downstream_start) AS d FROM offset_mapping
-          WHERE flow = f AND source_topic = t AND partition = p
-            AND upstream_start <= c AND c <= upstream_end) covering,
+    FROM (SELECT max_by(c + delta, downstream_start) AS d FROM m
+          WHERE upstream_start <= c AND c <= upstream_end) covering,
          (SELECT arg_max(downstream_end + 1, struct_pack(e := upstream_end, d := downstream_end)) AS d
-          FROM offset_mapping WHERE flow = f AND source_topic = t AND partition = p AND upstream_end < c) before,
+          FROM m WHERE upstream_end < c) before,
          (SELECT arg_min(downstream_start, struct_pack(s := upstream_start, d := -downstream_start)) AS d
-          FROM offset_mapping WHERE flow = f AND source_topic = t AND partition = p AND upstream_start > c) after_
+          FROM m WHERE upstream_start > c) after_
 );
 """,
     ),

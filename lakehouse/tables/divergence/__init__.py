@@ -7,9 +7,11 @@ from __future__ import annotations
 from lakehouse.tables.spec import GoldSpec
 from replicator.config import DEFAULT_CONFIG_EXCLUDES, MirrorlakeConfig
 
-__all__ = ["SPEC", "KEY", "COLUMNS", "EXCLUSION_REASONS", "exclusions"]
+__all__ = ["SPEC", "KEY", "COLUMNS", "EXCLUSION_REASONS", "exclusions", "RECREATED_VALUE", "LOST_VALUE"]
 
 KEY = ("flow", "source_topic")
+RECREATED_VALUE = "the old topic's copies stay on the target, before the new topic's (a new life of the offset mapping)"
+LOST_VALUE = "never copied: deleted on the source (retention, delete-records) before the flow copied them"
 _TIMESTAMP = "they would reject or re-stamp the copied CreateTime timestamps"
 EXCLUSION_REASONS: dict[str, str] = {
     r"follower\.replication\.throttled\.replicas": "throttling is the target cluster's own (MM2 default exclusion)",
@@ -52,6 +54,13 @@ SPEC = GoldSpec(
     name="divergence",
     key=KEY,
     row_id=(*KEY, "kind", "item", "partition"),
-    sources=("config_snapshot", "audit_window", "watermark", "offset_sync"),
+    sources=(
+        "config_snapshot",
+        "audit_window",
+        "watermark",
+        "offset_sync",
+        "topic_recreated",
+        "records_lost_before_copy",
+    ),
     depends_on=("offset_mapping",),
 )

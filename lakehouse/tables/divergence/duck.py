@@ -15,7 +15,7 @@ from typing import Any
 import pyarrow as pa
 
 from lakehouse.duck.engine import DuckInputs, DuckTail, Twin, as_segments, keys_filter
-from lakehouse.tables.divergence import COLUMNS, KEY, SPEC, exclusions
+from lakehouse.tables.divergence import COLUMNS, KEY, LOST_VALUE, RECREATED_VALUE, SPEC, exclusions
 from lakehouse.tables.offset_mapping import MAPPING_KEY
 from replicator.client.failover_cost import deleted_on_target
 from replicator.config.patterns import compile_pattern
@@ -34,9 +34,7 @@ def _latest(table: str, by: str, where: str, order: str = "emitted_at_ms") -> st
 
 def _tail(inputs: DuckInputs) -> DuckTail:
     con = inputs.con
-    keys = inputs.touched(
-        {"config_snapshot": KEY, "audit_window": KEY, "watermark": KEY, "offset_sync": KEY},
-    )
+    keys = inputs.touched({event_type: KEY for event_type in SPEC.sources})
     where = keys_filter(keys)
     rows: list[dict[str, Any]] = []
     snapshots: list[dict[str, Any]] = []
@@ -48,7 +46,43 @@ def _tail(inputs: DuckInputs) -> DuckTail:
         rows += _data_rows(con, inputs.silver("audit_window"), where, snapshots)
     if inputs.versions.get("watermark") is not None:
         rows += _deleted_rows(con, inputs, where)
+    rows += _life_rows(con, inputs, where)
     return DuckTail(_table(rows), keys)
+
+
+def _life_rows(con: Any, inputs: DuckInputs, where: str) -> list[dict[str, Any]]:
+    """``source_topic_recreated`` and ``records_lost_before_copy`` rows, as the Spark module says."""
+    out: list[dict[str, Any]] = []
+    if inputs.versions.get("topic_recreated") is not None:
+        found = con.sql(f"SELECT * FROM {inputs.silver('topic_recreated')} WHERE side = 'source' AND {where}")
+        for r in found.to_arrow_table().to_pylist():
+            noted = {**r, "target_topic": None, "observed_at_ms": r["emitted_at_ms"]}
+            out.append(
+                _row(
+                    noted,
+                    "source_topic_recreated",
+                    item=f"topic id {_fmt(r['previous_topic_id'])} -> {_fmt(r['topic_id'])}",
+                    source_value=f"a new topic, log end offsets [{', '.join(str(o) for o in r['log_end_offsets'])}]",
+                    target_value=RECREATED_VALUE,
+                )
+            )
+    if inputs.versions.get("records_lost_before_copy") is not None:
+        found = con.sql(f"SELECT * FROM {inputs.silver('records_lost_before_copy')} WHERE {where}")
+        for r in found.to_arrow_table().to_pylist():
+            noted = {**r, "target_topic": None, "observed_at_ms": r["emitted_at_ms"]}
+            out.append(
+                _row(
+                    noted,
+                    "records_lost_before_copy",
+                    item=f"source offsets [{r['from_offset']}, {r['to_offset']})",
+                    partition=r["partition"],
+                    window_start=r["from_offset"],
+                    window_end=r["to_offset"],
+                    source_value=f"{r['records']} records",
+                    target_value=LOST_VALUE,
+                )
+            )
+    return out
 
 
 def _table(rows: list[dict[str, Any]]) -> pa.Table:

@@ -23,6 +23,12 @@ rows where replicated records lie, every copy of them, below the target's log st
 ``delete-records``): the audits compared them before they went and never see them again
 (``lakehouse.target_deletions``). ``item`` names the target offsets that held them,
 ``window_start``/``window_end`` their source offsets ``[first, last + 1)``, ``target_value`` the count.
+
+From the topics' lives: ``source_topic_recreated`` per re-creation of a source topic (``item`` the
+topic ids, ``source_value`` the new topic's log end offsets when noticed): the target keeps the
+old topic's copies before the new one's; ``records_lost_before_copy`` per range of source offsets
+deleted before the flow copied them (``window_start``/``window_end``, ``source_value`` the count).
+Neither event names the remote topic: ``target_topic`` is null.
 """
 
 from __future__ import annotations
@@ -33,8 +39,9 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from lakehouse.gold import GoldInputs, GoldTable, latest, touched_keys
-from lakehouse.tables.divergence import COLUMNS, KEY, SPEC, exclusions
+from lakehouse.tables.divergence import COLUMNS, KEY, LOST_VALUE, RECREATED_VALUE, SPEC, exclusions
 from lakehouse.tables.offset_mapping import MAPPING_KEY
+from lakehouse.tables.offset_mapping.spark import current_mapping
 from lakehouse.target_deletions import deleted_copies, segments_by_partition
 from replicator.config import MirrorlakeConfig
 
@@ -244,18 +251,47 @@ def _deleted_rows(watermarks: DataFrame, mapping: DataFrame) -> DataFrame:
     )
 
 
+def _life_rows(recreated: DataFrame, lost: DataFrame) -> DataFrame:
+    """A source topic's re-creations and its records deleted before their copy (see the module)."""
+    noted = {"target_topic": F.lit(None).cast("string"), "observed_at_ms": F.col("emitted_at_ms")}
+    ends = F.concat_ws(", ", F.transform("log_end_offsets", lambda o: o.cast("string")))
+    again = _row(
+        recreated.where(F.col("side") == "source").withColumns(noted),
+        "source_topic_recreated",
+        item=F.format_string("topic id %s -> %s", F.col("previous_topic_id"), F.col("topic_id")),
+        source_value=F.format_string("a new topic, log end offsets [%s]", ends),
+        target_value=F.lit(RECREATED_VALUE),
+    )
+    gone = _row(
+        lost.withColumns(noted),
+        "records_lost_before_copy",
+        item=F.format_string("source offsets [%d, %d)", F.col("from_offset"), F.col("to_offset")),
+        partition=F.col("partition"),
+        window_start=F.col("from_offset"),
+        window_end=F.col("to_offset"),
+        source_value=F.format_string("%d records", F.col("records")),
+        target_value=F.lit(LOST_VALUE),
+    )
+    return again.unionByName(gone)
+
+
 def divergence(
     snapshots: DataFrame,
     audits: DataFrame,
     config: MirrorlakeConfig | None = None,
     watermarks: DataFrame | None = None,
     mapping: DataFrame | None = None,
+    recreated: DataFrame | None = None,
+    lost: DataFrame | None = None,
 ) -> DataFrame:
     """The table from silver ``config_snapshot``, ``audit_window`` and ``watermark`` rows and gold
-    ``offset_mapping`` (without the last two, no ``target_records_deleted`` rows)."""
+    ``offset_mapping`` (without the last two, no ``target_records_deleted`` rows), and silver
+    ``topic_recreated`` and ``records_lost_before_copy`` (without them, no rows of the topics' lives)."""
     out = _topic_rows(snapshots, exclusions(config)).unionByName(_data_rows(audits, snapshots))
     if watermarks is not None and mapping is not None:
         out = out.unionByName(_deleted_rows(watermarks, mapping))
+    if recreated is not None and lost is not None:
+        out = out.unionByName(_life_rows(recreated, lost))
     return out
 
 
@@ -265,14 +301,14 @@ def _compute(inputs: GoldInputs) -> DataFrame:
         inputs.restrict(inputs.silver("audit_window")),
         inputs.config,
         inputs.restrict(inputs.silver("watermark")),
-        inputs.restrict(inputs.gold("offset_mapping")),
+        current_mapping(inputs),
+        inputs.restrict(inputs.silver("topic_recreated")),
+        inputs.restrict(inputs.silver("records_lost_before_copy")),
     )
 
 
 TABLE = GoldTable(
     SPEC,
-    touched=lambda changes: touched_keys(
-        changes, {"config_snapshot": KEY, "audit_window": KEY, "watermark": KEY, "offset_sync": KEY}
-    ),
+    touched=lambda changes: touched_keys(changes, {event_type: KEY for event_type in SPEC.sources}),
     compute=_compute,
 )

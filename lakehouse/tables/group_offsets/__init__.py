@@ -27,6 +27,6 @@ SPEC = GoldSpec(
     name="group_offsets",
     key=MAPPING_KEY,  # a mapping change re-translates every group of its partition
     row_id=GROUP_KEY,
-    sources=("checkpoint", "offset_sync"),
+    sources=("checkpoint", "offset_sync", "topic_recreated"),
     depends_on=("offset_mapping",),
 )

@@ -49,7 +49,7 @@ def translated(queries: str, mapping: str, id_cols: tuple[str, ...], offset_col:
 
 def _tail(inputs: DuckInputs) -> DuckTail:
     con = inputs.con
-    keys = inputs.touched({"checkpoint": MAPPING_KEY, "offset_sync": MAPPING_KEY})
+    keys = inputs.touched({"checkpoint": MAPPING_KEY, "offset_sync": MAPPING_KEY, "topic_recreated": MAPPING_KEY})
     where = keys_filter(keys)
     fields = ", ".join(_q(f) for f, _ in FROM_CHECKPOINT)
     held = ", ".join(f"{_q(column)} AS {_q(f)}" for f, column in FROM_CHECKPOINT)
@@ -62,7 +62,7 @@ def _tail(inputs: DuckInputs) -> DuckTail:
         f"""CREATE TEMP TABLE last AS SELECT {latest} FROM ({candidates})
             QUALIFY row_number() OVER (PARTITION BY {by_group} ORDER BY emitted_at_ms DESC, event_id DESC) = 1"""
     )
-    con.execute(f"CREATE TEMP TABLE segments AS SELECT * FROM {inputs.gold('offset_mapping')} WHERE {where}")
+    con.execute(f"CREATE TEMP TABLE segments AS {inputs.mapping(where)}")
     rows = con.sql(
         f"SELECT *, translated_offset - exact_offset AS translation_error "
         f"FROM ({translated('last', 'segments', GROUP_KEY, 'committed_offset')})"

@@ -16,6 +16,7 @@ from pyspark.sql import functions as F
 from lakehouse.gold import GoldInputs, GoldTable, Tail, latest, touched_keys
 from lakehouse.tables.group_offsets import FROM_CHECKPOINT, GROUP_KEY, SPEC
 from lakehouse.tables.offset_mapping import MAPPING_KEY
+from lakehouse.tables.offset_mapping.spark import current_mapping, recreated_key
 from lakehouse.translate import translate_offsets
 
 __all__ = ["group_offsets", "TABLE"]
@@ -31,7 +32,7 @@ def group_offsets(checkpoints: DataFrame, mapping: DataFrame) -> DataFrame:
 
 
 def _compute(inputs: GoldInputs) -> DataFrame:
-    return group_offsets(inputs.restrict(inputs.silver("checkpoint")), inputs.restrict(inputs.gold("offset_mapping")))
+    return group_offsets(inputs.restrict(inputs.silver("checkpoint")), current_mapping(inputs))
 
 
 def _tail(inputs: GoldInputs) -> Tail:
@@ -49,12 +50,14 @@ def _tail(inputs: GoldInputs) -> Tail:
         candidates = held.unionByName(inputs.restrict(inputs.changes["checkpoint"]).select(*held.columns))
     assert inputs.keys is not None
     scope = inputs.keys  # whole partitions: the spec has no tail order
-    return Tail(group_offsets(candidates, inputs.restrict(inputs.gold("offset_mapping"))), scope)
+    return Tail(group_offsets(candidates, current_mapping(inputs)), scope)
 
 
 TABLE = GoldTable(
     SPEC,
-    touched=lambda changes: touched_keys(changes, {"checkpoint": MAPPING_KEY, "offset_sync": MAPPING_KEY}),
+    touched=lambda changes: touched_keys(
+        changes, {"checkpoint": MAPPING_KEY, "offset_sync": MAPPING_KEY, "topic_recreated": recreated_key()}
+    ),
     compute=_compute,
     tail=_tail,
 )

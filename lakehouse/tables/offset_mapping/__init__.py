@@ -1,5 +1,6 @@
 """Gold ``offset_mapping``'s contract: one row per run of constant ``downstream - upstream`` per
-(flow, source topic, partition), the exact external offset mapping.
+(flow, source topic, partition) and life of a re-created source topic (``source_topic_id``), the
+exact external offset mapping; readers translate through the current life only (``lives``).
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ __all__ = ["TWIN", "segments_sql"]
 _KEY = ", ".join(MAPPING_KEY)
 _COLUMNS = (
     f"{_KEY}, source_cluster, target_cluster, target_topic, emitted_at_ms, reason, upstream_offset, "
-    "downstream_offset, previous_upstream_offset, previous_downstream_offset"
+    "downstream_offset, previous_upstream_offset, previous_downstream_offset, source_topic_id"
 )
 _HAS_PREV = "previous_upstream_offset IS NOT NULL AND previous_downstream_offset IS NOT NULL"
 
@@ -32,7 +32,7 @@ def _points(syncs: str) -> str:
         f"CASE WHEN {_HAS_PREV} THEN (CASE WHEN {adjacent} THEN {CONTINUES} ELSE {BOUNDARY} END) "
         f"WHEN reason = '{SyncReason.FIRST.value}' THEN {SESSION_START} ELSE {CONTINUES} END"
     )
-    names = "source_cluster, target_cluster, target_topic, emitted_at_ms"
+    names = "source_cluster, target_cluster, target_topic, emitted_at_ms, source_topic_id"
     return (
         f"SELECT {_KEY}, {names}, downstream_offset AS d, upstream_offset AS u, {own_start} AS start FROM {syncs} "
         f"UNION ALL SELECT {_KEY}, {names}, previous_downstream_offset, previous_upstream_offset, {CONTINUES} "
@@ -49,7 +49,7 @@ def segments_sql(syncs: str, scope: str) -> str:
         points AS (
             SELECT p.{_KEY.replace(", ", ", p.")}, p.d, p.u, max(p.start) AS start,
                    min(struct_pack(sc := p.source_cluster, tc := p.target_cluster, tt := p.target_topic)) AS nm,
-                   min(p.emitted_at_ms) AS emitted_at_ms
+                   min(p.emitted_at_ms) AS emitted_at_ms, max(p.source_topic_id) AS source_topic_id
             FROM ({_points("syncs")}) p
             JOIN {scope} s ON p.flow = s.flow AND p.source_topic = s.source_topic AND p.partition = s.partition
             WHERE s._tail_downstream_start IS NULL OR p.d > s._tail_downstream_start
@@ -57,11 +57,13 @@ def segments_sql(syncs: str, scope: str) -> str:
             GROUP BY ALL
         ),
         stepped AS (
-            SELECT *, lag(u) OVER w AS prev_u, lag(d) OVER w AS prev_d FROM points
+            SELECT *, lag(u) OVER w AS prev_u, lag(d) OVER w AS prev_d, lag(source_topic_id) OVER w AS prev_id
+            FROM points
             WINDOW w AS (PARTITION BY {_KEY} ORDER BY d, u)
         ),
         flagged AS (
             SELECT *, sum(CASE WHEN prev_u IS NULL OR d - u <> prev_d - prev_u OR u <= prev_u
+                                    OR source_topic_id <> prev_id
                                     OR start = {BOUNDARY} OR (start = {SESSION_START} AND u <> prev_u + 1)
                                THEN 1 ELSE 0 END)
                       OVER (PARTITION BY {_KEY} ORDER BY d, u ROWS UNBOUNDED PRECEDING) AS segment
@@ -71,11 +73,12 @@ def segments_sql(syncs: str, scope: str) -> str:
             SELECT {_KEY}, segment, min(nm) AS nm,
                    arg_min(u, d) AS upstream_start, arg_max(u, d) AS upstream_end,
                    min(d) AS downstream_start, max(d) AS downstream_end, count(*) AS points,
-                   min(emitted_at_ms) AS first_synced_ms, max(emitted_at_ms) AS last_synced_ms
+                   min(emitted_at_ms) AS first_synced_ms, max(emitted_at_ms) AS last_synced_ms,
+                   max(source_topic_id) AS source_topic_id
             FROM flagged GROUP BY {_KEY}, segment
         )
         SELECT flow, nm.sc AS source_cluster, nm.tc AS target_cluster, source_topic,
-               nm.tt AS target_topic, partition, upstream_start, upstream_end,
+               nm.tt AS target_topic, partition, source_topic_id, upstream_start, upstream_end,
                downstream_start, downstream_end, downstream_start - upstream_start AS delta,
                points, first_synced_ms, last_synced_ms
         FROM segments

@@ -5,14 +5,16 @@ each offset sync proves one or two copied records (its own, and ``previous_*``);
 downstream offset within (flow, source topic, partition), a point starts a new segment when its
 delta differs from the previous point's, when the sync says the step from its predecessor was
 not (+1, +1), or when it opens a producer session and is not adjacent to the previous point.
-Overlapping upstream ranges are at-least-once replays; translation takes the latest copy.
+Overlapping upstream ranges are at-least-once replays; translation takes the latest copy. A
+segment never spans two lives of a re-created source topic: a point whose ``source_topic_id``
+differs from its predecessor's (both known) starts a segment, and each row names its life.
 """
 
 from __future__ import annotations
 
 from functools import reduce
 
-from pyspark.sql import DataFrame, Window
+from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
@@ -21,7 +23,7 @@ from lakehouse.tables.offset_mapping import MAPPING_KEY, SPEC
 from replicator.client.mapping import BOUNDARY, CONTINUES, SESSION_START
 from replicator.events.model import SyncReason
 
-__all__ = ["offset_mapping", "TABLE"]
+__all__ = ["offset_mapping", "current_life", "current_mapping", "said_lives", "recreated_key", "TABLE"]
 
 _NAMES = ("flow", "source_topic", "source_cluster", "target_cluster", "target_topic")
 _KEY = ("_topic", "partition")  # MAPPING_KEY with (flow, source topic) as an id (``_named``)
@@ -51,7 +53,7 @@ def _named(syncs: DataFrame) -> tuple[DataFrame, DataFrame]:
 
 def _points(tagged: DataFrame) -> DataFrame:
     """Each sync's point and, when it has one, its predecessor's, one row per (partition, d, u)."""
-    base = ["_topic", "partition", "_names", "emitted_at_ms"]
+    base = ["_topic", "partition", "_names", "emitted_at_ms", "source_topic_id"]
     has_prev = F.col("previous_upstream_offset").isNotNull() & F.col("previous_downstream_offset").isNotNull()
     adjacent = ((F.col("upstream_offset") - F.col("previous_upstream_offset")) == 1) & (
         (F.col("downstream_offset") - F.col("previous_downstream_offset")) == 1
@@ -74,6 +76,7 @@ def _points(tagged: DataFrame) -> DataFrame:
         F.max("start").alias("start"),
         F.min("_names").alias("_names"),  # the names of a partition's syncs are one row (any one, as first())
         F.min("emitted_at_ms").alias("emitted_at_ms"),
+        F.max("source_topic_id").alias("source_topic_id"),  # one per point: its copy's life
     )
 
 
@@ -86,9 +89,10 @@ def offset_mapping(syncs: DataFrame) -> DataFrame:
 def _segments(points: DataFrame, ids: DataFrame) -> DataFrame:
     """Segments from ``_points``' rows: a new one wherever the step from the previous point breaks a run."""
     w = Window.partitionBy(*_KEY).orderBy("d", "u")
-    prev_u, prev_d = F.lag("u").over(w), F.lag("d").over(w)
+    prev_u, prev_d, prev_id = F.lag("u").over(w), F.lag("d").over(w), F.lag("source_topic_id").over(w)
     new_segment = (
         prev_u.isNull()
+        | (F.col("source_topic_id") != prev_id)  # another life (null when either id is unknown)
         | ((F.col("d") - F.col("u")) != (prev_d - prev_u))
         | (F.col("u") <= prev_u)
         | (F.col("start") == BOUNDARY)
@@ -104,6 +108,7 @@ def _segments(points: DataFrame, ids: DataFrame) -> DataFrame:
         F.count("*").alias("points"),
         F.min("emitted_at_ms").alias("first_synced_ms"),
         F.max("emitted_at_ms").alias("last_synced_ms"),
+        F.max("source_topic_id").alias("source_topic_id"),
     )
     return (
         segments.join(F.broadcast(ids.drop("_topic")), "_names")
@@ -115,6 +120,7 @@ def _segments(points: DataFrame, ids: DataFrame) -> DataFrame:
             "source_topic",
             "target_topic",
             "partition",
+            "source_topic_id",
             "upstream_start",
             "upstream_end",
             "downstream_start",
@@ -125,6 +131,59 @@ def _segments(points: DataFrame, ids: DataFrame) -> DataFrame:
             "last_synced_ms",
         )
     )
+
+
+def recreated_key() -> tuple[Column, ...]:
+    """The mapping keys a ``topic_recreated`` row touches (for ``touched_keys``): every partition of its topic."""
+    partitions = F.sequence(F.lit(0), F.greatest(F.col("partitions"), F.lit(1)) - 1)
+    return F.col("flow"), F.col("source_topic"), F.explode(partitions).alias("partition")
+
+
+def said_lives(recreated: DataFrame) -> DataFrame:
+    """Silver ``topic_recreated`` (source side) as the lives it starts: (mapping key, ``topic_id``,
+    ``said_ms``), one row per partition of the new topic, at its earliest saying."""
+    return (
+        recreated.where(F.col("side") == "source")
+        .select(
+            "flow",
+            "source_topic",
+            F.explode(F.sequence(F.lit(0), F.col("partitions") - 1)).alias("partition"),
+            "topic_id",
+            F.col("emitted_at_ms").alias("said_ms"),
+        )
+        .groupBy(*MAPPING_KEY, "topic_id")
+        .agg(F.min("said_ms").alias("said_ms"))
+    )
+
+
+def current_life(mapping: DataFrame, said: DataFrame | None = None) -> DataFrame:
+    """The rows of each partition's current life, as ``MappingIndex`` elects it: a life (one topic id)
+    starts at its earliest sync's emission, or earlier where a ``topic_recreated`` event said it
+    (``said_lives``); the one that started last is current. Rows with no id (v1 syncs, MM2 imports)
+    belong to the first id's life (an upgrade is not a new life). A life said but not copied yet
+    keeps no row: nothing of the new topic is translated through the old one's copies."""
+    part = Window.partitionBy(*MAPPING_KEY)
+    first_id = F.min(F.when(F.col("source_topic_id").isNotNull(), F.struct("first_synced_ms", "source_topic_id")))
+    rows = mapping.withColumn("_life", F.coalesce("source_topic_id", first_id.over(part)["source_topic_id"]))
+    rows = rows.withColumn("_start", F.min("first_synced_ms").over(Window.partitionBy(*MAPPING_KEY, "_life")))
+    if said is not None:
+        s = said.select(*MAPPING_KEY, F.col("topic_id").alias("_life"), "said_ms")
+        rows = rows.join(F.broadcast(s), [*MAPPING_KEY, "_life"], "left").withColumn(
+            "_start", F.least("_start", "said_ms")
+        )
+        newest_said = s.groupBy(*MAPPING_KEY).agg(F.max("said_ms").alias("_said_newest"))
+        rows = rows.join(F.broadcast(newest_said), list(MAPPING_KEY), "left").drop("said_ms")
+        newest = F.greatest(F.max("_start").over(part), F.col("_said_newest"))
+    else:
+        newest = F.max("_start").over(part)
+    return rows.withColumn("_newest", newest).where(F.col("_start") >= F.col("_newest")).select(*mapping.columns)
+
+
+def current_mapping(inputs: GoldInputs) -> DataFrame:
+    """Gold ``offset_mapping`` of the keys being recomputed, current lives only: what the tables that
+    translate or count copies read (a re-created topic's offsets never go through the old one's copies)."""
+    said = said_lives(inputs.silver("topic_recreated"))  # a handful of rows: joined, not restricted
+    return current_life(inputs.restrict(inputs.gold("offset_mapping")), said)
 
 
 def _compute(inputs: GoldInputs) -> DataFrame:

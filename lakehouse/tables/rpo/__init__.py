@@ -13,7 +13,7 @@ SPEC = GoldSpec(
     name="rpo",
     key=MAPPING_KEY,
     row_id=(*MAPPING_KEY, "watermark_event_id"),
-    sources=("watermark", "offset_sync"),
+    sources=("watermark", "offset_sync", "topic_recreated"),
     depends_on=("offset_mapping",),
     tail_order=("observed_at_ms",),
 )

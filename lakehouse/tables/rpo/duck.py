@@ -32,7 +32,7 @@ def _on(left: str, right: str) -> str:
 
 def _tail(inputs: DuckInputs) -> DuckTail:
     con = inputs.con
-    keys = inputs.touched({"watermark": MAPPING_KEY, "offset_sync": MAPPING_KEY})
+    keys = inputs.touched({"watermark": MAPPING_KEY, "offset_sync": MAPPING_KEY, "topic_recreated": MAPPING_KEY})
     con.register("touched", keys)
     where = keys_filter(keys)
     times = []
@@ -40,6 +40,9 @@ def _tail(inputs: DuckInputs) -> DuckTail:
         times.append(f"SELECT {_KEY}, emitted_at_ms AS t FROM {inputs.new('offset_sync')}")
     if "watermark" in inputs.changes:
         times.append(f"SELECT {_KEY}, observed_at_ms AS t FROM {inputs.new('watermark')}")
+    if "topic_recreated" in inputs.changes:  # the mapping's current life changes from then on
+        partition = "CAST(unnest(range(greatest(partitions, 1))) AS INTEGER) AS partition"
+        times.append(f"SELECT flow, source_topic, {partition}, emitted_at_ms AS t FROM {inputs.new('topic_recreated')}")
     first_new = f"SELECT {_KEY}, min(t) AS first FROM ({' UNION ALL '.join(times)}) GROUP BY {_KEY}"
     con.execute(f"CREATE TEMP TABLE held AS SELECT * FROM {inputs.gold('rpo')} WHERE {where}")
     # Spark's max_by: the value at the latest row, null or not

@@ -37,6 +37,7 @@ from pyspark.sql import functions as F
 
 from lakehouse.gold import TAIL_FROM, GoldInputs, GoldTable, Tail, touched_keys
 from lakehouse.tables.offset_mapping import MAPPING_KEY
+from lakehouse.tables.offset_mapping.spark import current_mapping, recreated_key
 from lakehouse.tables.rpo import SPEC
 from lakehouse.target_deletions import deleted_copies, segments_by_partition
 
@@ -165,7 +166,7 @@ def _compute(inputs: GoldInputs) -> DataFrame:
     return rpo(
         inputs.restrict(inputs.silver("watermark")),
         inputs.restrict(inputs.silver("offset_sync")),
-        inputs.restrict(inputs.gold("offset_mapping")),
+        current_mapping(inputs),
     )
 
 
@@ -187,6 +188,10 @@ def _tail(inputs: GoldInputs) -> Tail:
         else None,
         inputs.changes["watermark"].select(*key, F.col("observed_at_ms").alias("_t"))
         if "watermark" in inputs.changes
+        else None,
+        # a re-creation: the mapping's current life changes from then on
+        inputs.changes["topic_recreated"].select(*recreated_key(), F.col("emitted_at_ms").alias("_t"))
+        if "topic_recreated" in inputs.changes
         else None,
     ]
     times = reduce(DataFrame.unionByName, [t for t in new_times if t is not None])
@@ -217,7 +222,7 @@ def _tail(inputs: GoldInputs) -> Tail:
     watermarks = watermarks.join(F.broadcast(scope.select(*key, "_t")), key).where(
         after | (F.col("observed_at_ms") > F.col("_t"))
     )
-    mapping = inputs.restrict(inputs.gold("offset_mapping"))
+    mapping = current_mapping(inputs)
     carry = scope.where(F.col("_t").isNotNull())
     rows = rpo(watermarks.drop("_t"), syncs.drop("_t"), mapping, carry)
     rows = rows.unionByName(_deleted_again(held.join(F.broadcast(scope.select(*key, "_t")), key), mapping))
@@ -243,7 +248,9 @@ def _deleted_again(held: DataFrame, mapping: DataFrame) -> DataFrame:
 
 TABLE = GoldTable(
     SPEC,
-    touched=lambda changes: touched_keys(changes, {"watermark": MAPPING_KEY, "offset_sync": MAPPING_KEY}),
+    touched=lambda changes: touched_keys(
+        changes, {"watermark": MAPPING_KEY, "offset_sync": MAPPING_KEY, "topic_recreated": recreated_key()}
+    ),
     compute=_compute,
     tail=_tail,
 )

@@ -12,6 +12,6 @@ SPEC = GoldSpec(
     name="rpo_groups",
     key=MAPPING_KEY,
     row_id=GROUP_KEY,
-    sources=("checkpoint", "offset_sync", "watermark"),
+    sources=("checkpoint", "offset_sync", "watermark", "topic_recreated"),
     depends_on=("offset_mapping", "group_offsets"),
 )

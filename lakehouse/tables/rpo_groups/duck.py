@@ -38,7 +38,14 @@ def _latest_mark(watermarks: str, side: str, where: str, columns: str) -> str:
 
 def _tail(inputs: DuckInputs) -> DuckTail:
     con = inputs.con
-    keys = inputs.touched({"checkpoint": MAPPING_KEY, "offset_sync": MAPPING_KEY, "watermark": MAPPING_KEY})
+    keys = inputs.touched(
+        {
+            "checkpoint": MAPPING_KEY,
+            "offset_sync": MAPPING_KEY,
+            "watermark": MAPPING_KEY,
+            "topic_recreated": MAPPING_KEY,
+        }
+    )
     con.register("touched", keys)
     where = keys_filter(keys)
     table = inputs.gold("rpo_groups")

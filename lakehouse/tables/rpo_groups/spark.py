@@ -39,6 +39,7 @@ from lakehouse.gold import GoldInputs, GoldTable, Tail, latest, touched_keys
 from lakehouse.intervals import clipped_total, union_size
 from lakehouse.tables.group_offsets import GROUP_KEY
 from lakehouse.tables.offset_mapping import MAPPING_KEY
+from lakehouse.tables.offset_mapping.spark import current_mapping, recreated_key
 from lakehouse.tables.rpo_groups import SPEC
 from lakehouse.target_deletions import deleted_copies, segments_by_partition, segments_type
 from replicator.client.failover_cost import DELETED_ON_TARGET
@@ -175,7 +176,7 @@ def _copied(syncs: DataFrame) -> DataFrame:
 def _compute(inputs: GoldInputs) -> DataFrame:
     return rpo_groups(
         inputs.restrict(inputs.gold("group_offsets")),
-        inputs.restrict(inputs.gold("offset_mapping")),
+        current_mapping(inputs),
         inputs.restrict(inputs.silver("watermark")),
         inputs.restrict(inputs.silver("offset_sync")),
     )
@@ -201,7 +202,7 @@ def _tail(inputs: GoldInputs) -> Tail:
     )
     rows = rpo_groups(
         inputs.restrict(inputs.gold("group_offsets")),
-        inputs.restrict(inputs.gold("offset_mapping")),
+        current_mapping(inputs),
         inputs.restrict(inputs.silver("watermark")),
         None,
         copied,
@@ -213,7 +214,13 @@ def _tail(inputs: GoldInputs) -> Tail:
 TABLE = GoldTable(
     SPEC,
     touched=lambda changes: touched_keys(
-        changes, {"checkpoint": MAPPING_KEY, "offset_sync": MAPPING_KEY, "watermark": MAPPING_KEY}
+        changes,
+        {
+            "checkpoint": MAPPING_KEY,
+            "offset_sync": MAPPING_KEY,
+            "watermark": MAPPING_KEY,
+            "topic_recreated": recreated_key(),
+        },
     ),
     compute=_compute,
     tail=_tail,
