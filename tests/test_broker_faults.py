@@ -99,11 +99,20 @@ def test_an_outage_is_logged_once_with_bounded_back_off(caplog):
 
 
 @pytest.mark.parametrize(
-    "code", [KafkaError._DESTROY_BROKER, KafkaError._ALL_BROKERS_DOWN, KafkaError._TRANSPORT, KafkaError._TIMED_OUT]
+    "code",
+    [
+        KafkaError._DESTROY_BROKER,
+        KafkaError._ALL_BROKERS_DOWN,
+        KafkaError._TRANSPORT,
+        KafkaError._TIMED_OUT,
+        KafkaError._WAIT_COORD,
+    ],
 )
 def test_a_broker_going_away_mid_request_is_an_outage_to_wait_out(code):
     """The soak's exit 9: a process starting while S restarted read the state topic and got "Broker handle
-    destroyed without termination"; wrapped in the reader's error, it must still read as an outage."""
+    destroyed without termination"; wrapped in the reader's error, it must still read as an outage. The
+    30-minute soak of 2026-11-29 (c): a re-created topic's start committed while S was down failed the
+    flow with "Commit failed: Local: Waiting for coordinator" (exit 1)."""
     wrapped = ReplicationError("cannot read state topic x")
     wrapped.__cause__ = KafkaException(KafkaError(code))
     assert transient(wrapped)

@@ -47,6 +47,7 @@ TRANSPORT_CODES = frozenset(
         KafkaError._TIMED_OUT,
         KafkaError._MSG_TIMED_OUT,
         KafkaError._RESOLVE,
+        KafkaError._WAIT_COORD,  # the group's coordinator not found yet (a commit while the cluster is down)
         KafkaError.REQUEST_TIMED_OUT,
         KafkaError.NETWORK_EXCEPTION,
         KafkaError.NOT_COORDINATOR,
