@@ -133,10 +133,14 @@ def _segments(points: DataFrame, ids: DataFrame) -> DataFrame:
     )
 
 
+def _each_partition() -> Column:
+    """A ``topic_recreated`` row's partitions, one row each (as ``lives.said_lives_sql``)."""
+    return F.explode(F.sequence(F.lit(0), F.greatest(F.col("partitions"), F.lit(1)) - 1)).alias("partition")
+
+
 def recreated_key() -> tuple[Column, ...]:
     """The mapping keys a ``topic_recreated`` row touches (for ``touched_keys``): every partition of its topic."""
-    partitions = F.sequence(F.lit(0), F.greatest(F.col("partitions"), F.lit(1)) - 1)
-    return F.col("flow"), F.col("source_topic"), F.explode(partitions).alias("partition")
+    return F.col("flow"), F.col("source_topic"), _each_partition()
 
 
 def said_lives(recreated: DataFrame) -> DataFrame:
@@ -147,7 +151,7 @@ def said_lives(recreated: DataFrame) -> DataFrame:
         .select(
             "flow",
             "source_topic",
-            F.explode(F.sequence(F.lit(0), F.col("partitions") - 1)).alias("partition"),
+            _each_partition(),
             "topic_id",
             F.col("emitted_at_ms").alias("said_ms"),
         )
