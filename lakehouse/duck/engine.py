@@ -26,7 +26,7 @@ from lakehouse.duck import delta
 from lakehouse.sql_quote import duck_ident, duck_value
 from lakehouse.store_access import reach_from_duckdb
 from lakehouse.tables.offset_mapping import MAPPING_KEY
-from lakehouse.tables.offset_mapping.lives import current_life_sql, said_lives_sql
+from lakehouse.tables.offset_mapping.lives import EACH_PARTITION_SQL, current_life_sql, said_lives_sql
 from lakehouse.tables.spec import GoldSpec, HasSpec
 from replicator.client.mapping import Segment
 from replicator.config import MirrorlakeConfig
@@ -130,7 +130,7 @@ class DuckInputs:
 def _key_column(event_type: str, column: str) -> str:
     """A key column of an event type's rows; a ``topic_recreated`` row names every partition of its topic."""
     if event_type == "topic_recreated" and column == "partition":
-        return "CAST(unnest(range(greatest(partitions, 1))) AS INTEGER) AS partition"
+        return EACH_PARTITION_SQL
     return duck_ident(column)
 
 

@@ -10,9 +10,11 @@ from __future__ import annotations
 
 from lakehouse.tables.offset_mapping import MAPPING_KEY
 
-__all__ = ["said_lives_sql", "current_life_sql"]
+__all__ = ["said_lives_sql", "current_life_sql", "EACH_PARTITION_SQL"]
 
 _KEY = ", ".join(MAPPING_KEY)
+# a ``topic_recreated`` row's partitions, one row each (Spark: ``offset_mapping.spark._each_partition``)
+EACH_PARTITION_SQL = "CAST(unnest(range(greatest(partitions, 1))) AS INTEGER) AS partition"
 
 
 def said_lives_sql(recreated: str) -> str:
@@ -21,7 +23,7 @@ def said_lives_sql(recreated: str) -> str:
     earliest saying)."""
     return (
         "SELECT flow, source_topic, partition, topic_id, min(said_ms) AS said_ms FROM ("
-        "SELECT flow, source_topic, side, CAST(unnest(range(greatest(partitions, 1))) AS INTEGER) AS partition, "
+        f"SELECT flow, source_topic, side, {EACH_PARTITION_SQL}, "
         f"topic_id, emitted_at_ms AS said_ms FROM {recreated}) WHERE side = 'source' GROUP BY ALL"
     )
 

@@ -17,6 +17,7 @@ import pyarrow as pa
 
 from lakehouse.duck.engine import DuckInputs, DuckTail, Twin, as_segments, keys_filter
 from lakehouse.tables.offset_mapping import MAPPING_KEY
+from lakehouse.tables.offset_mapping.lives import EACH_PARTITION_SQL
 from lakehouse.tables.rpo import SPEC
 from replicator.client.failover_cost import deleted_on_target
 from replicator.client.mapping import Segment
@@ -41,8 +42,8 @@ def _tail(inputs: DuckInputs) -> DuckTail:
     if "watermark" in inputs.changes:
         times.append(f"SELECT {_KEY}, observed_at_ms AS t FROM {inputs.new('watermark')}")
     if "topic_recreated" in inputs.changes:  # the mapping's current life changes from then on
-        partition = "CAST(unnest(range(greatest(partitions, 1))) AS INTEGER) AS partition"
-        times.append(f"SELECT flow, source_topic, {partition}, emitted_at_ms AS t FROM {inputs.new('topic_recreated')}")
+        new = inputs.new("topic_recreated")
+        times.append(f"SELECT flow, source_topic, {EACH_PARTITION_SQL}, emitted_at_ms AS t FROM {new}")
     first_new = f"SELECT {_KEY}, min(t) AS first FROM ({' UNION ALL '.join(times)}) GROUP BY {_KEY}"
     con.execute(f"CREATE TEMP TABLE held AS SELECT * FROM {inputs.gold('rpo')} WHERE {where}")
     # Spark's max_by: the value at the latest row, null or not
