@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from replicator.client.mapping import build_segments, translate
-from replicator.client.mapping_index import MappingIndex
+from replicator.client.mapping_index import Life, MappingIndex
 from replicator.client.state_snapshot import FlowSnapshot, _fold, _key, _mapping_value
 from replicator.events import Checkpoint, OffsetSync, TopicRecreated, encode
 from tests.test_mapping_properties import points_of, replication_runs
@@ -192,3 +192,39 @@ def test_a_new_life_with_no_copy_is_unproven_whether_read_from_events_or_from_a_
     seeded.seed("A->B", "t", 1, "A.t", [], topic_id="new-id", started_ms=2_000)  # a snapshot's empty new life
     assert seeded.unproven_life("A->B", "t", 1)
     assert not seeded.unproven_life("A->B", "t", 0)  # never seen: nothing said of it
+
+
+def test_a_recreated_remote_topic_starts_a_life_of_its_own_and_a_snapshot_keeps_it():
+    """A remote topic deleted and created again holds other records at the old offsets: the old copies'
+    syncs (remote id ``T1``) must not translate into the new topic (``T2``). Syncs from before the
+    remote id was stamped (v2) are the first remote id's life, not an older one."""
+    sync = dict(
+        flow="A->B", source_cluster="A", target_cluster="B", source_topic="t", target_topic="A.t", partition=0,
+        upstream_timestamp_ms=0, reason="flush", replicator_id="r", source_topic_id="S",
+    )  # fmt: skip
+    v2 = OffsetSync(**sync, upstream_offset=0, downstream_offset=0, emitted_at_ms=1_000)
+    v3 = OffsetSync(**sync, upstream_offset=99, downstream_offset=99, target_topic_id="T1", emitted_at_ms=2_000)
+    recreated = TopicRecreated(
+        flow="A->B", replicator_id="r", source_cluster="A", target_cluster="B", side="target", topic="A.t",
+        source_topic="t", topic_id="T2", previous_topic_id="T1", partitions=1, log_start_offsets=(0,),
+        log_end_offsets=(0,), policy="recopy", noticed="start", emitted_at_ms=3_000,
+    )  # fmt: skip
+    index = MappingIndex()
+    index.add([v2, v3])
+    assert index.life("A->B", "t", 0) == Life("S", 1_000, "T1")  # one life: the upgrade adopted T1
+    assert index.translate("A->B", "t", 0, 50).downstream == 50
+    index.add([recreated])
+    assert index.life("A->B", "t", 0) == Life("S", 3_000, "T2") and index.unproven_life("A->B", "t", 0)
+    assert index.translate("A->B", "t", 0, 50) is None  # nothing of the new remote topic copied yet
+    late = replace(v3, upstream_offset=100, downstream_offset=100, emitted_at_ms=3_500)  # the old life's, said late
+    recopy = replace(v3, upstream_offset=0, downstream_offset=0, target_topic_id="T2", emitted_at_ms=4_000)
+    index.add([late, recopy, replace(recopy, upstream_offset=99, downstream_offset=99, emitted_at_ms=4_100)])
+    assert not index.unproven_life("A->B", "t", 0)
+    assert [(s.upstream_start, s.upstream_end) for s in index.segments("A->B", "t", 0)] == [(0, 99)]
+    snap = _fold([(_key("mapping", "A->B", "t", 0), _mapping_value("A.t", index.segments("A->B", "t", 0),
+                   index.life("A->B", "t", 0))), (_key("position", "A->B"), b'{"positions": {"0": 3}}')],
+                 "A->B")  # fmt: skip
+    assert snap is not None and snap.lives[("t", 0)] == Life("S", 3_000, "T2")
+    seeded = MappingIndex()
+    seeded.seed("A->B", "t", 0, "A.t", snap.segments[("t", 0)][1], *snap.lives[("t", 0)])
+    assert seeded.life("A->B", "t", 0) == Life("S", 3_000, "T2") and seeded.unproven_life("A->B", "t", 0) is False

@@ -1,16 +1,19 @@
 """The exact offset mapping of every partition of every flow, kept from offset-sync events.
 
-Feed it ``OffsetSync`` events in any order (from the state log, a replay, an MM2 import); it keeps
+Feed it ``OffsetSync`` events in any order (from the state log, a replay, an MM2 import; where
+syncs lack ids, v1/v2 or MM2's, in the log's order: see Lives); it keeps
 their points per (flow, source topic, partition) and rebuilds a partition's segments only when
 that partition got new points. ``translate`` is ``replicator.client.mapping.translate`` on them.
 
 Lives: a source topic deleted and created again (a new topic id) names other records at the same
-offsets. Each partition keeps one mapping per topic id (``OffsetSync.source_topic_id``), and the
-*current* life is the one that started last (its first event's emission time; a
-``TopicRecreated`` event starts a life before any of its copies). ``segments``, ``translate`` and
-``reverse`` use the current life only, so an offset of the new topic is never translated through
-copies of the old one. A sync without an id (v1 events, MM2 imports) belongs to the current life,
-and the first id seen is adopted by a partition whose syncs had none (an upgrade is not a new life).
+offsets; a remote topic deleted and created again holds other records at the same offsets. Each
+partition keeps one mapping per life, the pair (``OffsetSync.source_topic_id``,
+``OffsetSync.target_topic_id``), and the *current* life is the one that started last (its first
+event's emission time; a ``TopicRecreated`` event, of either side, starts a life before any of its
+copies). ``segments``, ``translate`` and ``reverse`` use the current life only, so an offset is
+never translated through copies of another life. A sync without an id (v1/v2 events, MM2 imports)
+belongs to the current life's, and the first id seen is adopted by a partition whose syncs had
+none (an upgrade is not a new life), unless a ``TopicRecreated`` event said it first.
 
 A partition started from segments (``seed``: a snapshot, or ``compact``) keeps them as its
 ``base`` and only the points added since. A rebuild redoes the tail of the base from the last
@@ -25,6 +28,7 @@ from __future__ import annotations
 from bisect import bisect_left
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from replicator.client.mapping import (
     BOUNDARY,
@@ -39,7 +43,7 @@ from replicator.client.mapping import (
 )
 from replicator.events import Event, OffsetSync, TopicRecreated
 
-__all__ = ["MappingIndex", "PartitionKey"]
+__all__ = ["Life", "MappingIndex", "PartitionKey"]
 
 PartitionKey = tuple[str, str, int]  # flow, source topic, partition
 
@@ -53,28 +57,43 @@ class _Partition:
     started_ms: int | None = None  # the earliest emission of this life's events (None: seeded, oldest)
 
 
+class Life(NamedTuple):
+    """A partition's life: the source topic's id, the remote topic's id (None: unknown, e.g. v1/v2
+    syncs or MM2's), and when it started (None: seeded, the oldest)."""
+
+    topic_id: str | None
+    started_ms: int | None
+    target_topic_id: str | None = None
+
+
+LifeKey = tuple[str | None, str | None]  # (source topic id, remote topic id)
+_NO_LIFE: LifeKey = (None, None)
+
+
 @dataclass
 class _Lives:
-    """One partition's mappings by source topic id; ``current`` names the one in use."""
+    """One partition's mappings by life, (source topic id, remote topic id); ``current`` names the one in use."""
 
-    lives: dict[str | None, _Partition] = field(default_factory=dict)
-    current: str | None = None
+    lives: dict[LifeKey, _Partition] = field(default_factory=dict)
+    current: LifeKey = _NO_LIFE
 
-    def life(self, topic_id: str | None, started_ms: int | None, *, adopt: bool = True) -> _Partition:
-        """The life of ``topic_id`` (None: the current one, whose start is then left alone), made if new;
-        ``started_ms`` widens its start. ``adopt``: a first id takes over the life of the id-less syncs."""
-        if topic_id is None or topic_id == self.current:
-            part = self.lives.setdefault(self.current, _Partition())
-            if topic_id is None:
-                return part
-        elif topic_id in self.lives:
-            part = self.lives[topic_id]
-        elif self.current is None and adopt:  # the first id: adopted by the syncs that had none
-            part = self.lives.pop(None) if None in self.lives else _Partition()
-            self.lives[topic_id] = part
-            self.current = topic_id
+    def life(self, key: LifeKey, started_ms: int | None, *, adopt: bool = True) -> _Partition:
+        """The life of ``key`` (an unknown id, None, is the current life's), made if new; ``started_ms``
+        widens its start (not for ``(None, None)``: the current life, left alone). ``adopt``: a first
+        id (where the current life has none) is the current life's, not a new one: an upgrade that
+        starts stamping ids is no new life."""
+        if key == _NO_LIFE:
+            return self.lives.setdefault(self.current, _Partition())
+        cur = self.current
+        filled = (key[0] if key[0] is not None else cur[0], key[1] if key[1] is not None else cur[1])
+        if filled in self.lives or filled == cur:
+            part = self.lives.setdefault(filled, _Partition())
+        elif adopt and all(c is None or c == f for c, f in zip(cur, filled, strict=True)):
+            part = self.lives.pop(cur) if cur in self.lives else _Partition()  # the current life, named
+            self.lives[filled] = part
+            self.current = filled
         else:
-            part = self.lives[topic_id] = _Partition()
+            part = self.lives[filled] = _Partition()
         if started_ms is not None and (part.started_ms is None or started_ms < part.started_ms):
             part.started_ms = started_ms
             self._elect()
@@ -82,7 +101,7 @@ class _Lives:
 
     def _elect(self) -> None:
         """The life that started last is the current one (a seeded life, with no start, is the oldest)."""
-        self.current = max(self.lives, key=lambda k: (self.lives[k].started_ms or -1, k is not None))
+        self.current = max(self.lives, key=lambda k: (self.lives[k].started_ms or -1, k != _NO_LIFE))
 
     @property
     def part(self) -> _Partition:
@@ -126,17 +145,20 @@ class MappingIndex:
         n = 0
         for e in events:
             if isinstance(e, TopicRecreated):
-                if e.side == "source":
-                    for p in range(e.partitions):
-                        lives = self._lives.setdefault((e.flow, e.source_topic, p), _Lives())
-                        if e.previous_topic_id is not None:
-                            lives.life(e.previous_topic_id, None)  # the id-less syncs were the old life's
-                        lives.life(e.topic_id, e.emitted_at_ms, adopt=False)
+                source = e.side == "source"
+                for p in range(e.partitions):
+                    lives = self._lives.setdefault((e.flow, e.source_topic, p), _Lives())
+                    if e.previous_topic_id is not None:  # the id-less syncs were the old life's
+                        lives.life((e.previous_topic_id, None) if source else (None, e.previous_topic_id), None)
+                    # a new source topic is copied into the remote topic of the time; a new remote topic
+                    # gets the source topic of the time copied into it
+                    key = (e.topic_id, lives.current[1]) if source else (lives.current[0], e.topic_id)
+                    lives.life(key, e.emitted_at_ms, adopt=False)
                 continue
             if not isinstance(e, OffsetSync):
                 continue
             lives = self._lives.setdefault((e.flow, e.source_topic, e.partition), _Lives())
-            part = lives.life(e.source_topic_id, e.emitted_at_ms)
+            part = lives.life((e.source_topic_id, e.target_topic_id), e.emitted_at_ms)
             part.points += points_from_sync(
                 e.upstream_offset,
                 e.downstream_offset,
@@ -158,6 +180,7 @@ class MappingIndex:
         segments: list[Segment],
         topic_id: str | None = None,
         started_ms: int | None = None,
+        target_topic_id: str | None = None,
     ) -> None:
         """Start a partition's life ``topic_id`` from segments (a snapshot) instead of the syncs that made them.
 
@@ -165,7 +188,9 @@ class MappingIndex:
         ``build_segments`` gives the same segments back, and syncs added later extend or split
         them as they would have extended or split the original points.
         """
-        part = self._lives.setdefault((flow, source_topic, partition), _Lives()).life(topic_id, started_ms)
+        part = self._lives.setdefault((flow, source_topic, partition), _Lives()).life(
+            (topic_id, target_topic_id), started_ms
+        )
         if part.base or part.points:  # into a partition that has a mapping already: as points
             part.points = _as_points(part.base) + part.points + _as_points(segments)
             part.base = []
@@ -186,10 +211,12 @@ class MappingIndex:
         lives = self._lives.get((flow, source_topic, partition))
         return _segments(lives.part) if lives is not None else []
 
-    def life(self, flow: str, source_topic: str, partition: int) -> tuple[str | None, int | None]:
-        """(topic id, start) of the partition's current life; (None, None) when unknown."""
+    def life(self, flow: str, source_topic: str, partition: int) -> Life:
+        """The partition's current life (its ids None when unknown)."""
         lives = self._lives.get((flow, source_topic, partition))
-        return (lives.current, lives.part.started_ms) if lives is not None else (None, None)
+        if lives is None:
+            return Life(None, None)
+        return Life(lives.current[0], lives.part.started_ms, lives.current[1])
 
     def unproven_life(self, flow: str, source_topic: str, partition: int) -> bool:
         """The partition's current life holds no copy: a life only a ``TopicRecreated`` event started (syncs

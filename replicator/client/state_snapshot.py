@@ -37,6 +37,7 @@ from typing import Any
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 from replicator.client.mapping import Segment
+from replicator.client.mapping_index import Life
 from replicator.errors import EventDecodeError, ReplicationError
 from replicator.events import (
     AuditWindow,
@@ -136,8 +137,8 @@ class FlowSnapshot:
     segments: dict[tuple[str, int], tuple[str, list[Segment]]] = field(default_factory=dict)
     latest: dict[LatestKey, Event] = field(default_factory=dict)
     seen: dict[str, int] = field(default_factory=dict)  # replicator id -> its latest event's emitted_at_ms
-    # (source topic id, start) of each partition's current life (``MappingIndex``): the segments' life
-    lives: dict[tuple[str, int], tuple[str | None, int | None]] = field(default_factory=dict)
+    # each partition's current life (``MappingIndex.life``): the segments' life
+    lives: dict[tuple[str, int], Life] = field(default_factory=dict)
 
     def keep(self, event: Event) -> None:
         if event.replicator_id and event.event_type in SEEN_TYPES:
@@ -151,13 +152,16 @@ def _key(kind: str, flow: str, *parts: object) -> bytes:
     return "|".join([_VERSION, kind, flow, *(str(p) for p in parts)]).encode()
 
 
-def _mapping_value(
-    target_topic: str, segments: list[Segment], life: tuple[str | None, int | None] = (None, None)
-) -> bytes:
+_NO_LIFE = Life(None, None)
+
+
+def _mapping_value(target_topic: str, segments: list[Segment], life: Life = _NO_LIFE) -> bytes:
     rows = [[s.downstream_start, s.upstream_start, s.upstream_end, s.downstream_end] for s in segments]
     doc: dict[str, Any] = {"target_topic": target_topic, "segments": rows}
-    if life != (None, None):
-        doc["topic_id"], doc["started_ms"] = life
+    if life[:2] != (None, None):
+        doc["topic_id"], doc["started_ms"] = life[:2]
+    if life.target_topic_id is not None:
+        doc["target_topic_id"] = life.target_topic_id
     return json.dumps(doc).encode()
 
 
@@ -183,8 +187,8 @@ def write_snapshot(producer: Producer, state_topic: str, snap: FlowSnapshot, pre
     old_segments = previous.segments if previous else {}
     old_lives = previous.lives if previous else {}
     for (source_topic, partition), (target_topic, segs) in sorted(snap.segments.items()):
-        life = snap.lives.get((source_topic, partition), (None, None))
-        changed = old_lives.get((source_topic, partition), (None, None)) != life
+        life = snap.lives.get((source_topic, partition), Life(None, None))
+        changed = old_lives.get((source_topic, partition), Life(None, None)) != life
         if changed or old_segments.get((source_topic, partition)) != (target_topic, segs):
             send(_key("mapping", snap.flow, source_topic, partition), _mapping_value(target_topic, segs, life))
     old_latest = previous.latest if previous else {}
@@ -291,10 +295,12 @@ def _take_mapping(snap: FlowSnapshot, parts: list[str], value: bytes) -> None:
         if seg.upstream_end < seg.upstream_start or seg.downstream_end < seg.downstream_start:
             raise ValueError(f"segment {seg} ends before it starts")
     snap.segments[(source_topic, partition)] = (target_topic, segments)
-    topic_id, started = doc.get("topic_id"), doc.get("started_ms")
-    if not (topic_id is None or isinstance(topic_id, str)) or not (started is None or isinstance(started, int)):
+    topic_id, started, target_id = doc.get("topic_id"), doc.get("started_ms"), doc.get("target_topic_id")
+    if not all(v is None or isinstance(v, str) for v in (topic_id, target_id)) or not (
+        started is None or isinstance(started, int)
+    ):
         raise ValueError("a life's topic id or start is not of its type")
-    snap.lives[(source_topic, partition)] = (topic_id, started)
+    snap.lives[(source_topic, partition)] = Life(topic_id, started, target_id)
 
 
 def _take_seen(snap: FlowSnapshot, replicator_id: str, ms: object) -> None:

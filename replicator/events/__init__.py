@@ -31,9 +31,11 @@ from replicator.events.model import (
     SyncReason,
     TopicRecreated,
     Watermark,
+    fact_event_id,
 )
 
 __all__ = [
+    "fact_event_id",
     "EVENT_TYPES",
     "MAGIC",
     "AuditWindow",

@@ -34,6 +34,7 @@ __all__ = [
     "Cutover",
     "EVENT_TYPES",
     "SyncReason",
+    "fact_event_id",
     "new_event_id",
     "now_ms",
 ]
@@ -41,6 +42,11 @@ __all__ = [
 
 def new_event_id() -> str:
     return str(uuid.uuid4())
+
+
+def fact_event_id(*parts: object) -> str:
+    """The same id for the same fact, whichever process states it: readers deduplicate on it."""
+    return str(uuid.uuid5(uuid.NAMESPACE_URL, "mirrorlake:" + "|".join(str(p) for p in parts)))
 
 
 def now_ms() -> int:
@@ -123,6 +129,7 @@ class OffsetSync(Event):
     previous_upstream_offset: int | None = None
     previous_downstream_offset: int | None = None
     source_topic_id: str | None = None  # v2: the source topic's life (``TopicRecreated``); None in v1 and MM2's
+    target_topic_id: str | None = None  # v3: the remote topic's life (a re-created remote topic); None before
 
     @property
     def delta(self) -> int:

@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-from replicator.client.mapping_index import MappingIndex
+from replicator.client.mapping_index import Life, MappingIndex
 from replicator.client.state_reader import read_state_log
 from replicator.client.state_snapshot import SEEN_TYPES, FlowSnapshot, latest_key, load_snapshot
 from replicator.config import FlowConfig, MirrorlakeConfig
@@ -63,7 +63,7 @@ class FlowState:
     def lost_before_copy(self, topic: str, partition: int) -> list[tuple[int, int]]:
         """The source offset ranges ``[from, to)`` said deleted before their copy, in the partition's
         current life (said since it started: an older life's offsets name other records)."""
-        _topic_id, started = self.index.life(self.flow.name, topic, partition)
+        started = self.index.life(self.flow.name, topic, partition).started_ms
         return sorted(
             (e.from_offset, e.to_offset)
             for e in self.losses.get((topic, partition), {}).values()
@@ -99,8 +99,8 @@ def flow_state_from_events(
     state = FlowState(flow, read_at_ms)
     if snapshot is not None:
         for (topic, partition), (target_topic, segments) in snapshot.segments.items():
-            topic_id, started = snapshot.lives.get((topic, partition), (None, None))
-            state.index.seed(flow.name, topic, partition, target_topic, segments, topic_id, started)
+            life = snapshot.lives.get((topic, partition), Life(None, None))
+            state.index.seed(flow.name, topic, partition, target_topic, segments, *life)
         state.last_seen_ms.update(snapshot.seen)
         events = [*snapshot.latest.values(), *events]
     state.index.add(e for e in events if isinstance(e, OffsetSync | TopicRecreated) and e.flow == flow.name)

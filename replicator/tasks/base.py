@@ -21,7 +21,7 @@ from typing import Any, Protocol
 from confluent_kafka import Producer
 
 from replicator.access.permissions import authorization_failure
-from replicator.client.mapping_index import MappingIndex
+from replicator.client.mapping_index import Life, MappingIndex
 from replicator.client.state_reader import StateLogFollower
 from replicator.client.state_snapshot import SNAPSHOT_TYPES, FlowSnapshot, load_snapshot
 from replicator.config import FlowConfig, MirrorlakeConfig
@@ -87,8 +87,8 @@ class StateView:
         snap = load_snapshot(conf, self._config.state_topic, flow_name)
         if snap is not None:
             for (topic, partition), (target_topic, segments) in snap.segments.items():
-                topic_id, started = snap.lives.get((topic, partition), (None, None))
-                self.index.seed(flow_name, topic, partition, target_topic, segments, topic_id, started)
+                life = snap.lives.get((topic, partition), Life(None, None))
+                self.index.seed(flow_name, topic, partition, target_topic, segments, *life)
             if flow_name == self._flow.name:
                 self._latest.seen.update(snap.seen)
             for event in snap.latest.values():
