@@ -110,10 +110,8 @@ def _keys(bootstrap: str, topic: str) -> set[bytes]:
         return set()
 
 
-def _new_life_planned_exactly(config, kafka_clusters, topic: str, group: str, committed: int) -> None:
-    """A group of the new topic, planned through the mapping's new life: every figure as a consumer of B
-    resuming at the planned offset would find it, by content."""
-    a, b = kafka_clusters.bootstrap("A"), kafka_clusters.bootstrap("B")
+def planned_at(config, a: str, topic: str, group: str, committed: int):
+    """The failover plan of ``group``, committed at ``committed`` on every partition of ``topic`` on A."""
     _commit(a, group, [(topic, p, committed) for p in range(PARTITIONS)])
 
     def observed() -> bool:  # a group just committed may be listed a moment later (CI of b3cb400)
@@ -125,6 +123,14 @@ def _new_life_planned_exactly(config, kafka_clusters, topic: str, group: str, co
 
     wait_for(observed, f"a checkpoint of {group}")
     (g,) = plan_failover(config, "A->B", groups=group, stale_after_s=0).groups
+    return g
+
+
+def _new_life_planned_exactly(config, kafka_clusters, topic: str, group: str, committed: int) -> None:
+    """A group of the new topic, planned through the mapping's new life: every figure as a consumer of B
+    resuming at the planned offset would find it, by content."""
+    b = kafka_clusters.bootstrap("B")
+    g = planned_at(config, kafka_clusters.bootstrap("A"), topic, group, committed)
     for row in g.partitions:
         on_b = read_partition(b, f"A.{topic}", row.partition)
         after = [r.key.decode() for r in on_b if r.offset >= row.target_offset]

@@ -165,6 +165,15 @@ class FlowConfig(_Model):
         "the flow with an error naming it (MM2's proposed fail-fast). Either way a topic_recreated event "
         "is emitted first. Exactly-once flows always stop.",
     )
+    on_remote_topic_recreated: Literal["recopy", "stop"] = Field(
+        default="recopy",
+        description="a remote topic deleted (and created again) on the target, found by its topic id at start "
+        "and at each topic refresh: its copies are gone. recopy copies the source topic again from its log "
+        "start into it, as a new life of the offset mapping; stop fails the flow with an error naming it. "
+        "Either way a topic_recreated event (side target) is emitted first. Exactly-once flows always stop. "
+        "Deleted while the flow runs, and not created again, it fails the flow's writes: the flow stops "
+        "naming it, and its next start creates it and goes on as set here.",
+    )
     refresh_topics_interval_seconds: float = Field(default=5.0, gt=0, description="new topics and partitions")
     stall_seconds: float = Field(
         default=60.0,

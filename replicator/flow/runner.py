@@ -56,6 +56,7 @@ from replicator.flow.syncs.sync_ledger import TP, SyncLedger
 from replicator.flow.syncs.tail_recovery import TailRecovery, publish_syncs, recover_orphan_copies
 from replicator.flow.syncs.takeover import Takeovers
 from replicator.flow.topics.metadata_sync import TopicMetadataSync
+from replicator.flow.topics.remote_lives import RemoteLives
 from replicator.flow.topics.topic_follower import TopicFollower
 from replicator.flow.topics.topic_lives import TopicLives
 from replicator.kafka.admin import admin_client
@@ -91,6 +92,8 @@ _log = logging.getLogger(__name__)
 # exactly-once: a record not acknowledged within the transaction timeout (a long outage) is copied
 # again from the committed position
 _REWINDABLE = TRANSPORT_CODES
+# a write to a partition the target does not know: its remote topic may be gone (``_remote_topic_gone``)
+_TOPIC_GONE = frozenset({KafkaError._UNKNOWN_PARTITION, KafkaError._UNKNOWN_TOPIC, KafkaError.UNKNOWN_TOPIC_OR_PART})
 # three session timeouts (settings: 10 s) after a loss with no assignment: join the group anew
 _REJOIN_AFTER_S = 30.0
 # a commit refused because the group moved on: the member was fenced or a rebalance runs
@@ -214,11 +217,18 @@ class FlowRunner:
         self._state = StateLog(self._producer, self.config.state_topic)
         origin = SyncOrigin(self.flow.name, self.replicator_id, self.flow.source, self.flow.target)
         topic_ids: dict[str, str] = {}  # the source topics' ids every sync carries (flow.topic_lives)
-        self.ledger = SyncLedger(origin, self.flow.offset_lag_max, self._state, self._producer.poll, topic_ids)
+        remote_ids: dict[str, str] = {}  # and their remote topics' ids (flow.remote_lives)
+        self.ledger = SyncLedger(
+            origin, self.flow.offset_lag_max, self._state, self._producer.poll, topic_ids, remote_ids
+        )
         self._lives_admin = admin_client(self.config.cluster(self.flow.source).client_config())
         self._lives = TopicLives(
             self.flow, self.replicator_id, self._lives_admin, self._known_topic_id, self._emit_durably, self.stats,
             topic_ids, self._unproven_life,
+        )  # fmt: skip
+        self._remote_lives = RemoteLives(
+            self.flow, self.replicator_id, admin_client(self.config.cluster(self.flow.target).client_config()),
+            self._known_remote_id, self._copied_until, self._emit_durably, self.stats, remote_ids,
         )  # fmt: skip
         self.commits: Commits
         if clients.positions is not None:
@@ -334,6 +344,7 @@ class FlowRunner:
             self._metadata_sync.seed(known, self._decided_topics)
             if self._guarded(self._follower.refresh, "source", "target"):
                 self._guarded(lambda: self._check_lives("start"), "source")
+                self._guarded(lambda: self._check_remote_lives("start"), "target")
             if not self.flow.exactly_once:  # exactly-once: copies without a sync were never committed
                 remote = self._remote.values()
                 # a re-created topic's partitions are matched against its new life when assigned (held)
@@ -414,6 +425,7 @@ class FlowRunner:
             if now >= next_refresh and self._guarded(self._follower.refresh, "source", "target"):
                 self._measure_lag()
                 self._guarded(lambda: self._check_lives("running"), "source")
+                self._guarded(lambda: self._check_remote_lives("running"), "target")
                 next_refresh = now + self.flow.refresh_topics_interval_seconds
             if now >= next_metadata_sync and self._metadata_sync.start_if_due():
                 next_metadata_sync = now + self.flow.sync_topic_configs_interval_seconds
@@ -549,6 +561,9 @@ class FlowRunner:
         if err is not None and self.flow.exactly_once and err.code() in _REWINDABLE:
             self._copier.delivery_error = None
             raise AbortTransaction(f"records not acknowledged by {self.flow.target} in time: {err.str()}")
+        err = self._copier.delivery_error
+        if err is not None and err.code() in _TOPIC_GONE:
+            self._remote_topic_gone(err)
         for err in (self._copier.delivery_error, self._state.failed):
             if err is not None:
                 raise ReplicationError(
@@ -793,6 +808,41 @@ class FlowRunner:
         return out
 
     # -- topic lives ---------------------------------------------------------------------------
+    def _remote_topic_gone(self, err: KafkaError) -> None:
+        """A write failed for a partition the target does not know: name the remote topics that are gone."""
+        try:
+            gone = self._remote_lives.missing(self._remote)
+        except KafkaException:
+            return  # the target unreadable: the write's own error is said
+        if gone:
+            raise ReplicationError(
+                f"flow {self.flow.name}: remote topic {', '.join(map(repr, gone))} on {self.flow.target} was "
+                f"deleted while the flow ran ({err.str()}): the flow stops. Its copies are gone: the next start "
+                "creates the topic again and, under on_remote_topic_recreated: recopy (the default), copies the "
+                "source topic again from its log start"
+            ) from KafkaException(err)
+
+    def _known_remote_id(self, topic: str) -> str | None:
+        """The remote topic id the mapping's current life of ``topic`` was copied into (None: unknown)."""
+        if self._tasks is None:
+            return None
+        index = self._tasks.ctx.view.index
+        for _f, t, partition in index.partitions(self.flow.name):
+            if t == topic and (remote_id := index.life(self.flow.name, topic, partition).target_topic_id):
+                return remote_id
+        return None
+
+    def _copied_until(self, topic: str) -> dict[int, int]:
+        """Per partition of ``topic``, one past the last target offset its mapping's current life knows."""
+        if self._tasks is None:
+            return {}
+        index = self._tasks.ctx.view.index
+        out = {}
+        for _f, t, partition in index.partitions(self.flow.name):
+            if t == topic and (segments := index.segments(self.flow.name, topic, partition)):
+                out[partition] = max(s.downstream_end for s in segments) + 1
+        return out
+
     def _known_topic_id(self, topic: str) -> str | None:
         """The id the mapping's current life of ``topic`` was copied under (None: unknown)."""
         if self._tasks is None:
@@ -828,13 +878,31 @@ class FlowRunner:
         gaps, self.ledger.gaps = self.ledger.gaps, []
         self._lives.check_gaps(gaps)
 
-    def _restart_topic(self, topic: str, topic_id: str) -> None:
+    def _check_remote_lives(self, noticed: str) -> None:
+        """Remote topics that lost their copies (``flow.remote_lives``): their source topics copied again
+        from the log start. At start each partition is matched when assigned (``_relive``); running,
+        the copies made before are drained under the old id, then the assigned partitions move."""
+        recreated = self._remote_lives.check(self._remote, noticed)
+        if recreated and noticed == "running":
+            self._drain()
+        for r in recreated:
+            self._remote_lives.adopt(r.topic)
+            if noticed == "running":
+                self._restart_topic(r.topic, self._lives.ids.get(r.topic), remote=True)
+            else:
+                self._lives.pending_reset.update((r.topic, p) for p in range(r.partitions))
+
+    def _restart_topic(self, topic: str, topic_id: str | None, remote: bool = False) -> None:
         """Move a re-created topic's assigned partitions to their new start, a new session each: past
         the copies of its records made before the flow noticed it (under the old id), found by content
         (``TailRecovery.new_life``). Their syncs of the new life are published after the start is
         committed: a crash in between finds the old id at restart and matches them again."""
         mine = [tp for tp in self._assigned if tp[0] == topic]
-        syncs, starts = self._match_new_life(topic, topic_id, {tp: self._sure_until.pop(tp, 0) for tp in mine})
+        # a new remote topic holds nothing of the old: matched from its offset 0
+        since = {key: 0 if remote else self._sure_until.get(key, 0) for key in mine}
+        for key in mine:
+            self._sure_until.pop(key, None)
+        syncs, starts = self._match_new_life(topic, topic_id, since)
         moved = [TopicPartition(t, p, starts.get((t, p), 0)) for t, p in mine]
         self._copier.forget(set(mine))
         self.ledger.forget(mine)
@@ -848,12 +916,13 @@ class FlowRunner:
         self._commit_resets()  # now, or again in 1 s when a rebalance refuses it (then its syncs wait)
 
     def _match_new_life(
-        self, topic: str, topic_id: str, since: dict[TP, int]
+        self, topic: str, topic_id: str | None, since: dict[TP, int]
     ) -> tuple[list[OffsetSync], dict[TP, int]]:
         """The copies of a re-created topic's records on the target, per partition of ``since`` searched
         from that target offset on, as syncs of the new life; and where each partition goes on past them."""
         target_topic = self._remote[topic].target_topic
-        return self._recovery().new_life([(t, target_topic, p, d_from) for (t, p), d_from in since.items()], topic_id)
+        wanted = [(t, target_topic, p, d_from) for (t, p), d_from in since.items()]
+        return self._recovery().new_life(wanted, topic_id, self._remote_lives.ids.get(topic))
 
     def _publish_matched(self, syncs: list[OffsetSync]) -> None:
         """Publish, durably, the syncs of copies matched by content (not the ledger's)."""

@@ -73,8 +73,9 @@ class FlowCollector(Collector):
         )
         recreated = CounterMetricFamily(
             "mirrorlake_topics_recreated",
-            "source topics found deleted and created again (a new topic id): a new life of the mapping",
-            labels=["flow"],
+            "topics found deleted and created again (a new topic id), on the source or (its remote topic) the "
+            "target: a new life of the mapping",
+            labels=["flow", "side"],
         )
         lost_before_copy = CounterMetricFamily(
             "mirrorlake_records_lost_before_copy",
@@ -83,7 +84,8 @@ class FlowCollector(Collector):
         )
         flows = self._flows()
         for name, stats in flows:
-            recreated.add_metric([name], stats.topics_recreated)
+            recreated.add_metric([name, "source"], stats.topics_recreated)
+            recreated.add_metric([name, "target"], stats.remote_topics_recreated)
             lost_before_copy.add_metric([name], stats.records_lost_before_copy)
             waits = waiting_for(stats)
             for side in ("source", "target", "loop"):

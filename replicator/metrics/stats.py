@@ -47,6 +47,7 @@ class FlowStats:
     stalled: str | None = None  # records behind, no outage, no progress (flow.stall): why health is degraded
     rejoins: int = 0  # consumer group joins forced after a loss with no new assignment (flow.rejoin)
     topics_recreated: int = 0  # source topics found deleted and created again (flow.topic_lives)
+    remote_topics_recreated: int = 0  # remote topics found deleted (and created again) (flow.remote_lives)
     records_lost_before_copy: int = 0  # source offsets deleted before the flow read them (flow.topic_lives)
     turned_at: float = field(default_factory=time.monotonic)  # the copy loop's last turn (liveness)
     source: str = ""  # the flow's source cluster alias (a label of the MM2-named metrics)

@@ -53,13 +53,19 @@ class OffsetSyncTracker:
     """Pure state machine; one instance per flow, not thread-safe (call from one thread)."""
 
     def __init__(
-        self, offset_lag_max: int = 100, origin: SyncOrigin | None = None, topic_ids: dict[str, str] | None = None
+        self,
+        offset_lag_max: int = 100,
+        origin: SyncOrigin | None = None,
+        topic_ids: dict[str, str] | None = None,
+        remote_ids: dict[str, str] | None = None,
     ) -> None:
-        """``topic_ids`` (source topic -> Kafka topic id, kept current by ``flow.topic_lives``): each
-        sync carries its topic's id, the life of the mapping it belongs to."""
+        """``topic_ids`` (source topic -> Kafka topic id, kept current by ``flow.topic_lives``) and
+        ``remote_ids`` (source topic -> its remote topic's id, ``flow.remote_lives``): each sync
+        carries both, the life of the mapping it belongs to."""
         self._lag_max = offset_lag_max
         self._origin = origin or SyncOrigin()
         self._topic_ids = topic_ids if topic_ids is not None else {}
+        self._remote_ids = remote_ids if remote_ids is not None else {}
         self._state: dict[tuple[str, int], _PartitionState] = {}
 
     def record(
@@ -203,4 +209,5 @@ class OffsetSyncTracker:
             previous_upstream_offset=prev_u,
             previous_downstream_offset=prev_d,
             source_topic_id=self._topic_ids.get(topic),
+            target_topic_id=self._remote_ids.get(topic),
         )

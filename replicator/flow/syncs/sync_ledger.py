@@ -45,12 +45,13 @@ class SyncLedger:
         state: StateEmitter,
         wait: Callable[[float], object],
         topic_ids: dict[str, str] | None = None,
+        remote_ids: dict[str, str] | None = None,
     ) -> None:
         """``wait(seconds)`` serves deliveries while the producer's queue is full (``Producer.poll``);
-        ``topic_ids``: the source topics' ids the syncs carry (``OffsetSyncTracker``)."""
+        ``topic_ids``, ``remote_ids``: the source and remote topics' ids the syncs carry (``OffsetSyncTracker``)."""
         self._state = state
         self._wait = wait
-        self._tracker = OffsetSyncTracker(offset_lag_max, origin, topic_ids)
+        self._tracker = OffsetSyncTracker(offset_lag_max, origin, topic_ids, remote_ids)
         self.gaps: list[tuple[str, int, int, int]] = []  # (topic, partition, first skipped, first copied after)
         self._pending: list[OffsetSync] = []
         self._covered: dict[TP, int] = {}  # last upstream offset a durable sync covers

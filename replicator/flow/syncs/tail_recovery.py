@@ -280,7 +280,7 @@ class TailRecovery:
         return _Matched(len(tail), pairs, syncs, [o for o, _h, _ts in src_msgs])
 
     def new_life(
-        self, partitions: list[tuple[str, str, int, int]], topic_id: str
+        self, partitions: list[tuple[str, str, int, int]], topic_id: str | None, remote_topic_id: str | None = None
     ) -> tuple[list[OffsetSync], dict[tuple[str, int], int]]:
         """The copies of a re-created topic's records the flow made before it noticed the new topic.
 
@@ -290,8 +290,10 @@ class TailRecovery:
         ``partitions``: (source topic, target topic, partition, ``d_from``), ``d_from`` the target
         offset from which copies are in doubt (the end of the copies made before the last check
         that saw the old id). The target from there is matched by content against the new topic
-        from its log start. Returns the syncs of the matches, stamped ``topic_id`` (the new life of
-        the mapping), and per partition the first source offset none of them covers: copying goes
+        from its log start. A re-created *remote* topic is matched the same way from its offset 0
+        (``d_from`` 0): what it holds of the source from its log start was recopied. Returns the
+        syncs of the matches, stamped ``topic_id`` and ``remote_topic_id`` (the new life of the
+        mapping), and per partition the first source offset none of them covers: copying goes
         on there, so a record copied before the flow noticed is not copied again unless a record
         before it was never copied (then from that record: nothing lost, some copied twice)."""
         syncs: list[OffsetSync] = []
@@ -305,7 +307,7 @@ class TailRecovery:
                 m = self._match(
                     source, target, (topic, target_topic, partition), (d_from, t_end), (s_low, s_low, s_end), None
                 )
-                syncs += [replace(sync, source_topic_id=topic_id) for sync in m.syncs]
+                syncs += [replace(sync, source_topic_id=topic_id, target_topic_id=remote_topic_id) for sync in m.syncs]
                 matched = {u for u, _d in m.pairs}
                 # copying goes on at the first source record read with no copy found
                 resume[(topic, partition)] = next(

@@ -38,7 +38,6 @@ target's transactions, which this does not rewrite.
 from __future__ import annotations
 
 import logging
-import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
@@ -46,7 +45,8 @@ from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from replicator.config import FlowConfig
 from replicator.errors import ReplicationError
-from replicator.events import Event, RecordsLostBeforeCopy, TopicRecreated
+from replicator.events import Event, RecordsLostBeforeCopy, fact_event_id
+from replicator.flow.topics.recreated import recreated_event
 from replicator.kafka.admin import offsets_of
 from replicator.metadata.topic_ids import topic_ids
 from replicator.metadata.topics import RemoteTopic
@@ -152,27 +152,20 @@ class TopicLives:
         r, remote, noticed = self._unannounced.pop(topic)
         flow = self._flow
         stop = flow.exactly_once or flow.on_topic_recreated == "stop"
-        partitions = [(r.topic, p) for p in range(remote.partitions)]
-        starts = self._offsets(partitions, OffsetSpec.earliest())
-        ends = self._offsets(partitions, OffsetSpec.latest())
         self._emit(
-            TopicRecreated(
-                flow=flow.name,
-                replicator_id=self._replicator_id,
-                event_id=_event_id(flow.name, "topic_recreated", r.topic, r.topic_id),
-                source_cluster=flow.source,
-                target_cluster=flow.target,
+            recreated_event(
+                flow,
+                self._replicator_id,
+                self._admin,
                 side="source",
                 topic=r.topic,
                 source_topic=r.topic,
                 previous_topic_id=r.previous_topic_id,
                 topic_id=r.topic_id,
                 partitions=remote.partitions,
-                log_start_offsets=tuple(starts.get(tp, -1) for tp in partitions),
-                log_end_offsets=tuple(ends.get(tp, -1) for tp in partitions),
                 policy="stop" if stop else "continue",
                 noticed=noticed,
-            )
+            )  # fmt: skip
         )
         self._stats.topics_recreated += 1
         if stop:
@@ -202,7 +195,7 @@ class TopicLives:
             RecordsLostBeforeCopy(
                 flow=flow.name,
                 replicator_id=self._replicator_id,
-                event_id=_event_id(flow.name, "records_lost_before_copy", topic, partition, position, log_start),
+                event_id=fact_event_id(flow.name, "records_lost_before_copy", topic, partition, position, log_start),
                 source_cluster=flow.source,
                 target_cluster=flow.target,
                 source_topic=topic,
@@ -265,8 +258,3 @@ class TopicLives:
             low = starts.get((topic, partition))
             if low is not None and low > first:
                 self.lost(topic, partition, first, min(low, upto), "running")
-
-
-def _event_id(*parts: object) -> str:
-    """The same id for the same fact, whichever process of the flow states it."""
-    return str(uuid.uuid5(uuid.NAMESPACE_URL, "mirrorlake:" + "|".join(str(p) for p in parts)))
