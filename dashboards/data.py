@@ -39,7 +39,7 @@ def mapping_segments(sql: LakehouseSQL, flow: str, topic: str | None = None) -> 
     if topic:
         where, params = where + " AND source_topic = ?", [flow, topic]
     return sql.arrow(
-        "SELECT source_topic, target_topic, partition, source_topic_id, upstream_start, upstream_end, "
+        "SELECT source_topic, target_topic, partition, source_topic_id, target_topic_id, upstream_start, upstream_end, "
         f"downstream_start, downstream_end, delta, upstream_end - upstream_start + 1 AS records, last_synced_ms "
         f"FROM offset_mapping WHERE {where} ORDER BY source_topic, partition, downstream_start",
         params,
@@ -49,6 +49,13 @@ def mapping_segments(sql: LakehouseSQL, flow: str, topic: str | None = None) -> 
 def translate(sql: LakehouseSQL, flow: str, topic: str, partition: int, offset: int) -> int | None:
     """Where a group that committed ``offset`` on the source resumes on the target (None: no copies)."""
     return sql.query("SELECT translate_offset(?, ?, ?, ?)", [flow, topic, partition, offset]).rows[0][0]
+
+
+def last_copied(sql: LakehouseSQL, flow: str, topic: str, partition: int) -> int | None:
+    """The last source offset copied in the partition's current life (None: nothing of it copied yet)."""
+    found = sql.query("SELECT max(upstream_end) FROM current_offset_mapping(?, ?, ?)", [flow, topic, partition])
+    value = found.rows[0][0]
+    return int(value) if value is not None else None
 
 
 @dataclass(frozen=True)

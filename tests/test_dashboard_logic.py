@@ -18,7 +18,7 @@ from dashboards.timetravel import builds, moment
 from dashboards.views.common import Y_FORMAT, time_line_chart
 from dashboards.views.divergence import apply_filters
 from dashboards.views.lag import current_totals
-from dashboards.views.mapping import current_life, label_copies
+from dashboards.views.mapping import label_copies
 
 APP = str(Path(__file__).parent.parent / "dashboards" / "app.py")
 NOW = 1_763_800_000_000
@@ -142,7 +142,21 @@ def test_a_recreated_topic_s_new_life_is_a_copy_not_a_replay_and_its_last_offset
         }
     )
     assert list(label_copies(segments)) == ["copy", "replay", "copy"]
-    assert int(current_life(segments)["upstream_end"].max()) == 49
+
+
+def test_a_recopy_into_a_recreated_remote_topic_is_a_copy_and_copies_before_ids_join_the_first():
+    """The source copied again into a new remote topic (T2) covers the old copies' range: copies, not
+    replays; a second copy within T2 is a replay."""
+    segments = pd.DataFrame(
+        {
+            "source_topic_id": ["S", "S", "S", "S"],
+            "target_topic_id": ["T1", "T1", "T2", "T2"],
+            "upstream_start": [0, 5, 0, 5],
+            "upstream_end": [9, 19, 19, 6],
+            "downstream_start": [0, 10, 0, 20],
+        }
+    )
+    assert list(label_copies(segments)) == ["copy", "replay", "copy", "replay"]
 
 
 def test_current_totals_add_each_partitions_latest_value():

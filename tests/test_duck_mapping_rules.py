@@ -38,6 +38,7 @@ def _syncs(runs) -> pa.Table:  # noqa: ANN001 - replication_runs' examples
             "previous_upstream_offset": s.previous_upstream_offset,
             "previous_downstream_offset": s.previous_downstream_offset,
             "source_topic_id": None,  # one life (the lives are held by test_mapping_engines)
+            "target_topic_id": None,
         }
         for p, (_, _, syncs) in enumerate(runs)
         for i, s in enumerate(syncs)

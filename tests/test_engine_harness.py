@@ -220,7 +220,10 @@ def test_every_engine_and_the_python_rules_agree(spark, tmp_path_factory, histor
 
 
 def _check_reverse(sql, segments, p: int, copies: list[tuple[int, int]]) -> None:  # noqa: ANN001
+    from dashboards.data import last_copied
     from dashboards.data import reverse_translate as dashboard_reverse
+
+    assert last_copied(sql, ev.FLOW, ev.TOPIC, p) == (max(s.upstream_end for s in segments) if segments else None)
 
     for d in range(0, max(d for _u, d in copies) + 3):
         core = reverse_translate(segments, d)

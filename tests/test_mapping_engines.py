@@ -14,6 +14,7 @@ import duckdb
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from pyspark.sql import functions as F
 
 from lakehouse.tables.macros import install_macros
 from lakehouse.tables.offset_mapping.duck import segments_sql
@@ -31,7 +32,7 @@ FLOW, TOPIC = "A->B", "t"
 _SYNC_COLUMNS = (
     "flow string, source_cluster string, target_cluster string, source_topic string, target_topic string, "
     "partition int, emitted_at_ms long, upstream_offset long, downstream_offset long, reason string, "
-    "previous_upstream_offset long, previous_downstream_offset long, source_topic_id string"
+    "previous_upstream_offset long, previous_downstream_offset long, source_topic_id string, target_topic_id string"
 )
 
 
@@ -51,6 +52,7 @@ def _sync_rows(partition: int, syncs, topic_id: str | None = None, first_ms: int
             s.previous_upstream_offset,
             s.previous_downstream_offset,
             topic_id,
+            None,
         )  # fmt: skip
         for i, s in enumerate(syncs)
     ]
@@ -66,15 +68,27 @@ def _duckdb_translations(segments: dict[int, list[Segment]], queries: list[tuple
         con.execute(
             "CREATE TABLE offset_mapping (flow VARCHAR, source_topic VARCHAR, partition INTEGER, "
             "upstream_start BIGINT, upstream_end BIGINT, downstream_start BIGINT, downstream_end BIGINT, delta BIGINT, "
-            "source_topic_id VARCHAR, first_synced_ms BIGINT)"
+            "source_topic_id VARCHAR, target_topic_id VARCHAR, first_synced_ms BIGINT)"
         )
         rows = [
-            (FLOW, TOPIC, p, s.upstream_start, s.upstream_end, s.downstream_start, s.downstream_end, s.delta, None, 0)
+            (
+                FLOW,
+                TOPIC,
+                p,
+                s.upstream_start,
+                s.upstream_end,
+                s.downstream_start,
+                s.downstream_end,
+                s.delta,
+                None,
+                None,
+                0,
+            )
             for p, segs in segments.items()
             for s in segs
         ]
         if rows:
-            con.executemany("INSERT INTO offset_mapping VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
+            con.executemany("INSERT INTO offset_mapping VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
         install_macros(con, ["offset_mapping"])
         con.execute("CREATE TABLE q (p INTEGER, c BIGINT)")
         con.executemany("INSERT INTO q VALUES (?, ?)", queries)
@@ -119,7 +133,15 @@ def test_python_spark_and_duckdb_agree_on_segments_and_translations(spark, runs)
         assert py_answer[0] == truth[(p, c)], (p, c)
 
 
-def _life_syncs(partition: int, copies: list[tuple[int, int]], topic_id: str | None, first_ms: int) -> list[OffsetSync]:
+def _life_syncs(
+    partition: int,
+    copies: list[tuple[int, int]],
+    topic_id: str | None,
+    first_ms: int,
+    *,
+    topic: str = TOPIC,
+    remote_id: str | None = None,
+) -> list[OffsetSync]:
     """A sync per copy (``(upstream, downstream)``), each naming its predecessor in the same life."""
     out: list[OffsetSync] = []
     for i, (u, d) in enumerate(copies):
@@ -130,8 +152,8 @@ def _life_syncs(partition: int, copies: list[tuple[int, int]], topic_id: str | N
                 replicator_id="r",
                 source_cluster="A",
                 target_cluster="B",
-                source_topic=TOPIC,
-                target_topic=f"A.{TOPIC}",
+                source_topic=topic,
+                target_topic=f"A.{topic}",
                 partition=partition,
                 upstream_offset=u,
                 downstream_offset=d,
@@ -140,9 +162,98 @@ def _life_syncs(partition: int, copies: list[tuple[int, int]], topic_id: str | N
                 previous_upstream_offset=prev[0],
                 previous_downstream_offset=prev[1],
                 source_topic_id=topic_id,
+                target_topic_id=remote_id,
                 emitted_at_ms=first_ms + i,
             )  # fmt: skip
         )
+    return out
+
+
+def _recreated(topic: str, side: str, topic_id: str, previous: str | None, partitions: int, ms: int) -> TopicRecreated:
+    return TopicRecreated(
+        flow=FLOW, replicator_id="peer", source_cluster="A", target_cluster="B", side=side,
+        topic=topic if side == "source" else f"A.{topic}", source_topic=topic, topic_id=topic_id,
+        previous_topic_id=previous, partitions=partitions, log_start_offsets=(0,) * partitions,
+        log_end_offsets=(0,) * partitions, policy="continue" if side == "source" else "recopy", noticed="running",
+        emitted_at_ms=ms,
+    )  # fmt: skip
+
+
+def _joined(segments: list[Segment]) -> list[Segment]:
+    """``segments`` (sorted) with each one that continues its predecessor (the next copy, +1 on both
+    sides) joined to it: the lakehouse keeps copies from before the remote topic's id was stamped
+    (offset_sync v2) in segments of their own, ``MappingIndex`` joins them to the first id's."""
+    out: list[Segment] = []
+    for s in segments:
+        last = out[-1] if out else None
+        if last and (s.upstream_start, s.downstream_start) == (last.upstream_end + 1, last.downstream_end + 1):
+            out[-1] = Segment(last.downstream_start, last.upstream_start, s.upstream_end, s.downstream_end)
+        else:
+            out.append(s)
+    return out
+
+
+def _engines_hold_to_the_index(spark, syncs: list[OffsetSync], said: list[TopicRecreated], upto: int) -> dict:
+    """Spark's gold mapping and current life, the DuckDB tail rule and the ``translate_offset`` macro,
+    each against ``MappingIndex`` fed the same events: the current life's segments and every
+    translation of offsets ``[0, upto)``. Returns Spark's segments by (topic, partition, life)."""
+    index = MappingIndex()
+    index.add(sorted([*syncs, *said], key=lambda e: e.emitted_at_ms))  # the state log's order
+    keys = sorted({(s.source_topic, s.partition) for s in syncs} | {(e.source_topic, p) for e in said
+                                                                    for p in range(e.partitions)})  # fmt: skip
+    rows = [
+        (s.flow, s.source_cluster, s.target_cluster, s.source_topic, s.target_topic, s.partition, s.emitted_at_ms,
+         s.upstream_offset, s.downstream_offset, s.reason, s.previous_upstream_offset, s.previous_downstream_offset,
+         s.source_topic_id, s.target_topic_id)
+        for s in syncs
+    ]  # fmt: skip
+    columns = _SYNC_COLUMNS
+    mapping = offset_mapping(spark.createDataFrame(rows, columns)).cache()
+    recreated = spark.createDataFrame([e.to_record() for e in said])
+    current = current_life(mapping, said_lives(recreated)).cache()
+    for topic, p in keys:
+        got = sorted(_seg(r) for r in current.where(f"source_topic = '{topic}' AND partition = {p}").collect())
+        assert _joined(got) == sorted(index.segments(FLOW, topic, p)), (topic, p)
+    queries = [(t, p, c) for t, p in keys for c in range(upto)]
+    con = duckdb.connect()
+    try:  # the DuckDB tail rule builds the same segments from the same syncs
+        con.register("syncs", spark.createDataFrame(rows, columns).toArrow())
+        con.execute("CREATE TABLE scope (flow VARCHAR, source_topic VARCHAR, partition INTEGER, "
+                    "_tail_downstream_start BIGINT, _tail_upstream_start BIGINT)")  # fmt: skip
+        con.executemany("INSERT INTO scope VALUES (?, ?, ?, NULL, NULL)", [(FLOW, t, p) for t, p in keys])
+        found = con.sql(segments_sql("SELECT * FROM syncs", "scope"))
+        names = [d[0] for d in found.description]
+        duck_rows = [dict(zip(names, v, strict=True)) for v in found.fetchall()]
+        con.register("offset_mapping", mapping.toArrow())
+        con.register("topic_recreated", recreated.toArrow())
+        install_macros(con, ["offset_mapping", "topic_recreated"])
+        duck = {(t, p, c): con.sql(f"SELECT translate_offset('{FLOW}', '{t}', {p}, {c})").fetchone()[0]
+                for t, p, c in queries}  # fmt: skip
+    finally:
+        con.close()
+    by_life = sorted(
+        ((r.source_topic, r.partition, r.source_topic_id, r.target_topic_id, _seg(r)) for r in mapping.collect()),
+        key=repr,
+    )
+    duck_by_life = sorted(
+        (
+            (r["source_topic"], r["partition"], r["source_topic_id"], r["target_topic_id"], _seg_of(r))
+            for r in duck_rows
+        ),
+        key=repr,
+    )
+    assert duck_by_life == by_life
+    q = spark.createDataFrame(queries, "source_topic string, partition int, c long").withColumn("flow", F.lit(FLOW))
+    translated = translate_offsets(q, current, id_cols=("flow", "source_topic", "partition", "c"), offset_col="c")
+    spark_answers = {(r.source_topic, r.partition, r.c): r.exact_offset for r in translated.collect()}
+    mapping.unpersist()
+    current.unpersist()
+    for t, p, c in queries:
+        answer = index.translate(FLOW, t, p, c)
+        assert spark_answers[(t, p, c)] == duck[(t, p, c)] == (answer.downstream if answer else None), (t, p, c)
+    out: dict = {}
+    for topic, p, source_id, target_id, seg in by_life:
+        out.setdefault((topic, p, source_id, target_id), []).append(seg)
     return out
 
 
@@ -161,69 +272,55 @@ def test_a_recreated_topic_s_lives_never_share_a_segment_and_only_the_current_on
         + _life_syncs(2, [(u, u) for u in range(5)], None, 100)
         + _life_syncs(2, [(u, u) for u in range(5, 10)], "x", 200)
     )
-    recreated = TopicRecreated(
-        flow=FLOW, replicator_id="peer", source_cluster="A", target_cluster="B", side="source", topic=TOPIC,
-        source_topic=TOPIC, topic_id="new", previous_topic_id="old", partitions=2, log_start_offsets=(0, 0),
-        log_end_offsets=(10, 0), policy="continue", noticed="running", emitted_at_ms=500,
-    )  # fmt: skip
-    index = MappingIndex()
-    index.add([*syncs, recreated])
-    rows = [
-        (s.flow, s.source_cluster, s.target_cluster, s.source_topic, s.target_topic, s.partition, s.emitted_at_ms,
-         s.upstream_offset, s.downstream_offset, s.reason, s.previous_upstream_offset, s.previous_downstream_offset,
-         s.source_topic_id)
-        for s in syncs
-    ]  # fmt: skip
-    mapping = offset_mapping(spark.createDataFrame(rows, _SYNC_COLUMNS)).cache()
-    said = said_lives(spark.createDataFrame([recreated.to_record()]))
-    by_life: dict[tuple[int, str | None], list[Segment]] = {}
-    for row in mapping.collect():
-        by_life.setdefault((row.partition, row.source_topic_id), []).append(_seg(row))
-    assert {k: sorted(v) for k, v in by_life.items()} == {
-        (0, "old"): [Segment(0, 0, 9, 9)],
-        (0, "new"): [Segment(10, 10, 14, 14), Segment(15, 0, 9, 24)],  # the same delta as old's, yet apart
-        (1, "old"): [Segment(30, 0, 9, 39)],
-        (2, "x"): [Segment(0, 0, 9, 9)],  # the id-less syncs joined the first id's life
+    by_life = _engines_hold_to_the_index(spark, syncs, [_recreated(TOPIC, "source", "new", "old", 2, 500)], 16)
+    assert by_life == {
+        (TOPIC, 0, "old", None): [Segment(0, 0, 9, 9)],
+        (TOPIC, 0, "new", None): [Segment(10, 10, 14, 14), Segment(15, 0, 9, 24)],  # old's delta, yet apart
+        (TOPIC, 1, "old", None): [Segment(30, 0, 9, 39)],
+        (TOPIC, 2, "x", None): [Segment(0, 0, 9, 9)],  # the id-less syncs joined the first id's life
     }
-    current = current_life(mapping, said).cache()
-    for p in range(3):
-        got = sorted(_seg(r) for r in current.where(f"partition = {p}").collect())
-        assert got == sorted(index.segments(FLOW, TOPIC, p)), p
-    # the DuckDB tail rule builds the same segments from the same syncs
-    con = duckdb.connect()
-    try:
-        con.register("syncs", mapping.sparkSession.createDataFrame(rows, _SYNC_COLUMNS).toArrow())
-        con.execute("CREATE TABLE scope (flow VARCHAR, source_topic VARCHAR, partition INTEGER, "
-                    "_tail_downstream_start BIGINT, _tail_upstream_start BIGINT)")  # fmt: skip
-        con.executemany("INSERT INTO scope VALUES (?, ?, ?, NULL, NULL)", [(FLOW, TOPIC, p) for p in range(3)])
-        duck_rows = con.sql(segments_sql("SELECT * FROM syncs", "scope")).fetchall()
-        columns = [d[0] for d in con.sql(segments_sql("SELECT * FROM syncs", "scope")).description]
-        con.register("offset_mapping", mapping.toArrow())
-        con.register("topic_recreated", spark.createDataFrame([recreated.to_record()]).toArrow())
-        install_macros(con, ["offset_mapping", "topic_recreated"])
-        queries = [(p, c) for p in range(3) for c in range(0, 16)]
-        duck = {(p, c): con.sql(f"SELECT translate_offset('{FLOW}', '{TOPIC}', {p}, {c})").fetchone()[0]
-                for p, c in queries}  # fmt: skip
-    finally:
-        con.close()
-    spark_by_life = sorted((r.partition, r.source_topic_id, _seg(r)) for r in mapping.collect())
-    duck_by_life = sorted(
-        (r["partition"], r["source_topic_id"], _seg_of(r))
-        for r in (dict(zip(columns, v, strict=True)) for v in duck_rows)
+
+
+def test_a_recreated_remote_topic_s_lives_never_share_a_segment_and_only_the_current_one_translates(spark):
+    """The target side: a remote topic deleted and created again (``target_topic_id``, offset_sync v3).
+    ``r0``: 0..9 copied into T1; T1 re-created as T2; 10..14 copied into T2 (0..4) under the old id
+    before the flow noticed; then the recopy from the log start (0..14 at 5..19). ``r1``: an upgrade
+    (v2 syncs, then v3 ones: one life). ``r2``: v2 syncs, then a re-creation found by the log end (no
+    previous id), nothing recopied yet. ``r3``: the same, recopy begun. ``r4``: the source topic
+    re-created (new life S2 in T1), then the remote topic (S2 in T2)."""
+    syncs = (
+        _life_syncs(0, [(u, u) for u in range(10)], "S", 100, topic="r0", remote_id="T1")
+        + _life_syncs(0, [(u, u - 10) for u in range(10, 15)], "S", 450, topic="r0", remote_id="T1")
+        + _life_syncs(0, [(u, u + 5) for u in range(15)], "S", 600, topic="r0", remote_id="T2")
+        + _life_syncs(0, [(u, u) for u in range(5)], "S", 100, topic="r1")
+        + _life_syncs(0, [(u, u) for u in range(5, 10)], "S", 200, topic="r1", remote_id="T1")
+        + _life_syncs(0, [(u, u) for u in range(10)], "S", 100, topic="r2")
+        + _life_syncs(0, [(u, u) for u in range(10)], "S", 100, topic="r3")
+        + _life_syncs(0, [(u, u) for u in range(5)], "S", 600, topic="r3", remote_id="T2")
+        + _life_syncs(0, [(u, u) for u in range(10)], "S1", 100, topic="r4", remote_id="T1")
+        + _life_syncs(0, [(u, u + 10) for u in range(4)], "S2", 400, topic="r4", remote_id="T1")
+        + _life_syncs(0, [(u, u) for u in range(6)], "S2", 800, topic="r4", remote_id="T2")
     )
-    assert duck_by_life == spark_by_life
-    q = spark.createDataFrame(
-        [(FLOW, TOPIC, p, c) for p, c in queries], "flow string, source_topic string, partition int, c long"
+    said = [
+        _recreated("r0", "target", "T2", "T1", 1, 500),
+        _recreated("r2", "target", "T2", None, 1, 500),
+        _recreated("r3", "target", "T2", None, 1, 500),
+        _recreated("r4", "source", "S2", "S1", 1, 300),
+        _recreated("r4", "target", "T2", "T1", 1, 700),
+    ]
+    by_life = _engines_hold_to_the_index(spark, syncs, said, 22)
+    assert by_life[("r0", 0, "S", "T2")] == [Segment(5, 0, 14, 19)]  # the recopy, apart from T1's copies
+    assert (by_life[("r1", 0, "S", None)], by_life[("r1", 0, "S", "T1")]) == (
+        [Segment(0, 0, 4, 4)],
+        [Segment(5, 5, 9, 9)],
     )
-    translated = translate_offsets(q, current, id_cols=("flow", "source_topic", "partition", "c"), offset_col="c")
-    spark_answers = {(r.partition, r.c): r.exact_offset for r in translated.collect()}
-    mapping.unpersist()
-    current.unpersist()
-    for p, c in queries:
-        t = index.translate(FLOW, TOPIC, p, c)
-        assert spark_answers[(p, c)] == duck[(p, c)] == (t.downstream if t else None), (p, c)
-    assert index.translate(FLOW, TOPIC, 0, 3).downstream == 18  # the new topic's offset 3, not the old's copy at 3
-    assert index.translate(FLOW, TOPIC, 1, 3) is None  # nothing of the new life copied
+    index = MappingIndex()
+    index.add(sorted([*syncs, *said], key=lambda e: e.emitted_at_ms))  # the state log's order
+    assert index.translate(FLOW, "r0", 0, 3).downstream == 8  # through the recopy, not T1's copy at 3
+    assert index.translate(FLOW, "r1", 0, 3).downstream == 3  # the upgrade kept its copies
+    assert index.translate(FLOW, "r2", 0, 3) is None  # the lost copies translate nothing
+    assert index.translate(FLOW, "r4", 0, 3).downstream == 3  # S2 in T2
+    assert index.translate(FLOW, "r4", 0, 8).downstream == 6  # past T2's last copy (5 at 5)
 
 
 def _seg_of(row: dict) -> Segment:

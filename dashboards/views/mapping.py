@@ -10,12 +10,13 @@ from dashboards import data, fmt
 from dashboards.view import View
 from dashboards.views.common import flow_picker
 
-__all__ = ["render", "label_copies", "current_life"]
+__all__ = ["render", "label_copies"]
 
 
 _SEGMENT_COLUMNS = {
     "target_topic": "target topic",
     "source_topic_id": "source topic life (id)",
+    "target_topic_id": "target topic life (id)",
     "upstream_start": "source from",
     "upstream_end": "source to",
     "downstream_start": "target from",
@@ -27,24 +28,20 @@ _SEGMENT_COLUMNS = {
 
 def label_copies(segments: pd.DataFrame) -> pd.Series:
     """``copy`` for a segment whose source range was not copied before, ``replay`` for a later copy of it;
-    within one life of the source topic (a re-created topic's offsets name other records)."""
+    within one life of the source topic and of its remote topic (a re-created topic's offsets name other
+    records; a re-created remote topic's copies are gone, and the source is copied into it again)."""
     order = segments.sort_values("downstream_start")
-    lives = order["source_topic_id"] if "source_topic_id" in order else pd.Series(None, index=order.index)
+    none = pd.Series(None, index=order.index)
+    source_lives = order.get("source_topic_id", none)
+    target_lives = order.get("target_topic_id", none)
+    lives = [tuple(None if pd.isna(v) else v for v in pair) for pair in zip(source_lives, target_lives, strict=True)]
     out: dict[object, str] = {}
     seen: dict[object, list[tuple[int, int]]] = {}
     for idx, lo, hi, life in zip(order.index, order["upstream_start"], order["upstream_end"], lives, strict=True):
-        copied = seen.setdefault(None if pd.isna(life) else life, [])
+        copied = seen.setdefault(life, [])
         out[idx] = "replay" if any(a <= hi and lo <= b for a, b in copied) else "copy"
         copied.append((lo, hi))
     return pd.Series(out).reindex(segments.index)
-
-
-def current_life(part: pd.DataFrame) -> pd.DataFrame:
-    """The segments of the newest life of one partition (the one its last copy belongs to)."""
-    if "source_topic_id" not in part or part["source_topic_id"].nunique(dropna=True) < 2:
-        return part
-    newest = part.sort_values("downstream_start")["source_topic_id"].dropna().iloc[-1]
-    return part[part["source_topic_id"].isna() | (part["source_topic_id"] == newest)]
 
 
 def _chart(segments: pd.DataFrame) -> alt.Chart:
@@ -95,7 +92,8 @@ def render(view: View) -> None:
     cols = st.columns(4)
     cols[0].metric("Segments", fmt.count(len(part)))
     cols[1].metric("Replayed segments", fmt.count(int((label_copies(part) == "replay").sum())))
-    cols[2].metric("Last source offset copied", fmt.count(int(current_life(part)["upstream_end"].max())))
+    last = view.get(data.last_copied, flow, topic, partition)
+    cols[2].metric("Last source offset copied", fmt.count(last) if last is not None else "none in this life yet")
     cols[3].metric("Last sync", fmt.ago(int(part["last_synced_ms"].max()), view.now_ms))
     st.caption(
         "Each line is a run of records copied with a constant target - source offset. A jump to the right is a gap "
@@ -105,6 +103,11 @@ def render(view: View) -> None:
         st.warning(
             f"The source topic was deleted and created again: {lives} lives of it were copied into the same "
             "target topic, one after the other. Translation reads the current (newest) life only."
+        )
+    if "target_topic_id" in part and (remote := part["target_topic_id"].nunique(dropna=True)) > 1:
+        st.warning(
+            f"The target topic was deleted and created again ({remote} lives of it): the copies in the old one are "
+            "gone and the source was copied into the new one again. Translation reads the current (newest) life only."
         )
     st.altair_chart(_chart(part), width="stretch")
     _translate_boxes(view, flow, topic, partition, part)

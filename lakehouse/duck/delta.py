@@ -146,7 +146,8 @@ def replace_scope(
     ``lakehouse.incremental.merge_keys``): ``scope`` has ``key`` and, per ``tail_order`` column
     ``c``, ``_tail_c`` (all null: the whole key). Rows of a key at or after its tail start that
     ``rows`` lacks are deleted, rows of ``rows`` are written over the rows with their ``row_id``
-    or inserted. ``row_id`` columns are never null in these tables (the match is an equi-join).
+    or inserted. The match is null-safe (``IS NOT DISTINCT FROM``, an equi-join key for DataFusion too):
+    ``offset_mapping``'s ``target_topic_id`` is null for copies from before offset_sync v3.
     """
     target = _at(path)
     schema = pa.schema(target.schema().to_arrow())
@@ -160,7 +161,7 @@ def replace_scope(
         if tail_order:
             in_scope += f' AND (s."_tail_{tail_order[0]}" IS NULL OR {_at_or_after("e", "s", tail_order)})'
         ids = ", ".join(f'e."{c}"' for c in row_id)
-        same_id = " AND ".join(f'n."{c}" = e."{c}"' for c in row_id)
+        same_id = " AND ".join(f'n."{c}" IS NOT DISTINCT FROM e."{c}"' for c in row_id)
         tombstones = con.sql(
             f"SELECT {ids} FROM existing e JOIN scope s ON {in_scope} "
             f"WHERE NOT EXISTS (SELECT 1 FROM computed n WHERE {same_id})"
@@ -179,7 +180,7 @@ def replace_scope(
     (
         target.merge(
             source,
-            " AND ".join(f"t.`{c}` = s.`{c}`" for c in row_id),
+            " AND ".join(f"(t.`{c}` IS NOT DISTINCT FROM s.`{c}`)" for c in row_id),
             source_alias="s",
             target_alias="t",
         )

@@ -7,10 +7,26 @@ from __future__ import annotations
 from lakehouse.tables.spec import GoldSpec
 from replicator.config import DEFAULT_CONFIG_EXCLUDES, MirrorlakeConfig
 
-__all__ = ["SPEC", "KEY", "COLUMNS", "EXCLUSION_REASONS", "exclusions", "RECREATED_VALUE", "LOST_VALUE"]
+__all__ = [
+    "SPEC",
+    "KEY",
+    "COLUMNS",
+    "EXCLUSION_REASONS",
+    "exclusions",
+    "RECREATED_VALUE",
+    "REMOTE_RECREATED_VALUE",
+    "RECOPY_VALUE",
+    "LOST_VALUE",
+]
 
 KEY = ("flow", "source_topic")
 RECREATED_VALUE = "the old topic's copies stay on the target, before the new topic's (a new life of the offset mapping)"
+# a remote topic deleted and created again on the target (its ``topic_recreated`` row names the policy)
+REMOTE_RECREATED_VALUE = "a new remote topic: the copies it held are gone, log end offsets [{}] when noticed"
+RECOPY_VALUE = {
+    "recopy": "copied again from its log start into the new remote topic (a new life of the offset mapping)",
+    "stop": "not copied again: the flow stopped (on_remote_topic_recreated: stop)",
+}
 LOST_VALUE = "never copied: deleted on the source (retention, delete-records) before the flow copied them"
 _TIMESTAMP = "they would reject or re-stamp the copied CreateTime timestamps"
 EXCLUSION_REASONS: dict[str, str] = {

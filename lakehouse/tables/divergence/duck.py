@@ -15,7 +15,16 @@ from typing import Any
 import pyarrow as pa
 
 from lakehouse.duck.engine import DuckInputs, DuckTail, Twin, as_segments, keys_filter
-from lakehouse.tables.divergence import COLUMNS, KEY, LOST_VALUE, RECREATED_VALUE, SPEC, exclusions
+from lakehouse.tables.divergence import (
+    COLUMNS,
+    KEY,
+    LOST_VALUE,
+    RECOPY_VALUE,
+    RECREATED_VALUE,
+    REMOTE_RECREATED_VALUE,
+    SPEC,
+    exclusions,
+)
 from lakehouse.tables.offset_mapping import MAPPING_KEY
 from replicator.client.failover_cost import deleted_on_target
 from replicator.config.patterns import compile_pattern
@@ -54,8 +63,22 @@ def _life_rows(con: Any, inputs: DuckInputs, where: str) -> list[dict[str, Any]]
     """``source_topic_recreated`` and ``records_lost_before_copy`` rows, as the Spark module says."""
     out: list[dict[str, Any]] = []
     if inputs.versions.get("topic_recreated") is not None:
-        found = con.sql(f"SELECT * FROM {inputs.silver('topic_recreated')} WHERE side = 'source' AND {where}")
+        found = con.sql(f"SELECT * FROM {inputs.silver('topic_recreated')} WHERE {where}")
         for r in found.to_arrow_table().to_pylist():
+            if r["side"] == "target":
+                ends = ", ".join(str(o) for o in r["log_end_offsets"])
+                noted = {**r, "target_topic": r["topic"], "observed_at_ms": r["emitted_at_ms"]}
+                previous = r["previous_topic_id"] if r["previous_topic_id"] is not None else "unknown"
+                out.append(
+                    _row(
+                        noted,
+                        "target_topic_recreated",
+                        item=f"topic id {previous} -> {r['topic_id']}",
+                        source_value=RECOPY_VALUE.get(r["policy"]),
+                        target_value=REMOTE_RECREATED_VALUE.format(ends),
+                    )
+                )
+                continue
             noted = {**r, "target_topic": None, "observed_at_ms": r["emitted_at_ms"]}
             out.append(
                 _row(

@@ -28,7 +28,10 @@ From the topics' lives: ``source_topic_recreated`` per re-creation of a source t
 topic ids, ``source_value`` the new topic's log end offsets when noticed): the target keeps the
 old topic's copies before the new one's; ``records_lost_before_copy`` per range of source offsets
 deleted before the flow copied them (``window_start``/``window_end``, ``source_value`` the count).
-Neither event names the remote topic: ``target_topic`` is null.
+Neither names the remote topic: ``target_topic`` is null. ``target_topic_recreated`` per remote
+topic deleted and created again on the target (``item`` its ids, ``unknown`` when only its log end
+told; ``target_value`` its log end offsets when noticed; ``source_value`` whether the flow copied
+the source topic again).
 """
 
 from __future__ import annotations
@@ -39,7 +42,16 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from lakehouse.gold import GoldInputs, GoldTable, latest, touched_keys
-from lakehouse.tables.divergence import COLUMNS, KEY, LOST_VALUE, RECREATED_VALUE, SPEC, exclusions
+from lakehouse.tables.divergence import (
+    COLUMNS,
+    KEY,
+    LOST_VALUE,
+    RECOPY_VALUE,
+    RECREATED_VALUE,
+    REMOTE_RECREATED_VALUE,
+    SPEC,
+    exclusions,
+)
 from lakehouse.tables.offset_mapping import MAPPING_KEY
 from lakehouse.tables.offset_mapping.spark import current_mapping
 from lakehouse.target_deletions import deleted_copies, segments_by_partition
@@ -272,7 +284,18 @@ def _life_rows(recreated: DataFrame, lost: DataFrame) -> DataFrame:
         source_value=F.format_string("%d records", F.col("records")),
         target_value=F.lit(LOST_VALUE),
     )
-    return again.unionByName(gone)
+    remote_ends = F.concat_ws(", ", F.transform("log_end_offsets", lambda o: o.cast("string")))
+    recopy = F.coalesce(*(F.when(F.col("policy") == k, F.lit(v)) for k, v in RECOPY_VALUE.items()))
+    remote = _row(
+        recreated.where(F.col("side") == "target").withColumns(
+            {"target_topic": F.col("topic"), "observed_at_ms": F.col("emitted_at_ms")}
+        ),
+        "target_topic_recreated",
+        item=F.format_string("topic id %s -> %s", F.coalesce("previous_topic_id", F.lit("unknown")), F.col("topic_id")),
+        source_value=recopy,
+        target_value=F.format_string(REMOTE_RECREATED_VALUE.replace("{}", "%s"), remote_ends),
+    )
+    return again.unionByName(gone).unionByName(remote)
 
 
 def divergence(

@@ -19,7 +19,7 @@ __all__ = ["TWIN", "segments_sql"]
 _KEY = ", ".join(MAPPING_KEY)
 _COLUMNS = (
     f"{_KEY}, source_cluster, target_cluster, target_topic, emitted_at_ms, reason, upstream_offset, "
-    "downstream_offset, previous_upstream_offset, previous_downstream_offset, source_topic_id"
+    "downstream_offset, previous_upstream_offset, previous_downstream_offset, source_topic_id, target_topic_id"
 )
 _HAS_PREV = "previous_upstream_offset IS NOT NULL AND previous_downstream_offset IS NOT NULL"
 
@@ -32,7 +32,7 @@ def _points(syncs: str) -> str:
         f"CASE WHEN {_HAS_PREV} THEN (CASE WHEN {adjacent} THEN {CONTINUES} ELSE {BOUNDARY} END) "
         f"WHEN reason = '{SyncReason.FIRST.value}' THEN {SESSION_START} ELSE {CONTINUES} END"
     )
-    names = "source_cluster, target_cluster, target_topic, emitted_at_ms, source_topic_id"
+    names = "source_cluster, target_cluster, target_topic, emitted_at_ms, source_topic_id, target_topic_id"
     return (
         f"SELECT {_KEY}, {names}, downstream_offset AS d, upstream_offset AS u, {own_start} AS start FROM {syncs} "
         f"UNION ALL SELECT {_KEY}, {names}, previous_downstream_offset, previous_upstream_offset, {CONTINUES} "
@@ -49,7 +49,8 @@ def segments_sql(syncs: str, scope: str) -> str:
         points AS (
             SELECT p.{_KEY.replace(", ", ", p.")}, p.d, p.u, max(p.start) AS start,
                    min(struct_pack(sc := p.source_cluster, tc := p.target_cluster, tt := p.target_topic)) AS nm,
-                   min(p.emitted_at_ms) AS emitted_at_ms, max(p.source_topic_id) AS source_topic_id
+                   min(p.emitted_at_ms) AS emitted_at_ms, max(p.source_topic_id) AS source_topic_id,
+                   p.target_topic_id
             FROM ({_points("syncs")}) p
             JOIN {scope} s ON p.flow = s.flow AND p.source_topic = s.source_topic AND p.partition = s.partition
             WHERE s._tail_downstream_start IS NULL OR p.d > s._tail_downstream_start
@@ -59,26 +60,26 @@ def segments_sql(syncs: str, scope: str) -> str:
         stepped AS (
             SELECT *, lag(u) OVER w AS prev_u, lag(d) OVER w AS prev_d, lag(source_topic_id) OVER w AS prev_id
             FROM points
-            WINDOW w AS (PARTITION BY {_KEY} ORDER BY d, u)
+            WINDOW w AS (PARTITION BY {_KEY}, target_topic_id ORDER BY d, u)
         ),
         flagged AS (
             SELECT *, sum(CASE WHEN prev_u IS NULL OR d - u <> prev_d - prev_u OR u <= prev_u
                                     OR source_topic_id <> prev_id
                                     OR start = {BOUNDARY} OR (start = {SESSION_START} AND u <> prev_u + 1)
                                THEN 1 ELSE 0 END)
-                      OVER (PARTITION BY {_KEY} ORDER BY d, u ROWS UNBOUNDED PRECEDING) AS segment
+                      OVER (PARTITION BY {_KEY}, target_topic_id ORDER BY d, u ROWS UNBOUNDED PRECEDING) AS segment
             FROM stepped
         ),
         segments AS (
-            SELECT {_KEY}, segment, min(nm) AS nm,
+            SELECT {_KEY}, target_topic_id, segment, min(nm) AS nm,
                    arg_min(u, d) AS upstream_start, arg_max(u, d) AS upstream_end,
                    min(d) AS downstream_start, max(d) AS downstream_end, count(*) AS points,
                    min(emitted_at_ms) AS first_synced_ms, max(emitted_at_ms) AS last_synced_ms,
                    max(source_topic_id) AS source_topic_id
-            FROM flagged GROUP BY {_KEY}, segment
+            FROM flagged GROUP BY {_KEY}, target_topic_id, segment
         )
         SELECT flow, nm.sc AS source_cluster, nm.tc AS target_cluster, source_topic,
-               nm.tt AS target_topic, partition, source_topic_id, upstream_start, upstream_end,
+               nm.tt AS target_topic, partition, source_topic_id, target_topic_id, upstream_start, upstream_end,
                downstream_start, downstream_end, downstream_start - upstream_start AS delta,
                points, first_synced_ms, last_synced_ms
         FROM segments
@@ -92,14 +93,24 @@ def _tail(inputs: DuckInputs) -> DuckTail:
     first_new = (
         f"SELECT {_KEY}, arg_min(d, (d, u)) AS fd, arg_min(u, (d, u)) AS fu FROM ({_points(new)}) GROUP BY {_KEY}"
     )
+    # a partition copied into several remote topic lives is recomputed whole (``spark._tail``)
+    on = " AND ".join(f"m.{c} = k.{c}" for c in MAPPING_KEY)
     scope = con.sql(
         f"""
+        WITH k AS ({first_new}),
+        multi AS (
+            SELECT {_KEY} FROM (
+                SELECT {_KEY}, target_topic_id FROM {new} UNION ALL
+                SELECT m.{_KEY.replace(", ", ", m.")}, m.target_topic_id FROM {mapping} m SEMI JOIN k ON {on}
+            )
+            GROUP BY ALL HAVING count(DISTINCT target_topic_id) > 1
+        ),
+        m AS (SELECT * FROM {mapping} k ANTI JOIN multi m ON {on})
         SELECT k.{_KEY.replace(", ", ", k.")},
                arg_max(m.downstream_start, (m.downstream_start, m.upstream_start)) AS _tail_downstream_start,
                arg_max(m.upstream_start, (m.downstream_start, m.upstream_start)) AS _tail_upstream_start
-        FROM ({first_new}) k
-        LEFT JOIN {mapping} m
-          ON m.flow = k.flow AND m.source_topic = k.source_topic AND m.partition = k.partition
+        FROM k LEFT JOIN m
+          ON {on}
          AND (m.downstream_start < k.fd OR (m.downstream_start = k.fd AND m.upstream_start < k.fu))
         GROUP BY ALL
         """

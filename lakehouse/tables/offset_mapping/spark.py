@@ -6,8 +6,10 @@ downstream offset within (flow, source topic, partition), a point starts a new s
 delta differs from the previous point's, when the sync says the step from its predecessor was
 not (+1, +1), or when it opens a producer session and is not adjacent to the previous point.
 Overlapping upstream ranges are at-least-once replays; translation takes the latest copy. A
-segment never spans two lives of a re-created source topic: a point whose ``source_topic_id``
-differs from its predecessor's (both known) starts a segment, and each row names its life.
+segment never spans two lives (a source or remote topic deleted and created again): a point whose
+``source_topic_id`` differs from its predecessor's (both known) starts a segment, and each remote
+topic (``target_topic_id``, whose offsets start again at 0 when it is created again; null before
+offset_sync v3) has segments of its own. Each row names its life.
 """
 
 from __future__ import annotations
@@ -53,7 +55,7 @@ def _named(syncs: DataFrame) -> tuple[DataFrame, DataFrame]:
 
 def _points(tagged: DataFrame) -> DataFrame:
     """Each sync's point and, when it has one, its predecessor's, one row per (partition, d, u)."""
-    base = ["_topic", "partition", "_names", "emitted_at_ms", "source_topic_id"]
+    base = ["_topic", "partition", "_names", "emitted_at_ms", "source_topic_id", "target_topic_id"]
     has_prev = F.col("previous_upstream_offset").isNotNull() & F.col("previous_downstream_offset").isNotNull()
     adjacent = ((F.col("upstream_offset") - F.col("previous_upstream_offset")) == 1) & (
         (F.col("downstream_offset") - F.col("previous_downstream_offset")) == 1
@@ -72,7 +74,8 @@ def _points(tagged: DataFrame) -> DataFrame:
     # one scan of silver: each sync gives its own point and, when it has one, its predecessor's
     both = F.when(has_prev, F.array(own, prev)).otherwise(F.array(own))
     points = tagged.select(*base, F.explode(both).alias("_p")).select(*base, "_p.u", "_p.d", "_p.start")
-    return points.groupBy(*_KEY, "d", "u").agg(
+    # a point per remote topic life: a re-created remote topic's offsets start again at 0
+    return points.groupBy(*_KEY, "target_topic_id", "d", "u").agg(
         F.max("start").alias("start"),
         F.min("_names").alias("_names"),  # the names of a partition's syncs are one row (any one, as first())
         F.min("emitted_at_ms").alias("emitted_at_ms"),
@@ -88,7 +91,7 @@ def offset_mapping(syncs: DataFrame) -> DataFrame:
 
 def _segments(points: DataFrame, ids: DataFrame) -> DataFrame:
     """Segments from ``_points``' rows: a new one wherever the step from the previous point breaks a run."""
-    w = Window.partitionBy(*_KEY).orderBy("d", "u")
+    w = Window.partitionBy(*_KEY, "target_topic_id").orderBy("d", "u")  # each remote topic life apart
     prev_u, prev_d, prev_id = F.lag("u").over(w), F.lag("d").over(w), F.lag("source_topic_id").over(w)
     new_segment = (
         prev_u.isNull()
@@ -99,7 +102,7 @@ def _segments(points: DataFrame, ids: DataFrame) -> DataFrame:
         | ((F.col("start") == SESSION_START) & (F.col("u") != prev_u + 1))
     )
     flagged = points.withColumn("segment", F.sum(new_segment.cast("int")).over(w))
-    segments = flagged.groupBy(*_KEY, "segment").agg(
+    segments = flagged.groupBy(*_KEY, "target_topic_id", "segment").agg(
         F.min("_names").alias("_names"),
         F.min_by("u", "d").alias("upstream_start"),
         F.max_by("u", "d").alias("upstream_end"),
@@ -121,6 +124,7 @@ def _segments(points: DataFrame, ids: DataFrame) -> DataFrame:
             "target_topic",
             "partition",
             "source_topic_id",
+            "target_topic_id",
             "upstream_start",
             "upstream_end",
             "downstream_start",
@@ -144,43 +148,63 @@ def recreated_key() -> tuple[Column, ...]:
 
 
 def said_lives(recreated: DataFrame) -> DataFrame:
-    """Silver ``topic_recreated`` (source side) as the lives it starts: (mapping key, ``topic_id``,
-    ``said_ms``), one row per partition of the new topic, at its earliest saying."""
+    """Silver ``topic_recreated`` as the lives it starts: (mapping key, ``side``, ``topic_id``,
+    ``said_ms``), one row per partition, at its earliest saying (as ``lives.said_lives_sql``)."""
     return (
-        recreated.where(F.col("side") == "source")
-        .select(
-            "flow",
-            "source_topic",
-            _each_partition(),
-            "topic_id",
-            F.col("emitted_at_ms").alias("said_ms"),
+        recreated.select(
+            "flow", "source_topic", _each_partition(), "side", "topic_id", F.col("emitted_at_ms").alias("said_ms")
         )
-        .groupBy(*MAPPING_KEY, "topic_id")
+        .groupBy(*MAPPING_KEY, "side", "topic_id")
         .agg(F.min("said_ms").alias("said_ms"))
     )
 
 
 def current_life(mapping: DataFrame, said: DataFrame | None = None) -> DataFrame:
-    """The rows of each partition's current life, as ``MappingIndex`` elects it: a life (one topic id)
-    starts at its earliest sync's emission, or earlier where a ``topic_recreated`` event said it
-    (``said_lives``); the one that started last is current. Rows with no id (v1 syncs, MM2 imports)
-    belong to the first id's life (an upgrade is not a new life). A life said but not copied yet
-    keeps no row: nothing of the new topic is translated through the old one's copies."""
-    part = Window.partitionBy(*MAPPING_KEY)
-    first_id = F.min(F.when(F.col("source_topic_id").isNotNull(), F.struct("first_synced_ms", "source_topic_id")))
-    rows = mapping.withColumn("_life", F.coalesce("source_topic_id", first_id.over(part)["source_topic_id"]))
-    rows = rows.withColumn("_start", F.min("first_synced_ms").over(Window.partitionBy(*MAPPING_KEY, "_life")))
-    if said is not None:
-        s = said.select(*MAPPING_KEY, F.col("topic_id").alias("_life"), "said_ms")
-        rows = rows.join(F.broadcast(s), [*MAPPING_KEY, "_life"], "left").withColumn(
-            "_start", F.least("_start", "said_ms")
+    """The rows of each partition's current life, as ``MappingIndex`` elects it (the rule, step by step,
+    is ``lives.current_life_sql``'s): a life is a pair (source topic id, remote topic id) and starts at
+    its earliest sync, or earlier where a ``topic_recreated`` event said it (``said_lives``); the one
+    that started last is current. Rows with no id take the partition's first (an upgrade is not a new
+    life), except a remote id first seen by a re-creation. A life said but not copied yet keeps no
+    row: nothing is translated through another life's copies."""
+    key = list(MAPPING_KEY)
+    part = Window.partitionBy(*key)
+
+    def first(column: str) -> Column:
+        return F.min(F.when(F.col(column).isNotNull(), F.struct("first_synced_ms", column))).over(part)[column]
+
+    rows = mapping.withColumn("_life_s", F.coalesce("source_topic_id", first("source_topic_id")))
+    rows = rows.withColumn("_first_t", first("target_topic_id"))
+    adopt = F.lit(True)
+    if said is not None:  # a remote id first seen by a re-creation: the id-less rows are an older life
+        target = said.where(F.col("side") == "target")
+        said_first = target.select(*key, F.col("topic_id").alias("_first_t"), F.lit(True).alias("_said_first"))
+        rows = rows.join(F.broadcast(said_first.distinct()), [*key, "_first_t"], "left")
+        adopt = F.col("_said_first").isNull()
+    rows = rows.withColumn("_life_t", F.coalesce("target_topic_id", F.when(adopt, F.col("_first_t"))))
+    rows = rows.withColumn("_start", F.min("first_synced_ms").over(Window.partitionBy(*key, "_life_s", "_life_t")))
+    if said is None:
+        rows = rows.withColumn("_newest", F.max("_start").over(part))
+        return rows.where(F.col("_start") >= F.col("_newest")).select(*mapping.columns)
+    rows = rows.withColumns(
+        {
+            "_first_s_start": F.min("_start").over(Window.partitionBy(*key, "_life_s")),
+            "_first_t_start": F.min("_start").over(Window.partitionBy(*key, "_life_t")),
+        }
+    )
+    for side, life in (("source", "_life_s"), ("target", "_life_t")):
+        one = said.where(F.col("side") == side).select(
+            *key, F.col("topic_id").alias(life), F.col("said_ms").alias(f"_said{life}")
         )
-        newest_said = s.groupBy(*MAPPING_KEY).agg(F.max("said_ms").alias("_said_newest"))
-        rows = rows.join(F.broadcast(newest_said), list(MAPPING_KEY), "left").drop("said_ms")
-        newest = F.greatest(F.max("_start").over(part), F.col("_said_newest"))
-    else:
-        newest = F.max("_start").over(part)
-    return rows.withColumn("_newest", newest).where(F.col("_start") >= F.col("_newest")).select(*mapping.columns)
+        rows = rows.join(F.broadcast(one), [*key, life], "left")
+    started = F.least(
+        "_start",
+        F.when(F.col("_start") == F.col("_first_s_start"), F.col("_said_life_s")),
+        F.when(F.col("_start") == F.col("_first_t_start"), F.col("_said_life_t")),
+    )
+    newest_said = said.groupBy(*key).agg(F.max("said_ms").alias("_said_newest"))
+    rows = rows.withColumn("_started", started).join(F.broadcast(newest_said), key, "left")
+    newest = F.greatest(F.max("_started").over(part), F.col("_said_newest"))
+    return rows.withColumn("_newest", newest).where(F.col("_started") >= F.col("_newest")).select(*mapping.columns)
 
 
 def current_mapping(inputs: GoldInputs) -> DataFrame:
@@ -228,6 +252,16 @@ def _tail(inputs: GoldInputs) -> Tail:
         .groupBy(*key)
         .agg(F.max(start).alias(TAIL_FROM))
     )
+    # a partition whose copies went into several remote topic lives is recomputed whole: their
+    # downstream offsets overlap, so "the segment before the first new point" is no single place
+    lives = (
+        changes.select(*key, "target_topic_id")
+        .unionByName(inputs.restrict(inputs.gold("offset_mapping")).select(*key, "target_topic_id"))
+        .groupBy(*key)
+        .agg(F.countDistinct("target_topic_id").alias("_lives"))
+        .where(F.col("_lives") > 1)
+    )
+    before = before.join(lives, key, "left_anti")
     scope = inputs.keys.join(before, key, "left") if inputs.keys is not None else before
     scope = scope.localCheckpoint()
     syncs = inputs.restrict(inputs.silver("offset_sync"))
