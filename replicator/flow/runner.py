@@ -882,7 +882,8 @@ class FlowRunner:
         """Remote topics that lost their copies (``flow.remote_lives``): their source topics copied again
         from the log start. At start each partition is matched when assigned (``_relive``); running,
         the copies made before are drained under the old id, then the assigned partitions move."""
-        recreated = self._remote_lives.check(self._remote, noticed)
+        lives = self._remote_lives
+        recreated = lives.check(self._remote, noticed) if noticed == "start" else lives.poll(self._remote)
         if recreated and noticed == "running":
             self._drain()
         for r in recreated:

@@ -26,6 +26,7 @@ flow stops naming it (``missing``); its next start creates it again and recopies
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
@@ -87,6 +88,7 @@ class RemoteLives:
         self._stats = stats
         self.ids = ids
         self._new: dict[str, str] = {}  # source topic -> its remote topic's new id, until adopted
+        self._query: _Query | None = None  # the running flow's request of the ids (``poll``)
 
     def adopt(self, topic: str) -> None:
         """The syncs of ``topic`` carry its remote topic's new id from now on."""
@@ -103,7 +105,26 @@ class RemoteLives:
         ``TopicRecreated`` event, emitted durably before anything is recopied: a crash afterwards
         finds a life with no copy and matches it, ``MappingIndex.unproven_life``); raise
         ``ReplicationError`` where the flow stops on it. A remote topic not created yet is skipped."""
-        found = topic_ids(self._admin, [r.target_topic for r in remote.values()])
+        return self._compare(remote, topic_ids(self._admin, [r.target_topic for r in remote.values()]), noticed)
+
+    def poll(self, remote: Mapping[str, RemoteTopic]) -> list[RemoteRecreated]:
+        """``check`` for a running flow, without holding its copy loop: the ids are asked for on a
+        thread of their own, and compared at the first call after they came back (a frozen target
+        would otherwise hold the loop for the admin timeout, and its outage would go unseen). A
+        request that failed is asked again at the next call; the target's health is the loop's to see."""
+        query, self._query = self._query, None
+        if query is None or not query.done.is_set():
+            self._query = query or _Query(lambda: topic_ids(self._admin, [r.target_topic for r in remote.values()]))
+            return []
+        self._query = _Query(lambda: topic_ids(self._admin, [r.target_topic for r in remote.values()]))
+        if query.error is not None:
+            _log.debug("flow %s: remote topic ids not read: %s", self._flow.name, query.error)
+            return []
+        return self._compare(remote, query.result, "running")
+
+    def _compare(
+        self, remote: Mapping[str, RemoteTopic], found: Mapping[str, str], noticed: str
+    ) -> list[RemoteRecreated]:
         out = []
         for topic, r in sorted(remote.items()):
             topic_id = found.get(r.target_topic)
@@ -161,3 +182,21 @@ class RemoteLives:
             "start into it (a new life of the offset mapping)",
             flow.name, r.remote_topic, flow.target, was, r.topic,
         )  # fmt: skip
+
+
+class _Query:
+    """One admin request on a daemon thread: its ``result`` or ``error`` once ``done`` is set."""
+
+    def __init__(self, request: Callable[[], dict[str, str]]) -> None:
+        self.result: dict[str, str] = {}
+        self.error: BaseException | None = None
+        self.done = threading.Event()
+        threading.Thread(target=self._run, args=(request,), name="mirrorlake-remote-ids", daemon=True).start()
+
+    def _run(self, request: Callable[[], dict[str, str]]) -> None:
+        try:
+            self.result = request()
+        except Exception as exc:  # noqa: BLE001 - handed to the loop, which asks again
+            self.error = exc
+        finally:
+            self.done.set()
