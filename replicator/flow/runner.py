@@ -523,8 +523,9 @@ class FlowRunner:
     @property
     def client_failure(self) -> KafkaError | None:
         """What made a client of the flow unusable, as its callbacks saw it: a write refused (a fenced
-        producer's reports) or a fatal client error. For an exception that lost its cause (below)."""
-        return self._copier.delivery_error or self._outages.fatal
+        producer's reports, of copies or of state events) or a fatal client error. For an exception that
+        lost its cause (``runtime._named``)."""
+        return self._copier.delivery_error or self._state.failed or self._outages.fatal
 
     def _queued(self) -> int:
         """Messages not yet acknowledged: copies, syncs and lifecycle events."""
