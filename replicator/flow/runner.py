@@ -22,14 +22,15 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Protocol, TypeVar
 
 from confluent_kafka import OFFSET_INVALID, Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 from replicator.access.permissions import AUTHORIZATION_CODES
 from replicator.client.group_offsets import committed_offsets
-from replicator.client.mapping_index import MappingIndex
+from replicator.client.mapping import Segment
+from replicator.client.mapping_index import Life, MappingIndex
 from replicator.client.policy import ReplicationPolicy, policy_from_config
 from replicator.client.provenance import Provenance
 from replicator.config import FlowConfig, MirrorlakeConfig
@@ -669,17 +670,23 @@ class FlowRunner:
         source, target = (self.config.cluster(alias).client_config() for alias in (self.flow.source, self.flow.target))
         return TailRecovery(origin, source, target)
 
+    def _current_lives(self, topic: str | None = None) -> Iterator[tuple[TP, Life, list[Segment]]]:
+        """Each partition of the flow (of ``topic`` only, if given) with its mapping's current life and
+        that life's segments, as the state tasks' view knows them (nothing before the view is made)."""
+        if self._tasks is None:
+            return
+        index = self._tasks.ctx.view.index
+        for _f, t, partition in index.partitions(self.flow.name):
+            if topic is None or t == topic:
+                yield (
+                    (t, partition),
+                    index.life(self.flow.name, t, partition),
+                    index.segments(self.flow.name, t, partition),
+                )
+
     def _known_copied(self) -> dict[TP, int]:
         """Per source partition of the flow, one past the last copy its mapping (current life) knows."""
-        if self._tasks is None:
-            return {}
-        index = self._tasks.ctx.view.index
-        out = {}
-        for _f, topic, partition in index.partitions(self.flow.name):
-            segments = index.segments(self.flow.name, topic, partition)
-            if segments:
-                out[(topic, partition)] = max(s.upstream_end for s in segments) + 1
-        return out
+        return {tp: max(s.upstream_end for s in segs) + 1 for tp, _life, segs in self._current_lives() if segs}
 
     def _check_newly_assigned(self) -> None:
         """Each newly assigned partition's commit, against the source's log start: past it, the records
@@ -825,34 +832,19 @@ class FlowRunner:
 
     def _known_remote_id(self, topic: str) -> str | None:
         """The remote topic id the mapping's current life of ``topic`` was copied into (None: unknown)."""
-        if self._tasks is None:
-            return None
-        index = self._tasks.ctx.view.index
-        for _f, t, partition in index.partitions(self.flow.name):
-            if t == topic and (remote_id := index.life(self.flow.name, topic, partition).target_topic_id):
-                return remote_id
-        return None
+        return next(
+            (life.target_topic_id for _tp, life, _s in self._current_lives(topic) if life.target_topic_id), None
+        )
 
     def _copied_until(self, topic: str) -> dict[int, int]:
         """Per partition of ``topic``, one past the last target offset its mapping's current life knows."""
-        if self._tasks is None:
-            return {}
-        index = self._tasks.ctx.view.index
-        out = {}
-        for _f, t, partition in index.partitions(self.flow.name):
-            if t == topic and (segments := index.segments(self.flow.name, topic, partition)):
-                out[partition] = max(s.downstream_end for s in segments) + 1
-        return out
+        return {
+            tp[1]: max(s.downstream_end for s in segs) + 1 for tp, _life, segs in self._current_lives(topic) if segs
+        }
 
     def _known_topic_id(self, topic: str) -> str | None:
         """The id the mapping's current life of ``topic`` was copied under (None: unknown)."""
-        if self._tasks is None:
-            return None
-        index = self._tasks.ctx.view.index
-        for _f, t, partition in index.partitions(self.flow.name):
-            if t == topic and (topic_id := index.life(self.flow.name, topic, partition)[0]) is not None:
-                return topic_id
-        return None
+        return next((life.topic_id for _tp, life, _s in self._current_lives(topic) if life.topic_id), None)
 
     def _unproven_life(self, topic: str, partition: int) -> bool:
         """The partition's current life holds no copy, only a ``TopicRecreated`` said it (``unproven_life``)."""

@@ -245,18 +245,13 @@ def _tail(inputs: GoldInputs) -> Tail:
     )
     first_new = changes.groupBy(*key).agg(F.least(F.min(own), F.min(prev)).alias("_first"))
     start = F.struct("downstream_start", "upstream_start")  # a segment's place
-    before = (
-        inputs.restrict(inputs.gold("offset_mapping"))
-        .join(first_new, key)
-        .where(start < F.col("_first"))
-        .groupBy(*key)
-        .agg(F.max(start).alias(TAIL_FROM))
-    )
+    gold = inputs.restrict(inputs.gold("offset_mapping"))
+    before = gold.join(first_new, key).where(start < F.col("_first")).groupBy(*key).agg(F.max(start).alias(TAIL_FROM))
     # a partition whose copies went into several remote topic lives is recomputed whole: their
     # downstream offsets overlap, so "the segment before the first new point" is no single place
     lives = (
         changes.select(*key, "target_topic_id")
-        .unionByName(inputs.restrict(inputs.gold("offset_mapping")).select(*key, "target_topic_id"))
+        .unionByName(gold.select(*key, "target_topic_id"))
         .groupBy(*key)
         .agg(F.countDistinct("target_topic_id").alias("_lives"))
         .where(F.col("_lives") > 1)

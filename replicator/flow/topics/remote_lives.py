@@ -95,9 +95,13 @@ class RemoteLives:
         if topic in self._new:
             self.ids[topic] = self._new.pop(topic)
 
+    def _ids(self, remote: Mapping[str, RemoteTopic]) -> dict[str, str]:
+        """The existing remote topics' ids, by remote topic name (one DescribeTopics request)."""
+        return topic_ids(self._admin, [r.target_topic for r in remote.values()])
+
     def missing(self, remote: Mapping[str, RemoteTopic]) -> list[str]:
         """The remote topics that do not exist on the target (deleted while the flow ran)."""
-        found = topic_ids(self._admin, [r.target_topic for r in remote.values()])
+        found = self._ids(remote)
         return sorted(r.target_topic for r in remote.values() if r.target_topic not in found)
 
     def check(self, remote: Mapping[str, RemoteTopic], noticed: str) -> list[RemoteRecreated]:
@@ -105,18 +109,19 @@ class RemoteLives:
         ``TopicRecreated`` event, emitted durably before anything is recopied: a crash afterwards
         finds a life with no copy and matches it, ``MappingIndex.unproven_life``); raise
         ``ReplicationError`` where the flow stops on it. A remote topic not created yet is skipped."""
-        return self._compare(remote, topic_ids(self._admin, [r.target_topic for r in remote.values()]), noticed)
+        return self._compare(remote, self._ids(remote), noticed)
 
     def poll(self, remote: Mapping[str, RemoteTopic]) -> list[RemoteRecreated]:
         """``check`` for a running flow, without holding its copy loop: the ids are asked for on a
         thread of their own, and compared at the first call after they came back (a frozen target
         would otherwise hold the loop for the admin timeout, and its outage would go unseen). A
         request that failed is asked again at the next call; the target's health is the loop's to see."""
-        query, self._query = self._query, None
-        if query is None or not query.done.is_set():
-            self._query = query or _Query(lambda: topic_ids(self._admin, [r.target_topic for r in remote.values()]))
+        query = self._query
+        if query is not None and not query.done.is_set():
             return []
-        self._query = _Query(lambda: topic_ids(self._admin, [r.target_topic for r in remote.values()]))
+        self._query = _Query(lambda: self._ids(remote))
+        if query is None:
+            return []
         if query.error is not None:
             _log.debug("flow %s: remote topic ids not read: %s", self._flow.name, query.error)
             return []
