@@ -82,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     mapping = inputs.gold("offset_mapping")
     segments = mapping.groupBy("flow", "source_topic", "partition").count().agg(F.avg("count")).first()
-    tables = (groups, mapping, inputs.silver("watermark"), inputs.silver("offset_sync"))
+    tables = (groups, mapping, inputs.silver("watermark"))
     print(
         f"# rpo_groups_scale: {args.lakehouse}, {groups.select('group').distinct().count()} groups, "
         f"{groups.count()} group partitions, {segments[0] if segments else 0:.0f} segments per partition, "

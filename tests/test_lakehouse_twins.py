@@ -131,6 +131,14 @@ def test_a_recreated_topic_s_new_life_is_what_gold_translates_through_on_every_e
                 found = index.translate(ev.FLOW, t, p, c)
                 want[(t, p, c)] = found.downstream if found else None
             assert got == want == expected[n], (engine, n)
+            # the last copy rpo_groups reads is the current life's (acct[0]: 4 of the new topic, not 9 of the old)
+            rpo = spark.read.format("delta").load(str(lakes.paths[engine].gold("rpo_groups")))
+            last = {(r.source_topic, r.partition): r.last_replicated_offset for r in rpo.collect()}
+            assert last == {
+                k: max((s.upstream_end for s in index.segments(ev.FLOW, *k)), default=None) for k in last
+            }, (engine, n)
+            if n == 2:
+                assert last[("acct", 0)] == 4, engine
     mapping = spark.read.format("delta").load(str(lakes.paths["duckdb"].gold("offset_mapping")))
     lives = {
         (r.partition, r.source_topic_id, r.downstream_start) for r in mapping.where("source_topic = 'acct'").collect()

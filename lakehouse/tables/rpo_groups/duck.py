@@ -1,11 +1,10 @@
 """``rpo_groups``' tail in DuckDB: the twin of ``lakehouse.tables.rpo_groups.spark._tail``.
 
-DuckDB gathers each touched partition's groups, segments, latest watermarks and the largest offset
-any sync copied (from the rows the table holds and the new syncs; silver's syncs only for a
-partition without a row yet). The per-row rules then run in Python, the reference the Spark
-expressions follow (``replicator.client.failover_cost``): a touched partition has a row per group,
-so these are few. Spark's null rules are kept: ``greatest`` skips nulls, a comparison with a null
-is not true.
+DuckDB gathers each touched partition's groups, segments of the current life and latest
+watermarks; the largest offset copied is the segments' largest upstream end. The per-row rules
+then run in Python, the reference the Spark expressions follow (``replicator.client.failover_cost``):
+a touched partition has a row per group, so these are few. Spark's null rules are kept:
+``greatest`` skips nulls, a comparison with a null is not true.
 """
 
 from __future__ import annotations
@@ -48,21 +47,6 @@ def _tail(inputs: DuckInputs) -> DuckTail:
     )
     con.register("touched", keys)
     where = keys_filter(keys)
-    table = inputs.gold("rpo_groups")
-    held = f"SELECT {_KEY}, max(last_replicated_offset) AS c FROM {table} WHERE {where} GROUP BY {_KEY}"
-    known = [held]
-    if "offset_sync" in inputs.changes:
-        known.append(
-            f"SELECT {_KEY}, max(upstream_offset) FROM {inputs.new('offset_sync')} WHERE {where} GROUP BY {_KEY}"
-        )
-    con.execute(f"CREATE TEMP TABLE held AS {held}")
-    unheld = con.sql(f"SELECT {_KEY} FROM touched EXCEPT SELECT {_KEY} FROM held").to_arrow_table()
-    if unheld.num_rows:
-        known.append(
-            f"SELECT {_KEY}, max(upstream_offset) FROM {inputs.silver('offset_sync')} "
-            f"WHERE {keys_filter(unheld)} GROUP BY {_KEY}"
-        )
-    copied = f"SELECT {_KEY}, max(c) AS last_replicated_offset FROM ({' UNION ALL '.join(known)}) GROUP BY {_KEY}"
     watermarks = inputs.silver("watermark") if inputs.versions.get("watermark") is not None else None
     source_mark = target_mark = None
     if watermarks is not None:
@@ -87,15 +71,13 @@ def _tail(inputs: DuckInputs) -> DuckTail:
         f"""
         WITH sm AS ({source_mark or f"SELECT {_KEY}, {nulls['source']} FROM touched WHERE false"}),
              tm AS ({target_mark or f"SELECT {_KEY}, {nulls['target']} FROM touched WHERE false"}),
-             seg AS ({segments}),
-             cp AS ({copied})
+             seg AS ({segments})
         SELECT {group_cols}, g.exact_offset, g.as_of_ms, seg.segs, seg.first_copy,
-               sm.* EXCLUDE ({_KEY}), tm.* EXCLUDE ({_KEY}), cp.last_replicated_offset
+               sm.* EXCLUDE ({_KEY}), tm.* EXCLUDE ({_KEY})
         FROM (SELECT * FROM {inputs.gold("group_offsets")} WHERE {where}) g
         LEFT JOIN seg ON {_BY_KEY.replace("x.", "seg.")}
         LEFT JOIN sm ON {_BY_KEY.replace("x.", "sm.")}
         LEFT JOIN tm ON {_BY_KEY.replace("x.", "tm.")}
-        LEFT JOIN cp ON {_BY_KEY.replace("x.", "cp.")}
         """
     ).to_arrow_table()
     rows = [_row(r) for r in base.to_pylist()]
@@ -130,7 +112,7 @@ def _row(r: dict[str, Any]) -> dict[str, Any]:
     def resumable(offset: int | None) -> int | None:
         return log_start if _lt(offset, log_start) else offset
 
-    last = r["last_replicated_offset"]
+    last = max((s.upstream_end for s in segments), default=None)
     read_position = r["source_read_position"]
     replicated_to = _coalesce(read_position, None if last is None else last + 1, c)
     next_needed = _greatest(c, replicated_to, r["source_log_start_offset"])
@@ -200,4 +182,4 @@ def _deleted(
     return deleted_on_target(segments, log_start, 0 if since is None else since).records
 
 
-TWIN = Twin(SPEC, tail=_tail, needs=("offset_sync",))
+TWIN = Twin(SPEC, tail=_tail, needs=("offset_sync",))  # the mapping is built from it

@@ -23,13 +23,14 @@ include the records ``>= c`` whose every copy is gone; ``records_deleted_on_targ
 and ``lost_cause`` names the cause when they make the group lose records (null otherwise, and
 without a target watermark).
 
-``last_replicated_offset`` is the largest upstream offset any sync proves copied (now, not as of
-the watermark), ``as_of_ms`` the later of the checkpoint and the watermark.
+``last_replicated_offset`` is the largest upstream offset a sync of the partition's current life
+proves copied (the current mapping's largest ``upstream_end``, now, not as of the watermark): after
+a source topic was re-created, the old topic's copies say nothing of the new one's offsets, and
+the fallback of the replicated position (no read position in the watermark) must not use them.
+``as_of_ms`` is the later of the checkpoint and the watermark.
 """
 
 from __future__ import annotations
-
-from functools import reduce
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
@@ -84,16 +85,11 @@ def _near(segments: Column, committed: Column, resume_at: Column) -> Column:
     return F.filter(F.coalesce(segments, empty), lambda s: (s["ue"] >= committed) | (s["de"] >= resume_at))
 
 
-def rpo_groups(
-    groups: DataFrame,
-    mapping: DataFrame,
-    watermarks: DataFrame,
-    syncs: DataFrame | None,
-    copied: DataFrame | None = None,
-) -> DataFrame:
-    """The table from gold ``group_offsets``/``offset_mapping`` and silver ``watermark``/``offset_sync``
-    (or, instead of the syncs, ``copied``: per partition the largest upstream offset they carry)."""
-    segments = segments_by_partition(mapping)
+def rpo_groups(groups: DataFrame, mapping: DataFrame, watermarks: DataFrame) -> DataFrame:
+    """The table from gold ``group_offsets``, the current life's ``offset_mapping`` and silver ``watermark``."""
+    segments = segments_by_partition(mapping).withColumn(
+        "last_replicated_offset", F.array_max(F.transform("_segments", lambda s: s["ue"]))
+    )
     mark = latest(watermarks.where(F.col("side") == "source"), MAPPING_KEY, ["observed_at_ms"]).select(
         *MAPPING_KEY,
         F.col("log_start_offset").alias("source_log_start_offset"),
@@ -105,15 +101,11 @@ def rpo_groups(
     target_mark = latest(watermarks.where(F.col("side") == "target"), MAPPING_KEY, ["observed_at_ms"]).select(
         *MAPPING_KEY, F.col("log_start_offset").alias("target_log_start_offset")
     )
-    if copied is None:
-        assert syncs is not None
-        copied = _copied(syncs)
     base = (
         groups.select(*GROUP_KEY, "committed_offset", "translated_offset", "method", "exact_offset", "as_of_ms")
         .join(segments, list(MAPPING_KEY), "left")
         .join(mark, list(MAPPING_KEY), "left")
         .join(target_mark, list(MAPPING_KEY), "left")
-        .join(copied, list(MAPPING_KEY), "left")
     )
     c = F.col("committed_offset")
     log_start = F.col("target_log_start_offset")
@@ -169,46 +161,18 @@ def rpo_groups(
     )
 
 
-def _copied(syncs: DataFrame) -> DataFrame:
-    return syncs.groupBy(*MAPPING_KEY).agg(F.max("upstream_offset").alias("last_replicated_offset"))
-
-
 def _compute(inputs: GoldInputs) -> DataFrame:
     return rpo_groups(
         inputs.restrict(inputs.gold("group_offsets")),
         current_mapping(inputs),
         inputs.restrict(inputs.silver("watermark")),
-        inputs.restrict(inputs.silver("offset_sync")),
     )
 
 
 def _tail(inputs: GoldInputs) -> Tail:
-    """The touched partitions' rows, with the largest offset any sync copied taken from the rows
-    the table holds and the new syncs; silver's syncs are read only for a partition the table
-    has no row of yet (its first group checkpoint)."""
-    key = list(MAPPING_KEY)
+    """The touched partitions' rows, whole (the spec has no tail order)."""
     assert inputs.keys is not None
-    held = inputs.restrict(inputs.gold("rpo_groups")).groupBy(*key).agg(F.max("last_replicated_offset").alias("_held"))
-    known = [held.select(*key, F.col("_held").alias("last_replicated_offset"))]
-    if "offset_sync" in inputs.changes:
-        known.append(_copied(inputs.restrict(inputs.changes["offset_sync"])))
-    unheld = inputs.keys.join(held, key, "left_anti").localCheckpoint()
-    if not unheld.isEmpty():
-        known.append(_copied(inputs.restrict(inputs.silver("offset_sync")).join(F.broadcast(unheld), key, "left_semi")))
-    copied = (
-        reduce(DataFrame.unionByName, known)
-        .groupBy(*key)
-        .agg(F.max("last_replicated_offset").alias("last_replicated_offset"))
-    )
-    rows = rpo_groups(
-        inputs.restrict(inputs.gold("group_offsets")),
-        current_mapping(inputs),
-        inputs.restrict(inputs.silver("watermark")),
-        None,
-        copied,
-    )
-    scope = inputs.keys  # whole partitions: the spec has no tail order
-    return Tail(rows, scope)
+    return Tail(_compute(inputs), inputs.keys)
 
 
 TABLE = GoldTable(
