@@ -64,6 +64,11 @@ def test_a_remote_topic_recreated_while_the_flow_was_stopped_is_said_then_recopi
     assert (said.side, said.topic, said.source_topic) == ("target", remote, topic)
     assert (said.policy, said.noticed) == ("stop", "start")
     assert said.previous_topic_id and said.topic_id != said.previous_topic_id
+    # started again with stop still set: it holds (nothing recopied, no second event)
+    with pytest.raises(ReplicationError, match=f"remote topic '{remote}' on B .* stop still holds"):
+        Replicator(stopping, status_port=None).run_until_caught_up()
+    assert _ends(b, remote) == [0] * PARTITIONS
+    assert len(_events(config, TopicRecreated)) == 1
     # recopy (the default): the source again from its log start, once, in order
     replicator = Replicator(config, status_port=None)
     replicator.run_until_caught_up()

@@ -194,6 +194,33 @@ def test_a_new_life_with_no_copy_is_unproven_whether_read_from_events_or_from_a_
     assert not seeded.unproven_life("A->B", "t", 0)  # never seen: nothing said of it
 
 
+def test_a_life_said_under_stop_is_held_until_something_of_it_is_copied():
+    """``stopped_life``: the side of a re-creation said under policy ``stop`` whose life holds no copy
+    (the restart of a flow that still stops on it stops again); not under another policy, not once
+    a copy of the new life exists."""
+    sync = dict(
+        flow="A->B", source_cluster="A", target_cluster="B", source_topic="t", target_topic="A.t", partition=0,
+        upstream_timestamp_ms=0, reason="flush", replicator_id="r", source_topic_id="s", target_topic_id="T1",
+    )  # fmt: skip
+    said = TopicRecreated(
+        flow="A->B", replicator_id="peer", source_cluster="A", target_cluster="B", side="target", topic="A.t",
+        source_topic="t", topic_id="T2", previous_topic_id="T1", partitions=1, log_start_offsets=(0,),
+        log_end_offsets=(0,), policy="stop", noticed="start", emitted_at_ms=2_000,
+    )  # fmt: skip
+    index = MappingIndex()
+    index.add([OffsetSync(**sync, upstream_offset=9, downstream_offset=9, emitted_at_ms=1_000)])
+    assert index.stopped_life("A->B", "t", 0) is None
+    index.add([said])
+    assert index.stopped_life("A->B", "t", 0) == "target"
+    recopied = replace(said, policy="recopy", topic_id="T3", previous_topic_id="T2", emitted_at_ms=3_000)
+    index.add([recopied])
+    assert index.stopped_life("A->B", "t", 0) is None  # said again under recopy: a life of its own
+    index = MappingIndex()
+    index.add([said, OffsetSync(**{**sync, "target_topic_id": "T2"}, upstream_offset=0, downstream_offset=0,
+                                emitted_at_ms=4_000)])  # fmt: skip
+    assert index.stopped_life("A->B", "t", 0) is None  # something of the life copied
+
+
 def test_a_recreated_remote_topic_starts_a_life_of_its_own_and_a_snapshot_keeps_it():
     """A remote topic deleted and created again holds other records at the old offsets: the old copies'
     syncs (remote id ``T1``) must not translate into the new topic (``T2``). Syncs from before the

@@ -420,6 +420,17 @@ def test_on_topic_recreated_stop_fails_the_flow_naming_the_topic(kafka_clusters,
         Replicator(config, status_port=None).run_until_caught_up()
     (event,) = _events(config, TopicRecreated)
     assert event.policy == "stop"
+    b = kafka_clusters.bootstrap("B")
+    held = _ends(b, f"A.{topic}")
+    # started again with stop still set: it holds (no copy of the new topic, no second event)
+    with pytest.raises(ReplicationError, match=f"source topic '{topic}' .* stop still holds"):
+        Replicator(config, status_port=None).run_until_caught_up()
+    assert len(_events(config, TopicRecreated)) == 1
+    assert _ends(b, f"A.{topic}") == held
+    # continue: the new topic's records after the old copies
+    going_on = _config(kafka_clusters, lambda _prefix: config.state_topic, topic)
+    Replicator(going_on, status_port=None).run_until_caught_up()
+    assert [end - before for end, before in zip(_ends(b, f"A.{topic}"), held, strict=True)] == [100] * PARTITIONS
 
 
 @pytest.mark.parametrize("ended", ["stopped", "crashed"])

@@ -55,6 +55,7 @@ class _Partition:
     segments: list[Segment] | None = None  # None: stale, rebuild on demand
     target_topic: str = ""
     started_ms: int | None = None  # the earliest emission of this life's events (None: seeded, oldest)
+    said_stop: str | None = None  # the side whose re-creation, said under policy stop, started this life
 
 
 class Life(NamedTuple):
@@ -153,7 +154,9 @@ class MappingIndex:
                     # a new source topic is copied into the remote topic of the time; a new remote topic
                     # gets the source topic of the time copied into it
                     key = (e.topic_id, lives.current[1]) if source else (lives.current[0], e.topic_id)
-                    lives.life(key, e.emitted_at_ms, adopt=False)
+                    started = lives.life(key, e.emitted_at_ms, adopt=False)
+                    if e.policy == "stop":
+                        started.said_stop = e.side
                 continue
             if not isinstance(e, OffsetSync):
                 continue
@@ -229,6 +232,16 @@ class MappingIndex:
             return False
         part = lives.part
         return not part.base and not part.points
+
+    def stopped_life(self, flow: str, source_topic: str, partition: int) -> str | None:
+        """The side (``source``/``target``) whose re-creation started the partition's current life under
+        policy ``stop``, while the life holds no copy: a flow that still stops on it must stop again
+        at its next start rather than copy into it (None otherwise). Only the event says the policy:
+        a life seeded from a snapshot does not keep it."""
+        lives = self._lives.get((flow, source_topic, partition))
+        if lives is None or not self.unproven_life(flow, source_topic, partition):
+            return None
+        return lives.part.said_stop
 
     def target_topic(self, flow: str, source_topic: str) -> str | None:
         """The remote topic ``source_topic`` is copied into: any life's (a re-created topic's new

@@ -162,15 +162,17 @@ class FlowConfig(_Model):
         default="continue",
         description="a source topic deleted and created again (a new topic id): continue copies the new "
         "topic from its start into the same remote topic, as a new life of the offset mapping; stop fails "
-        "the flow with an error naming it (MM2's proposed fail-fast). Either way a topic_recreated event "
-        "is emitted first. Exactly-once flows always stop.",
+        "the flow with an error naming it (MM2's proposed fail-fast), and again at each start while nothing of "
+        "the new topic is copied and stop is still set. Either way a topic_recreated event is emitted first "
+        "(once). Exactly-once flows always stop.",
     )
     on_remote_topic_recreated: Literal["recopy", "stop"] = Field(
         default="recopy",
         description="a remote topic deleted (and created again) on the target, found by its topic id at start "
         "and at each topic refresh: its copies are gone. recopy copies the source topic again from its log "
-        "start into it, as a new life of the offset mapping; stop fails the flow with an error naming it. "
-        "Either way a topic_recreated event (side target) is emitted first. Exactly-once flows always stop. "
+        "start into it, as a new life of the offset mapping; stop fails the flow with an error naming it, and "
+        "again at each start while nothing is recopied and stop is still set. Either way a topic_recreated "
+        "event (side target) is emitted first (once). Exactly-once flows always stop. "
         "Deleted while the flow runs, and not created again, it fails the flow's writes: the flow stops "
         "naming it, and its next start creates it and goes on as set here.",
     )

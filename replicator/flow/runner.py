@@ -225,11 +225,12 @@ class FlowRunner:
         self._lives_admin = admin_client(self.config.cluster(self.flow.source).client_config())
         self._lives = TopicLives(
             self.flow, self.replicator_id, self._lives_admin, self._known_topic_id, self._emit_durably, self.stats,
-            topic_ids, self._unproven_life,
+            topic_ids, self._unproven_life, self._stopped_life,
         )  # fmt: skip
         self._remote_lives = RemoteLives(
             self.flow, self.replicator_id, admin_client(self.config.cluster(self.flow.target).client_config()),
             self._known_remote_id, self._copied_until, self._emit_durably, self.stats, remote_ids,
+            self._stopped_life,
         )  # fmt: skip
         self.commits: Commits
         if clients.positions is not None:
@@ -849,6 +850,12 @@ class FlowRunner:
     def _unproven_life(self, topic: str, partition: int) -> bool:
         """The partition's current life holds no copy, only a ``TopicRecreated`` said it (``unproven_life``)."""
         return self._tasks is not None and self._tasks.ctx.view.index.unproven_life(self.flow.name, topic, partition)
+
+    def _stopped_life(self, topic: str, partition: int) -> str | None:
+        """The side whose re-creation, said under ``stop``, started the partition's uncopied current life."""
+        if self._tasks is None:
+            return None
+        return self._tasks.ctx.view.index.stopped_life(self.flow.name, topic, partition)
 
     def _check_lives(self, noticed: str) -> None:
         """Re-created topics (``flow.topic_lives``); records deleted before their copy (``ledger.gaps``)."""

@@ -78,8 +78,10 @@ class RemoteLives:
         emit: Callable[[Event], None],
         stats: FlowStats,
         ids: dict[str, str],
+        stopped: Callable[[str, int], str | None] = lambda _topic, _partition: None,
     ) -> None:
         self._flow = flow
+        self._stopped = stopped
         self._replicator_id = replicator_id
         self._admin = admin
         self._known = known
@@ -135,8 +137,11 @@ class RemoteLives:
             topic_id = found.get(r.target_topic)
             if topic_id is None or self._new.get(topic) == topic_id:
                 continue
+            first = topic not in self.ids
             previous = self.ids.get(topic) or self._known(topic)
             if previous == topic_id or (previous is None and not self._shorter(r)):
+                if first:
+                    self._hold_stop(r, topic_id)
                 self.ids[topic] = topic_id
                 continue
             self._new[topic] = topic_id
@@ -144,6 +149,21 @@ class RemoteLives:
             self._say(recreated, noticed)
             out.append(recreated)
         return out
+
+    def _hold_stop(self, r: RemoteTopic, topic_id: str) -> None:
+        """A re-creation said under ``stop`` with nothing recopied since: a flow that still stops on it
+        stops again (without a second event) rather than recopy at this start."""
+        flow = self._flow
+        if not (flow.exactly_once or flow.on_remote_topic_recreated == "stop"):
+            return
+        if any(self._stopped(r.source_topic, p) == "target" for p in range(r.partitions)):
+            why = "an exactly-once flow" if flow.exactly_once else "on_remote_topic_recreated: stop"
+            raise ReplicationError(
+                f"flow {flow.name}: remote topic {r.target_topic!r} on {flow.target} was deleted and created "
+                f"again (now topic id {topic_id}; said by a topic_recreated event, nothing recopied since); {why} "
+                f"still holds, so the flow stops again. To copy {r.source_topic!r} again from its log start, set "
+                "on_remote_topic_recreated: recopy (at-least-once) and start the flow again"
+            )
 
     def _shorter(self, r: RemoteTopic) -> bool:
         """The remote topic ends below a copy the mapping knows in it (its id unknown to the mapping)."""

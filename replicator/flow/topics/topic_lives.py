@@ -85,9 +85,11 @@ class TopicLives:
         stats: FlowStats,
         ids: dict[str, str],
         unproven: Callable[[str, int], bool] = lambda _topic, _partition: False,
+        stopped: Callable[[str, int], str | None] = lambda _topic, _partition: None,
     ) -> None:
         self._flow = flow
         self._unproven = unproven
+        self._stopped = stopped
         self._replicator_id = replicator_id
         self._admin = admin
         self._known = known
@@ -129,6 +131,7 @@ class TopicLives:
                 self.ids[topic] = topic_id
                 self.confirmed.add(topic)
                 if first:  # a new life another process said, whose owner may have died before moving
+                    self._hold_stop(topic, topic_id, remote[topic].partitions)
                     self.pending_reset.update(
                         (topic, p) for p in range(remote[topic].partitions) if self._unproven(topic, p)
                     )
@@ -144,6 +147,21 @@ class TopicLives:
                 self.announce(topic)
             out.append(recreated)
         return out
+
+    def _hold_stop(self, topic: str, topic_id: str, partitions: int) -> None:
+        """A re-creation said under ``stop`` with nothing of the new life copied since: a flow that still
+        stops on it stops again (without a second event) rather than copy into it at this start."""
+        flow = self._flow
+        if not (flow.exactly_once or flow.on_topic_recreated == "stop"):
+            return
+        if any(self._stopped(topic, p) == "source" for p in range(partitions)):
+            why = "an exactly-once flow" if flow.exactly_once else "on_topic_recreated: stop"
+            raise ReplicationError(
+                f"flow {flow.name}: source topic {topic!r} was deleted and created again (now topic id "
+                f"{topic_id}; said by a topic_recreated event, nothing of it copied since); {why} still holds, "
+                f"so the flow stops again. To copy its new records after the old ones on {flow.target}, set "
+                "on_topic_recreated: continue (at-least-once) and start the flow again"
+            )
 
     def announce(self, topic: str) -> None:
         """Emit ``topic``'s ``TopicRecreated`` event (once); raise when the flow stops on it."""
