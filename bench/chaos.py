@@ -19,6 +19,11 @@ at once):
   otherwise the fault is skipped and the report says why);
 - ``recreate-topic``: ``accounts`` on S (its own producer) deleted and created again while the
   flows run; its producer starts a new life of keys on the new topic;
+- ``delete-remote``: T's ``S.accounts`` (the remote topic of S->T) deleted under the running flows
+  and not created again: the flow's writes fail and it stops naming the topic; its next start
+  creates it again and copies ``accounts`` again from its log start (a new remote life). Drawn
+  from a generator of its own (``_remote_deletions``), beside the other faults' schedule, which it
+  leaves as it was for every seed;
 - ``compact-target``: T's ``S.orders`` turned compacted (segments rolled every 2 s, cleaned at once)
   for the rest of the run, as an operator's slip would leave it: keys are unique, so the cleaner
   removes only the earlier copies of a record copied twice.
@@ -160,7 +165,18 @@ def schedule(seed: int, seconds: float, processes: int) -> list[Fault]:
         if rng.random() < 0.25:  # two faults at once: a replicator dies during the other
             out.append(Fault(round(t + 0.5, 1), "kill-replicator", str(rng.randrange(processes)), hold))
         t += hold + rng.uniform(6.0, 12.0)
-    return out
+    return sorted([*out, *_remote_deletions(seed, seconds)], key=lambda f: f.at_s)
+
+
+def _remote_deletions(seed: int, seconds: float) -> list[Fault]:
+    """``delete-remote`` faults, about one per three minutes, from a generator of their own (added
+    after the schedules of earlier runs were published: theirs stay as they were)."""
+    rng = random.Random(f"delete-remote/{seed}")
+    return [
+        Fault(round(at, 1), "delete-remote", "T", 0.0)
+        for at in (rng.uniform(20.0, max(20.0, seconds - 40)) for _ in range(int(seconds // 180) + 1))
+        if rng.random() < 0.5
+    ]
 
 
 # -- the load ------------------------------------------------------------------------------------
@@ -390,6 +406,10 @@ def inject(
             run.notes.append(f"partition-replicator at {fault.at_s} s skipped: {run.cannot_partition}")
     elif fault.kind == "recreate-topic":
         recreate_accounts(run, bootstrap)
+    elif fault.kind == "delete-remote":
+        admin = AdminClient({"bootstrap.servers": bootstrap["T"]})
+        admin.delete_topics(["S.accounts"])["S.accounts"].result(30)
+        run.notes.append(f"delete-remote at {fault.at_s} s: S.accounts deleted on T under the running flow S->T")
     elif fault.kind == "compact-target":
         admin = AdminClient({"bootstrap.servers": bootstrap["T"]})
         entries = [ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET) for k, v in COMPACTED.items()]
