@@ -255,3 +255,59 @@ def test_a_recreated_remote_topic_starts_a_life_of_its_own_and_a_snapshot_keeps_
     seeded = MappingIndex()
     seeded.seed("A->B", "t", 0, "A.t", snap.segments[("t", 0)][1], *snap.lives[("t", 0)])
     assert seeded.life("A->B", "t", 0) == Life("S", 3_000, "T2") and seeded.unproven_life("A->B", "t", 0) is False
+
+
+def _lives_story() -> list:
+    """The chaos soak's seed 7 on one partition: copies of source topic s1 into remote topic T1;
+    T1 deleted and created again (T2, said by two processes); s1 deleted and created again (s2,
+    said twice), recopied into T2; again (s3) and copied after s2's copies. Every sync carries both ids."""
+    sync = dict(
+        flow="A->B", source_cluster="A", target_cluster="B", source_topic="t", target_topic="A.t", partition=0,
+        upstream_timestamp_ms=0, replicator_id="r",
+    )  # fmt: skip
+
+    def copies(ms: int, s: str, t: str, u: int, d: int, n: int) -> list[OffsetSync]:
+        first = OffsetSync(**sync, emitted_at_ms=ms, source_topic_id=s, target_topic_id=t, upstream_offset=u,
+                           downstream_offset=d, reason="first")  # fmt: skip
+        last = replace(first, emitted_at_ms=ms + 1, upstream_offset=u + n - 1, downstream_offset=d + n - 1,
+                       reason="flush", previous_upstream_offset=u + n - 2,
+                       previous_downstream_offset=d + n - 2)  # fmt: skip
+        return [first, last]
+
+    def said(ms: int, side: str, previous: str, new: str, by: str) -> TopicRecreated:
+        return TopicRecreated(
+            flow="A->B", replicator_id=by, source_cluster="A", target_cluster="B", side=side,
+            topic="A.t" if side == "target" else "t", source_topic="t", topic_id=new, previous_topic_id=previous,
+            partitions=1, log_start_offsets=(0,), log_end_offsets=(0,), policy="continue", noticed="running",
+            emitted_at_ms=ms,
+        )  # fmt: skip
+
+    return [
+        *copies(1_000, "s1", "T1", 0, 0, 300),
+        said(2_000, "target", "T1", "T2", "p0"),
+        said(2_300, "source", "s1", "s2", "p1"),
+        said(2_301, "target", "T1", "T2", "p1"),
+        said(2_500, "source", "s1", "s2", "p0"),
+        *copies(2_600, "s2", "T2", 0, 0, 671),
+        said(4_000, "source", "s2", "s3", "p1"),
+        said(4_100, "source", "s2", "s3", "p0"),
+        *copies(4_200, "s3", "T2", 0, 671, 45),
+    ]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.permutations(_lives_story()))
+def test_the_current_life_does_not_depend_on_the_order_the_log_is_read_in(events):
+    """The state log's partitions interleave the processes' events: a re-creation can be read after the
+    copies of a later life. The chaos soak read seed 7's remote re-creation after s3's copies, and the
+    index paired it with s3 by the life current when it was read, then elected s2's life (2,380 offsets
+    translated through the old copies). Whatever the order: s3's copies into T2 are current."""
+    index = MappingIndex()
+    index.add(events)
+    assert index.life("A->B", "t", 0)[::2] == ("s3", "T2")
+    assert index.translate("A->B", "t", 0, 10).downstream == 681
+    assert index.segments("A->B", "t", 0) == [build_segments(points_of(_lives_story()[-2:]))[0]]
+    # before s3's copies, its life is current and translates nothing
+    early = MappingIndex()
+    early.add([e for e in events if e.emitted_at_ms < 4_200])
+    assert early.life("A->B", "t", 0)[::2] == ("s3", "T2") and early.translate("A->B", "t", 0, 10) is None

@@ -10,7 +10,8 @@ offsets; a remote topic deleted and created again holds other records at the sam
 partition keeps one mapping per life, the pair (``OffsetSync.source_topic_id``,
 ``OffsetSync.target_topic_id``), and the *current* life is the one that started last (its first
 event's emission time; a ``TopicRecreated`` event, of either side, starts a life before any of its
-copies). ``segments``, ``translate`` and ``reverse`` use the current life only, so an offset is
+copies), elected from what was added whatever the order (the gold tables' rule, ``_Lives._elect``).
+``segments``, ``translate`` and ``reverse`` use the current life only, so an offset is
 never translated through copies of another life. A sync without an id (v1/v2 events, MM2 imports)
 belongs to the current life's, and the first id seen is adopted by a partition whose syncs had
 none (an upgrade is not a new life), unless a ``TopicRecreated`` event said it first.
@@ -55,7 +56,7 @@ class _Partition:
     segments: list[Segment] | None = None  # None: stale, rebuild on demand
     target_topic: str = ""
     started_ms: int | None = None  # the earliest emission of this life's events (None: seeded, oldest)
-    said_stop: str | None = None  # the side whose re-creation, said under policy stop, started this life
+    said_only: bool = False  # made for a life only a re-creation said: dropped at the next election if still empty
 
 
 class Life(NamedTuple):
@@ -73,23 +74,37 @@ _NO_LIFE: LifeKey = (None, None)
 
 @dataclass
 class _Lives:
-    """One partition's mappings by life, (source topic id, remote topic id); ``current`` names the one in use."""
+    """One partition's mappings by life, (source topic id, remote topic id); ``current`` names the one in use.
+
+    ``said``: per (side, topic id), the earliest ``TopicRecreated`` event saying it (``stopped``: those
+    said under policy ``stop``). The election (``_elect``) depends on what was added, not on the order
+    it was added in: the state log's partitions interleave events of several processes, and a
+    re-creation's event may be read after syncs of a later life (the chaos soak's seed 7 read a remote
+    topic's re-creation after the copies of a source topic re-created later, and the pairing by the
+    life current when the event was read elected an older life)."""
 
     lives: dict[LifeKey, _Partition] = field(default_factory=dict)
     current: LifeKey = _NO_LIFE
+    said: dict[tuple[str, str], int] = field(default_factory=dict)
+    stopped: set[tuple[str, str]] = field(default_factory=set)
 
     def life(self, key: LifeKey, started_ms: int | None, *, adopt: bool = True) -> _Partition:
         """The life of ``key`` (an unknown id, None, is the current life's), made if new; ``started_ms``
         widens its start (not for ``(None, None)``: the current life, left alone). ``adopt``: a first
         id (where the current life has none) is the current life's, not a new one: an upgrade that
-        starts stamping ids is no new life."""
+        starts stamping ids is no new life; unless a re-creation said that id (its copies are a life
+        of their own, the id-less ones older)."""
         if key == _NO_LIFE:
             return self.lives.setdefault(self.current, _Partition())
         cur = self.current
         filled = (key[0] if key[0] is not None else cur[0], key[1] if key[1] is not None else cur[1])
+        said_first = any(
+            c is None and f is not None and (side, f) in self.said
+            for side, c, f in zip(("source", "target"), cur, filled, strict=True)
+        )
         if filled in self.lives or filled == cur:
             part = self.lives.setdefault(filled, _Partition())
-        elif adopt and all(c is None or c == f for c, f in zip(cur, filled, strict=True)):
+        elif adopt and not said_first and all(c is None or c == f for c, f in zip(cur, filled, strict=True)):
             part = self.lives.pop(cur) if cur in self.lives else _Partition()  # the current life, named
             self.lives[filled] = part
             self.current = filled
@@ -100,9 +115,64 @@ class _Lives:
             self._elect()
         return part
 
+    def say(self, side: str, topic_id: str, emitted_ms: int, stop: bool) -> None:
+        """A ``TopicRecreated`` event of ``side`` said ``topic_id``."""
+        key = (side, topic_id)
+        if key not in self.said or emitted_ms < self.said[key]:
+            self.said[key] = emitted_ms
+        if stop:
+            self.stopped.add(key)
+        self._elect()
+
     def _elect(self) -> None:
-        """The life that started last is the current one (a seeded life, with no start, is the oldest)."""
-        self.current = max(self.lives, key=lambda k: (self.lives[k].started_ms or -1, k != _NO_LIFE))
+        """The life that started last is current (``lakehouse.tables.offset_mapping.lives.current_life_sql``,
+        the same rule): a life with copies starts at its earliest event, or earlier where a re-creation
+        said one of its ids and it is the first life with that id; a life said (or seeded from a
+        snapshot) with no copy yet starts when said, and, current, translates nothing. A seeded life
+        with no start is the oldest."""
+        for k in [k for k, p in self.lives.items() if p.said_only and not (p.base or p.points)]:
+            del self.lives[k]  # paired with the life current when said: made again below if still current
+        copied = {k: p for k, p in self.lives.items() if p.base or p.points}
+        own = {k: p.started_ms if p.started_ms is not None else -1 for k, p in copied.items()}
+        firsts: list[dict[str | None, int]] = [{}, {}]
+        for k, t in own.items():
+            for i in (0, 1):
+                firsts[i][k[i]] = min(firsts[i].get(k[i], t), t)
+
+        def started(k: LifeKey) -> int:
+            t = own[k]
+            for i, side in enumerate(("source", "target")):
+                topic_id = k[i]
+                said = self.said.get((side, topic_id)) if topic_id is not None else None
+                if said is not None and own[k] == firsts[i][topic_id]:
+                    t = min(t, said)
+            return t
+
+        # (start, has copies, key): copies win a tie, as the lakehouse keeps their rows
+        candidates = [(started(k), True, k) for k in own]
+        candidates += [
+            (p.started_ms, False, k) for k, p in self.lives.items() if k not in copied and p.started_ms is not None
+        ]
+        best = max(candidates, key=lambda c: (c[0], c[1], c[2] != _NO_LIFE), default=None)
+        top = best
+        for (side, topic_id), ms in sorted(self.said.items(), key=lambda item: item[1]):
+            if top is None or ms > top[0]:  # said after every life started: a life of its own, not copied yet
+                other = best[2] if best is not None else self.current
+                key = (topic_id, other[1]) if side == "source" else (other[0], topic_id)
+                top = (ms, False, key)
+        if top is None:
+            return
+        self.current = top[2]
+        if top[2] not in self.lives:  # a life said, not copied yet: its start kept for snapshots and id-less syncs
+            self.lives[top[2]] = _Partition(started_ms=top[0], said_only=True)
+
+    def stopped_by(self) -> str | None:
+        """The side whose re-creation, said under ``stop``, started the current life (None: another)."""
+        said: list[tuple[int, str]] = []
+        for side, topic_id in zip(("source", "target"), self.current, strict=True):
+            if topic_id is not None and (side, topic_id) in self.stopped:
+                said.append((self.said.get((side, topic_id), -1), side))
+        return max(said)[1] if said else None
 
     @property
     def part(self) -> _Partition:
@@ -151,12 +221,7 @@ class MappingIndex:
                     lives = self._lives.setdefault((e.flow, e.source_topic, p), _Lives())
                     if e.previous_topic_id is not None:  # the id-less syncs were the old life's
                         lives.life((e.previous_topic_id, None) if source else (None, e.previous_topic_id), None)
-                    # a new source topic is copied into the remote topic of the time; a new remote topic
-                    # gets the source topic of the time copied into it
-                    key = (e.topic_id, lives.current[1]) if source else (lives.current[0], e.topic_id)
-                    started = lives.life(key, e.emitted_at_ms, adopt=False)
-                    if e.policy == "stop":
-                        started.said_stop = e.side
+                    lives.say(e.side, e.topic_id, e.emitted_at_ms, e.policy == "stop")
                 continue
             if not isinstance(e, OffsetSync):
                 continue
@@ -241,7 +306,7 @@ class MappingIndex:
         lives = self._lives.get((flow, source_topic, partition))
         if lives is None or not self.unproven_life(flow, source_topic, partition):
             return None
-        return lives.part.said_stop
+        return lives.stopped_by()
 
     def target_topic(self, flow: str, source_topic: str) -> str | None:
         """The remote topic ``source_topic`` is copied into: any life's (a re-created topic's new
