@@ -311,3 +311,17 @@ def test_the_current_life_does_not_depend_on_the_order_the_log_is_read_in(events
     early = MappingIndex()
     early.add([e for e in events if e.emitted_at_ms < 4_200])
     assert early.life("A->B", "t", 0)[::2] == ("s3", "T2") and early.translate("A->B", "t", 0, 10) is None
+
+
+def test_a_sync_emitted_before_the_re_creation_it_belongs_to_was_said_keeps_its_copies():
+    """Two processes notice a re-creation: one says it at 4,000 and is read first; the other's copies of
+    the new life, synced at 3,900 (it said it earlier, read later), start the life earlier than said.
+    The life made for the saying must take those copies, not lose them to the election."""
+    story = _lives_story()
+    said_s3 = next(e for e in story if isinstance(e, TopicRecreated) and e.topic_id == "s3" and e.replicator_id == "p1")
+    early = [replace(e, emitted_at_ms=e.emitted_at_ms - 300) for e in story[-2:]]  # s3's copies at 3,900
+    index = MappingIndex()
+    index.add([e for e in story if e.emitted_at_ms < 4_000])
+    index.add([said_s3, *early])
+    assert index.life("A->B", "t", 0)[::2] == ("s3", "T2")
+    assert index.translate("A->B", "t", 0, 10).downstream == 681

@@ -110,9 +110,11 @@ class _Lives:
             self.current = filled
         else:
             part = self.lives[filled] = _Partition()
-        if started_ms is not None and (part.started_ms is None or started_ms < part.started_ms):
-            part.started_ms = started_ms
-            self._elect()
+        if started_ms is not None:  # a sync or a seed: the life has copies now, kept by the election
+            part.said_only = False
+            if part.started_ms is None or started_ms < part.started_ms:
+                part.started_ms = started_ms
+                self._elect()
         return part
 
     def say(self, side: str, topic_id: str, emitted_ms: int, stop: bool) -> None:
