@@ -58,6 +58,10 @@ class _Partition:
     started_ms: int | None = None  # the earliest emission of this life's events (None: seeded, oldest)
     said_only: bool = False  # made for a life only a re-creation said: dropped at the next election if still empty
 
+    @property
+    def copied(self) -> bool:
+        return bool(self.base or self.points)
+
 
 class Life(NamedTuple):
     """A partition's life: the source topic's id, the remote topic's id (None: unknown, e.g. v1/v2
@@ -70,6 +74,7 @@ class Life(NamedTuple):
 
 LifeKey = tuple[str | None, str | None]  # (source topic id, remote topic id)
 _NO_LIFE: LifeKey = (None, None)
+_SIDES = ("source", "target")  # a TopicRecreated event's side, in a LifeKey's order
 
 
 @dataclass
@@ -98,13 +103,9 @@ class _Lives:
             return self.lives.setdefault(self.current, _Partition())
         cur = self.current
         filled = (key[0] if key[0] is not None else cur[0], key[1] if key[1] is not None else cur[1])
-        said_first = any(
-            c is None and f is not None and (side, f) in self.said
-            for side, c, f in zip(("source", "target"), cur, filled, strict=True)
-        )
         if filled in self.lives or filled == cur:
             part = self.lives.setdefault(filled, _Partition())
-        elif adopt and not said_first and all(c is None or c == f for c, f in zip(cur, filled, strict=True)):
+        elif adopt and self._adoptable(cur, filled):
             part = self.lives.pop(cur) if cur in self.lives else _Partition()  # the current life, named
             self.lives[filled] = part
             self.current = filled
@@ -116,6 +117,12 @@ class _Lives:
                 part.started_ms = started_ms
                 self._elect()
         return part
+
+    def _adoptable(self, cur: LifeKey, filled: LifeKey) -> bool:
+        """``filled`` only names ids the current life lacks, none of them said by a re-creation."""
+        return all(
+            c == f or (c is None and (side, f) not in self.said) for side, c, f in zip(_SIDES, cur, filled, strict=True)
+        )
 
     def say(self, side: str, topic_id: str, emitted_ms: int, stop: bool) -> None:
         """A ``TopicRecreated`` event of ``side`` said ``topic_id``."""
@@ -132,9 +139,9 @@ class _Lives:
         said one of its ids and it is the first life with that id; a life said (or seeded from a
         snapshot) with no copy yet starts when said, and, current, translates nothing. A seeded life
         with no start is the oldest."""
-        for k in [k for k, p in self.lives.items() if p.said_only and not (p.base or p.points)]:
+        for k in [k for k, p in self.lives.items() if p.said_only and not p.copied]:
             del self.lives[k]  # paired with the life current when said: made again below if still current
-        copied = {k: p for k, p in self.lives.items() if p.base or p.points}
+        copied = {k: p for k, p in self.lives.items() if p.copied}
         own = {k: p.started_ms if p.started_ms is not None else -1 for k, p in copied.items()}
         firsts: list[dict[str | None, int]] = [{}, {}]
         for k, t in own.items():
@@ -143,7 +150,7 @@ class _Lives:
 
         def started(k: LifeKey) -> int:
             t = own[k]
-            for i, side in enumerate(("source", "target")):
+            for i, side in enumerate(_SIDES):
                 topic_id = k[i]
                 said = self.said.get((side, topic_id)) if topic_id is not None else None
                 if said is not None and own[k] == firsts[i][topic_id]:
@@ -157,11 +164,12 @@ class _Lives:
         ]
         best = max(candidates, key=lambda c: (c[0], c[1], c[2] != _NO_LIFE), default=None)
         top = best
-        for (side, topic_id), ms in sorted(self.said.items(), key=lambda item: item[1]):
-            if top is None or ms > top[0]:  # said after every life started: a life of its own, not copied yet
-                other = best[2] if best is not None else self.current
-                key = (topic_id, other[1]) if side == "source" else (other[0], topic_id)
-                top = (ms, False, key)
+        newest = max(self.said.items(), key=lambda item: item[1], default=None)
+        if newest is not None and (best is None or newest[1] > best[0]):
+            # said after every life started: a life of its own, not copied yet, copied into the latest's other side
+            (side, topic_id), ms = newest
+            other = best[2] if best is not None else self.current
+            top = (ms, False, (topic_id, other[1]) if side == "source" else (other[0], topic_id))
         if top is None:
             return
         self.current = top[2]
@@ -171,7 +179,7 @@ class _Lives:
     def stopped_by(self) -> str | None:
         """The side whose re-creation, said under ``stop``, started the current life (None: another)."""
         said: list[tuple[int, str]] = []
-        for side, topic_id in zip(("source", "target"), self.current, strict=True):
+        for side, topic_id in zip(_SIDES, self.current, strict=True):
             if topic_id is not None and (side, topic_id) in self.stopped:
                 said.append((self.said.get((side, topic_id), -1), side))
         return max(said)[1] if said else None
@@ -298,7 +306,7 @@ class MappingIndex:
         if lives is None:
             return False
         part = lives.part
-        return not part.base and not part.points
+        return not part.copied
 
     def stopped_life(self, flow: str, source_topic: str, partition: int) -> str | None:
         """The side (``source``/``target``) whose re-creation started the partition's current life under

@@ -8,7 +8,7 @@ from replicator.config import FlowConfig
 from replicator.events import TopicRecreated, fact_event_id
 from replicator.kafka.admin import offsets_of
 
-__all__ = ["recreated_event"]
+__all__ = ["recreated_event", "stops_on"]
 
 
 def recreated_event(
@@ -49,3 +49,13 @@ def recreated_event(
         policy=policy,
         noticed=noticed,
     )
+
+
+def stops_on(flow: FlowConfig, side: str) -> str | None:
+    """Why ``flow`` stops on a re-created topic of ``side`` (for its error), None where it copies on:
+    exactly-once flows always stop, others as ``on_topic_recreated`` / ``on_remote_topic_recreated`` say."""
+    if flow.exactly_once:
+        return "an exactly-once flow"
+    if side == "source":
+        return "on_topic_recreated: stop" if flow.on_topic_recreated == "stop" else None
+    return "on_remote_topic_recreated: stop" if flow.on_remote_topic_recreated == "stop" else None

@@ -35,7 +35,7 @@ from confluent_kafka.admin import AdminClient, OffsetSpec
 from replicator.config import FlowConfig
 from replicator.errors import ReplicationError
 from replicator.events import Event
-from replicator.flow.topics.recreated import recreated_event
+from replicator.flow.topics.recreated import recreated_event, stops_on
 from replicator.kafka.admin import offsets_of
 from replicator.metadata.topic_ids import topic_ids
 from replicator.metadata.topics import RemoteTopic
@@ -154,10 +154,8 @@ class RemoteLives:
         """A re-creation said under ``stop`` with nothing recopied since: a flow that still stops on it
         stops again (without a second event) rather than recopy at this start."""
         flow = self._flow
-        if not (flow.exactly_once or flow.on_remote_topic_recreated == "stop"):
-            return
-        if any(self._stopped(r.source_topic, p) == "target" for p in range(r.partitions)):
-            why = "an exactly-once flow" if flow.exactly_once else "on_remote_topic_recreated: stop"
+        why = stops_on(flow, "target")
+        if why and any(self._stopped(r.source_topic, p) == "target" for p in range(r.partitions)):
             raise ReplicationError(
                 f"flow {flow.name}: remote topic {r.target_topic!r} on {flow.target} was deleted and created "
                 f"again (now topic id {topic_id}; said by a topic_recreated event, nothing recopied since); {why} "
@@ -176,7 +174,7 @@ class RemoteLives:
 
     def _say(self, r: RemoteRecreated, noticed: str) -> None:
         flow = self._flow
-        stop = flow.exactly_once or flow.on_remote_topic_recreated == "stop"
+        why = stops_on(flow, "target")
         self._emit(
             recreated_event(
                 flow,
@@ -188,14 +186,13 @@ class RemoteLives:
                 previous_topic_id=r.previous_topic_id,
                 topic_id=r.topic_id,
                 partitions=r.partitions,
-                policy="stop" if stop else "recopy",
+                policy="stop" if why else "recopy",
                 noticed=noticed,
             )  # fmt: skip
         )
         self._stats.remote_topics_recreated += 1
         was = f"topic id {r.previous_topic_id} -> {r.topic_id}" if r.previous_topic_id else "it ends below copies made"
-        if stop:
-            why = "an exactly-once flow" if flow.exactly_once else "on_remote_topic_recreated: stop"
+        if why:
             raise ReplicationError(
                 f"flow {flow.name}: remote topic {r.remote_topic!r} on {flow.target} was deleted and created "
                 f"again ({was}): the copies of {r.topic!r} it held are gone; {why} stops here. To copy "

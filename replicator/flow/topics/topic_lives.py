@@ -46,7 +46,7 @@ from confluent_kafka.admin import AdminClient, OffsetSpec
 from replicator.config import FlowConfig
 from replicator.errors import ReplicationError
 from replicator.events import Event, RecordsLostBeforeCopy, fact_event_id
-from replicator.flow.topics.recreated import recreated_event
+from replicator.flow.topics.recreated import recreated_event, stops_on
 from replicator.kafka.admin import offsets_of
 from replicator.metadata.topic_ids import topic_ids
 from replicator.metadata.topics import RemoteTopic
@@ -139,11 +139,10 @@ class TopicLives:
             if self._new.get(topic) == topic_id:
                 continue  # noticed already, not adopted yet
             recreated = Recreated(topic, previous, topic_id)
-            stop = self._flow.exactly_once or self._flow.on_topic_recreated == "stop"
             self._new[topic] = topic_id
             self._unannounced[topic] = (recreated, remote[topic], noticed)
             self.pending_reset.update((topic, p) for p in range(remote[topic].partitions))
-            if stop:
+            if stops_on(self._flow, "source"):
                 self.announce(topic)
             out.append(recreated)
         return out
@@ -152,10 +151,8 @@ class TopicLives:
         """A re-creation said under ``stop`` with nothing of the new life copied since: a flow that still
         stops on it stops again (without a second event) rather than copy into it at this start."""
         flow = self._flow
-        if not (flow.exactly_once or flow.on_topic_recreated == "stop"):
-            return
-        if any(self._stopped(topic, p) == "source" for p in range(partitions)):
-            why = "an exactly-once flow" if flow.exactly_once else "on_topic_recreated: stop"
+        why = stops_on(flow, "source")
+        if why and any(self._stopped(topic, p) == "source" for p in range(partitions)):
             raise ReplicationError(
                 f"flow {flow.name}: source topic {topic!r} was deleted and created again (now topic id "
                 f"{topic_id}; said by a topic_recreated event, nothing of it copied since); {why} still holds, "
@@ -169,7 +166,7 @@ class TopicLives:
             return
         r, remote, noticed = self._unannounced.pop(topic)
         flow = self._flow
-        stop = flow.exactly_once or flow.on_topic_recreated == "stop"
+        why = stops_on(flow, "source")
         self._emit(
             recreated_event(
                 flow,
@@ -181,13 +178,12 @@ class TopicLives:
                 previous_topic_id=r.previous_topic_id,
                 topic_id=r.topic_id,
                 partitions=remote.partitions,
-                policy="stop" if stop else "continue",
+                policy="stop" if why else "continue",
                 noticed=noticed,
             )  # fmt: skip
         )
         self._stats.topics_recreated += 1
-        if stop:
-            why = "an exactly-once flow" if flow.exactly_once else "on_topic_recreated: stop"
+        if why:
             raise ReplicationError(
                 f"flow {flow.name}: source topic {r.topic!r} was deleted and created again (topic id "
                 f"{r.previous_topic_id} -> {r.topic_id}); {why} stops here. Its new records have offsets the "
