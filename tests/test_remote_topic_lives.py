@@ -11,13 +11,17 @@ group planned exactly by content in the new life.
 from __future__ import annotations
 
 import pytest
+from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
 
-from mirrorlake.groundtruth import read_partition
+from mirrorlake.groundtruth import copies_by_content, read_partition
 from mirrorlake.traffic import ensure_topic
+from replicator.client.mapping_index import MappingIndex
+from replicator.client.state_reader import read_state_log
 from replicator.errors import ReplicationError
-from replicator.events import TopicRecreated
+from replicator.events import OffsetSync, SyncReason, TopicRecreated
 from replicator.flow.runtime import Replicator
+from replicator.metadata.topic_ids import topic_ids
 from tests.test_topic_lives import PARTITIONS, _config, _ends, _events, _produce, _recreate, planned_at
 from tests.waiting import wait_for
 
@@ -134,3 +138,64 @@ def test_a_remote_topic_recreated_under_a_running_flow_is_recopied_in_the_new_li
         assert keys[-len(whole) :] == whole  # the recopy: every record once, in order, last
         assert set(keys[: -len(whole)]) <= set(whole[OLD:])  # before it, only new records copied before the check
     _planned_exactly(config, kafka_clusters, topic, unique_topic("rt-again-app"), 700)
+
+
+def test_copies_recovered_before_a_remote_topic_was_recreated_stay_in_its_old_life(kafka_clusters, unique_topic):
+    """Seed 197 of the soak: a takeover's tail recovery matched a killed process's copies in the remote
+    topic, which was deleted later; the recovered syncs carried no topic ids, so a reader that met them
+    after the re-creation's event (the state topic's partitions interleave processes' events) put
+    them into the recopied topic's mapping, where their offsets are other records' (198 offsets of
+    one partition translated off). Recovered syncs now carry the ids of the topics they were read
+    from. The old remote topic starts with foreign records, so its copies' offsets differ from the
+    new life's: a misplaced sync would show."""
+    a, b = kafka_clusters.bootstrap("A"), kafka_clusters.bootstrap("B")
+    topic = unique_topic("rt-recovered")
+    remote = f"A.{topic}"
+    ensure_topic(a, topic, PARTITIONS)
+    ensure_topic(b, remote, PARTITIONS)
+    foreign = Producer({"bootstrap.servers": b})
+    for p in range(PARTITIONS):
+        for i in range(37):
+            foreign.produce(remote, key=f"foreign-{p}-{i}".encode(), value=b"f", partition=p)
+    assert foreign.flush(30) == 0
+    config = _config(kafka_clusters, unique_topic, topic)
+    _produce(a, topic, "old", OLD)
+    Replicator(config, status_port=None).run_until_caught_up()
+    _produce(a, topic, "new", NEW, start=OLD)
+    _copy_by_hand(a, b, topic, remote, OLD, OLD + 100)  # a killed process's copies: no sync
+    ids = (_topic_id(a, topic), _topic_id(b, remote))
+    Replicator(config, status_port=None).run_until_caught_up()  # recovers them, copies the rest
+    recovered = [s for s in _events(config, OffsetSync) if s.reason == SyncReason.RECOVERED]
+    assert recovered and {(s.source_topic_id, s.target_topic_id) for s in recovered} == {ids}
+    _recreate(b, remote)
+    Replicator(config, status_port=None).run_until_caught_up()  # says it, recopies from the log start
+    events = read_state_log(config.cluster("B").client_config(), config.state_topic).events
+    said_first = [e for e in events if isinstance(e, TopicRecreated)] + [
+        e for e in events if not isinstance(e, TopicRecreated)
+    ]
+    for order in (events, said_first):
+        index = MappingIndex()
+        index.add(order)
+        for p in range(PARTITIONS):
+            copies = copies_by_content(read_partition(a, topic, p), read_partition(b, remote, p))
+            assert copies == [(u, u) for u in range(OLD + NEW)]  # the recopy, once, in order
+            segments = index.segments("A->B", topic, p)
+            assert [(s.upstream_start, s.upstream_end, s.downstream_start) for s in segments] == [
+                (0, OLD + NEW - 1, 0)
+            ], p
+    _planned_exactly(config, kafka_clusters, topic, unique_topic("rt-recovered-app"), OLD + 50)
+
+
+def _topic_id(bootstrap: str, topic: str) -> str:
+    (found,) = topic_ids(AdminClient({"bootstrap.servers": bootstrap}), [topic]).values()
+    return found
+
+
+def _copy_by_hand(a: str, b: str, topic: str, remote: str, start: int, stop: int) -> None:
+    """A's records [start, stop) of each partition written to ``remote`` on B as a copy would be: no sync."""
+    producer = Producer({"bootstrap.servers": b, "enable.idempotence": True})
+    for p in range(PARTITIONS):
+        for r in read_partition(a, topic, p)[start:stop]:
+            producer.produce(remote, value=r.value, key=r.key, partition=p, timestamp=r.timestamp,
+                             headers=list(r.headers))  # fmt: skip
+    assert producer.flush(30) == 0

@@ -187,7 +187,9 @@ def _presumed(
             if offsets and last is not None:
                 sources = presumed_sources(last[0] + 1, len(offsets), state.lost_before_copy(topic, partition))
                 pairs = list(zip(sources, offsets, strict=True))
-                state.index.add(recovery_syncs(origin, topic, target_topic, partition, last, pairs, {}))
+                life = state.index.life(flow.name, topic, partition)  # the presumed copies are of the current life
+                ids = (life.topic_id, life.target_topic_id)
+                state.index.add(recovery_syncs(origin, topic, target_topic, partition, last, pairs, {}, ids))
                 presumed = (pairs[0][0], pairs[-1][0])
             if offsets:
                 out[(topic, partition)] = UnmappedCopies(

@@ -25,7 +25,7 @@ from typing import Any
 
 from replicator.client.mapping import Segment
 from replicator.flow.syncs.offset_sync import SyncOrigin
-from replicator.flow.syncs.tail_recovery import hashed_range, match_copies, recovery_syncs
+from replicator.flow.syncs.tail_recovery import TopicIds, hashed_range, match_copies, recovery_syncs, topic_pair_ids
 from replicator.kafka.log_bounds import log_bounds, throwaway_reader
 from replicator.tasks.audit import RangeReader
 from replicator.tasks.base import TaskContext
@@ -74,18 +74,25 @@ class GapRecovery:
         self._target_conf: dict[str, Any] = ctx.config.cluster(flow.target).client_config()
         self._source = RangeReader(self._source_conf, f"{ctx.replicator_id}-{flow.name}-gaps-source")
         self._target = RangeReader(self._target_conf, f"{ctx.replicator_id}-{flow.name}-gaps-target")
-        self._examined: dict[tuple[str, int, str | None], int] = {}  # downstream offset examined up to, per life
+        self._examined: dict[
+            tuple[str, int, str | None, str | None], int
+        ] = {}  # downstream offset examined up to, per life
 
     def run(self) -> None:
         view = self._ctx.view
         view.refresh()
         flow = self._ctx.flow.name
         budget, reads = self._budget, self._max_gaps
+        known: dict[tuple[str, str], TopicIds] = {}
         for _f, topic, partition in view.index.partitions(flow):
-            life = (topic, partition, view.index.life(flow, topic, partition)[0])
+            current = view.index.life(flow, topic, partition)
+            life = (topic, partition, current.topic_id, current.target_topic_id)
             gaps = downstream_gaps(view.index.segments(flow, topic, partition), self._examined.get(life, -1))
             target_topic = view.index.target_topic(flow, topic)
             if not gaps or target_topic is None:
+                continue
+            ids = self._ids(known, topic, target_topic, (current.topic_id, current.target_topic_id))
+            if ids is None:
                 continue
             bounds = self._bounds(topic, target_topic, partition)  # once per partition, not per gap
             if bounds is None:
@@ -96,7 +103,7 @@ class GapRecovery:
                     return  # the next run goes on from here
                 if size <= self._max_gap:
                     budget, reads = budget - size, reads - 1
-                    self._recover(topic, target_topic, partition, before, after, bounds)
+                    self._recover(topic, target_topic, partition, before, after, bounds, ids)
                 else:
                     _log.warning(
                         "flow %s: %s[%d]: %d target offsets between copies %d and %d not examined (over %d)",
@@ -104,6 +111,20 @@ class GapRecovery:
                         self._max_gap,
                     )  # fmt: skip
                 self._examined[life] = after.downstream_start
+
+    def _ids(
+        self, known: dict[tuple[str, str], TopicIds], topic: str, target_topic: str, life: TopicIds
+    ) -> TopicIds | None:
+        """The ids the gap's syncs carry: the life's, filled with the clusters' where it names none;
+        None when a topic is not the one the life was copied from or into (created again, not noticed
+        yet by the flow: the gap holds another topic's records)."""
+        key = (topic, target_topic)
+        if key not in known:
+            known.update(topic_pair_ids(self._source_conf, self._target_conf, [key]))
+        now = known[key]
+        if any(a is not None and a != b for a, b in zip(life, now, strict=True)):
+            return None
+        return (life[0] or now[0], life[1] or now[1])
 
     def _bounds(self, topic: str, target_topic: str, partition: int) -> tuple[int, int, int] | None:
         """(source log start, source log end, target log start); None when either partition is gone."""
@@ -121,6 +142,7 @@ class GapRecovery:
         before: Segment,
         after: Segment,
         bounds: tuple[int, int, int],
+        ids: TopicIds,
     ) -> None:
         """Publish the syncs of the copies between ``before`` and ``after`` (the source as it is now)."""
         s_low, s_end, t_low = bounds
@@ -137,7 +159,7 @@ class GapRecovery:
             return
         last = (before.upstream_end, before.downstream_end)
         timestamps = {o: ts for o, _h, ts in source}
-        for sync in recovery_syncs(self._origin, topic, target_topic, partition, last, pairs, timestamps):
+        for sync in recovery_syncs(self._origin, topic, target_topic, partition, last, pairs, timestamps, ids):
             self._ctx.emit(sync)
         _log.info(
             "flow %s: %s[%d]: %d of the %d records between copies %d and %d are copies of %s: offset syncs published",

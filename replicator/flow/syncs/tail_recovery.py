@@ -33,7 +33,7 @@ import time
 from bisect import bisect_left
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from confluent_kafka import Producer
 
@@ -44,9 +44,11 @@ from replicator.errors import ReplicationError
 from replicator.events import OffsetSync, SyncReason
 from replicator.flow.syncs.offset_sync import SyncOrigin
 from replicator.flow.syncs.resume import Coverage, Headers, ResumeScan
+from replicator.kafka.admin import admin_client
 from replicator.kafka.log_bounds import log_bounds, throwaway_reader
 from replicator.kafka.settings import consumer_group_id
 from replicator.kafka.state_log import StateLog
+from replicator.metadata.topic_ids import topic_ids
 from replicator.tasks.audit import RangeReader, record_hash
 from replicator.tasks.base import StateView
 
@@ -59,6 +61,8 @@ __all__ = [
     "Recovery",
     "recover_orphan_copies",
     "publish_syncs",
+    "topic_pair_ids",
+    "TopicIds",
 ]
 
 _log = logging.getLogger(__name__)
@@ -68,6 +72,7 @@ _CHUNK = 20_000  # records per read: memory holds hashes, not records
 
 Hashed = tuple[int, int]  # (offset, record hash)
 Bounds = tuple[int, int]  # a partition's [start, end) offsets
+TopicIds = tuple[str | None, str | None]  # (source topic id, remote topic id); None: not known
 
 
 def match_copies(
@@ -119,9 +124,14 @@ def recovery_syncs(
     last_copy: tuple[int, int] | None,
     pairs: Sequence[Hashed],
     timestamps: dict[int, int],
+    ids: TopicIds = (None, None),
 ) -> list[OffsetSync]:
     """The syncs that prove every pair (see the module's contract); ``last_copy`` is ``(U, D)``, None
-    when the partition has no mapping (the first run's first sync then carries no ``previous_*``)."""
+    when the partition has no mapping (the first run's first sync then carries no ``previous_*``).
+    ``ids``: the (source, remote) topic ids of the topics the pairs were read from, the mapping's
+    life they belong to; an id-less sync joins whatever life is current when it is read, which after
+    a re-creation is another topic's (seed 197 of the soak: a takeover's matches in a remote topic
+    deleted later put its copies into the recopied topic's mapping)."""
     out: list[OffsetSync] = []
     prev: tuple[int, int] | None = last_copy
     k = 0
@@ -130,12 +140,22 @@ def recovery_syncs(
         while k + 1 < len(pairs) and pairs[k + 1][0] == pairs[k][0] + 1 and pairs[k + 1][1] == pairs[k][1] + 1:
             k += 1
         first, last = pairs[start], pairs[k]
-        out.append(_sync(origin, source_topic, target_topic, partition, first, prev, timestamps))
+        out.append(_sync(origin, source_topic, target_topic, partition, first, prev, timestamps, ids))
         if k > start:
-            out.append(_sync(origin, source_topic, target_topic, partition, last, pairs[k - 1], timestamps))
+            out.append(_sync(origin, source_topic, target_topic, partition, last, pairs[k - 1], timestamps, ids))
         prev = last
         k += 1
     return out
+
+
+def topic_pair_ids(
+    source_conf: dict[str, object], target_conf: dict[str, object], pairs: Sequence[tuple[str, str]]
+) -> dict[tuple[str, str], TopicIds]:
+    """Per (source topic, remote topic): their ids on the two clusters now (None for a topic that does
+    not exist). Raises ``KafkaException`` when a cluster does not answer."""
+    source_ids = topic_ids(admin_client(source_conf), sorted({s for s, _t in pairs}))
+    remote_ids = topic_ids(admin_client(target_conf), sorted({t for _s, t in pairs}))
+    return {(s, t): (source_ids.get(s), remote_ids.get(t)) for s, t in pairs}
 
 
 def _sync(
@@ -146,6 +166,7 @@ def _sync(
     pair: Hashed,
     previous: tuple[int, int] | None,
     timestamps: dict[int, int],
+    ids: TopicIds,
 ) -> OffsetSync:
     return OffsetSync(
         flow=origin.flow,
@@ -161,6 +182,8 @@ def _sync(
         reason=SyncReason.RECOVERED,
         previous_upstream_offset=previous[0] if previous else None,
         previous_downstream_offset=previous[1] if previous else None,
+        source_topic_id=ids[0],
+        target_topic_id=ids[1],
     )
 
 
@@ -197,13 +220,16 @@ class TailRecovery:
 
         A partition with a mapping is searched past its last known copy ``(U, D)``; one without
         (killed before its first durable sync) from the target's log start, against the source
-        from the flow's ``committed`` position (else the source's log start).
+        from the flow's ``committed`` position (else the source's log start). The syncs carry the
+        ids the two topics have on the clusters (``topic_pair_ids``), the life they are copies of; a
+        topic whose id changes while it is read gives none.
         """
         flow = self._origin.flow
         syncs: list[OffsetSync] = []
         report: list[Recovered] = []
         if not partitions:
             return syncs, report
+        ids = topic_pair_ids(self._source_conf, self._target_conf, [(s, t) for s, t, _p in partitions])
         with self._reading(partitions) as (bounds, source, target):
             for (topic, target_topic, partition), ((t_low, t_end), (s_low, s_end)) in bounds.items():
                 segments = index.segments(flow, topic, partition)
@@ -222,12 +248,28 @@ class TailRecovery:
                     )  # fmt: skip
                     continue
                 m = self._match(
-                    source, target, (topic, target_topic, partition), (d_from, t_end), (u_from, s_low, s_end), last
-                )
+                    source, target, (topic, target_topic, partition), (d_from, t_end), (u_from, s_low, s_end), last,
+                    ids.get((topic, target_topic), (None, None)),
+                )  # fmt: skip
                 if m.tail:  # else markers or aborted records only
                     syncs += m.syncs
                     report.append(Recovered(topic, partition, m.tail, len(m.pairs)))
-        return syncs, report
+        return self._still(ids, syncs, report)
+
+    def _still(
+        self, ids: dict[tuple[str, str], TopicIds], syncs: list[OffsetSync], report: list[Recovered]
+    ) -> tuple[list[OffsetSync], list[Recovered]]:
+        """Drop the matches of topics deleted or created again while they were read: their records may be
+        of two topics, and the flow's own check says the re-creation."""
+        now = topic_pair_ids(self._source_conf, self._target_conf, list(ids))
+        changed = {key[0] for key, before in ids.items() if now.get(key) != before}
+        for (topic, remote), before in sorted(ids.items()):
+            if topic in changed:
+                _log.warning(
+                    "flow %s: %s -> %s created again while its copies were matched (topic ids %s -> %s): "
+                    "its matches are dropped", self._origin.flow, topic, remote, before, now.get((topic, remote)),
+                )  # fmt: skip
+        return [x for x in syncs if x.source_topic not in changed], [r for r in report if r.source_topic not in changed]
 
     @contextmanager
     def _reading(
@@ -261,9 +303,10 @@ class TailRecovery:
         tail_range: Bounds,
         upstream: tuple[int, int, int],
         last: tuple[int, int] | None,
+        ids: TopicIds,
     ) -> _Matched:
         """Match the target's ``tail_range`` against the source from ``upstream``'s first offset (its
-        log bounds beside it), the copy before them ``last`` (None: none known)."""
+        log bounds beside it), the copy before them ``last`` (None: none known); the syncs carry ``ids``."""
         topic, target_topic, p = partition
         u_from, s_low, s_end = upstream
         tail = hashed_range(target, target_topic, p, *tail_range)
@@ -276,7 +319,7 @@ class TailRecovery:
         src_msgs = hashed_range(source, topic, p, src_from, src_end, keep_ts=True)
         timestamps = {o: ts for o, _h, ts in src_msgs}
         pairs = match_copies(tail, [(o, h) for o, h, _ts in src_msgs], expect_from=u_from)
-        syncs = recovery_syncs(self._origin, topic, target_topic, p, last, pairs, timestamps)
+        syncs = recovery_syncs(self._origin, topic, target_topic, p, last, pairs, timestamps, ids)
         return _Matched(len(tail), pairs, syncs, [o for o, _h, _ts in src_msgs])
 
     def new_life(
@@ -305,9 +348,10 @@ class TailRecovery:
             for (topic, target_topic, partition), ((t_low, t_end), (s_low, s_end)) in bounds.items():
                 d_from = max(t_low, since[(topic, target_topic, partition)], t_end - self._max_tail)
                 m = self._match(
-                    source, target, (topic, target_topic, partition), (d_from, t_end), (s_low, s_low, s_end), None
-                )
-                syncs += [replace(sync, source_topic_id=topic_id, target_topic_id=remote_topic_id) for sync in m.syncs]
+                    source, target, (topic, target_topic, partition), (d_from, t_end), (s_low, s_low, s_end), None,
+                    (topic_id, remote_topic_id),
+                )  # fmt: skip
+                syncs += m.syncs
                 matched = {u for u, _d in m.pairs}
                 # copying goes on at the first source record read with no copy found
                 resume[(topic, partition)] = next(
