@@ -46,6 +46,8 @@ judged from the clusters' contents (``mirrorlake.groundtruth``), never from mirr
 - ``lost_before_copy``: records deleted before their copy and never copied (a deletion a broker
   restart undid lets them be copied after all: Kafka checkpoints a moved log start once a minute),
   against the sum of the flow's ``records_lost_before_copy`` events: must be equal;
+- ``revived``: records deleted before their copy (and said lost) that a broker killed within a minute
+  of the deletion brought back (reported: the flow's position is past them; not ``missing``);
 - ``gone``: records of a deleted topic that had no copy when it was deleted (reported: nothing on
   the source says how many there were once the topic is gone, so the flow does not count them);
 - ``mapping``: source offsets whose translation through the flow's offset syncs differs from the
@@ -588,6 +590,7 @@ class Figures:
     lost_truth: int = 0
     lost_said: int = 0
     gone: int = 0  # records of earlier lives of the topic (deleted) with no copy on the target
+    revived: int = 0  # records deleted before their copy, back after a broker's restart (``_revived``)
 
 
 def partitions_of(bootstrap: str, topic: str) -> int:
@@ -617,10 +620,17 @@ def judge_topic(run: Run, flow: str, source: str, target: str, topic: str, abort
         earlier = {r.key for r in run.earlier_lives.get((topic, p), [])} if flow == "S->T" else set()
         counts = Counter(r.key for r in dst)
         figures.records += len(src)
-        missing = [r.offset for r in src if r.key not in counts]
+        revived = _revived(run, topic, p, src, counts.keys()) if flow == "S->T" else []
+        missing = [r.offset for r in src if r.key not in counts and r.offset not in revived]
         figures.missing += len(missing)
+        figures.revived += len(revived)
         if missing:  # where, to find the cause from the report alone
             run.notes.append(f"{flow} {topic}[{p}]: {len(missing)} missing at source offsets {_runs(missing)}")
+        if revived:
+            run.notes.append(
+                f"{flow} {topic}[{p}]: {len(revived)} records deleted before their copy (said lost) are back on "
+                f"{src_alias} at offsets {_runs(revived)}: its broker was killed before it checkpointed the log start"
+            )
         figures.duplicated += sum(c - 1 for k, c in counts.items() if k in src_keys or k in earlier)
         run.notes += _second_copies(run, flow, topic, p, src, dst, counts)
         figures.gone += len(earlier - counts.keys())
@@ -696,6 +706,22 @@ def _said_for_good(
     if back:
         run.notes.append(f"{flow} {topic}[{partition}]: {back} records said lost before copy came back and were copied")
     return sum(hi - lo + 1 for lo, hi in union) - back
+
+
+def _revived(run: Run, topic: str, partition: int, src: list[Rec], on_target: Iterable[bytes | None]) -> list[int]:
+    """Source offsets of records a fault deleted before their copy (in a range it lost) that are readable
+    again and have no copy: Kafka keeps a log start moved by DeleteRecords in a checkpoint written once
+    a minute (``log.flush.start.offset.checkpoint.interval.ms``), so a broker SIGKILLed before it brings
+    them back. The flow said them lost when they were gone and its position is past them: not missing
+    (a copy of something deleted), reported beside."""
+    deleted = {r.key for r in run.deleted.get((topic, partition), [])}
+    spans = interval_union(run.lost_ranges.get((topic, partition), []))
+    copied = set(on_target)
+    return [
+        r.offset
+        for r in src
+        if r.key in deleted and r.key not in copied and any(lo <= r.offset <= hi for lo, hi in spans)
+    ]
 
 
 def _lost_for_good(run: Run, topic: str, partition: int, on_target: Iterable[bytes]) -> int:
@@ -815,12 +841,12 @@ def run_soak(seed: int, seconds: float, processes: int = 2, rate: int = 300, wor
     for f in figures:
         if f.missing:
             lines += [f"replicator log lines about {f.topic}:", *_log_lines(work, f.topic)]
-    lines.append("flow  topic     records  missing  duplicated  aborted  mapping_off  lost(truth/said)  gone")
+    lines.append("flow  topic     records  missing  duplicated  aborted  mapping_off  lost(truth/said)  gone  revived")
     failures = 0
     for f in figures:
         lines.append(
             f"{f.flow:<5} {f.topic:<9} {f.records:>7}  {f.missing:>7}  {f.duplicated:>10}  {f.aborted:>7}  "
-            f"{f.mapping_off:>11}  {f.lost_truth:>7}/{f.lost_said:<8}  {f.gone}"
+            f"{f.mapping_off:>11}  {f.lost_truth:>7}/{f.lost_said:<8}  {f.gone:>4}  {f.revived:>7}"
         )
         failures += f.missing + f.aborted + f.mapping_off + abs(f.lost_truth - f.lost_said)
         failures += f.duplicated if f.flow in EXACTLY_ONCE else 0  # read_committed: no second copy visible
