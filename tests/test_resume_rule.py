@@ -3,13 +3,13 @@ never past a record it has not copied (issue 39 item 1)."""
 
 from __future__ import annotations
 
-from confluent_kafka import OFFSET_INVALID, KafkaException, TopicPartition
+from confluent_kafka import OFFSET_INVALID, TopicPartition
 from hypothesis import given
 from hypothesis import strategies as st
 
 from replicator.client.mapping import Segment
 from replicator.events import Lifecycle, OffsetSync, SyncReason
-from replicator.flow.syncs.resume import LEFT_COPIES, Coverage, PendingResumes, PreviousRun, resume_point
+from replicator.flow.syncs.resume import LEFT_COPIES, Coverage, PreviousRun, resume_point
 from replicator.flow.syncs.takeover import Takeovers
 
 
@@ -68,36 +68,6 @@ def test_the_resume_never_skips_a_record_it_has_not_copied(flags, start):
     assert all(s or u in known_set for u, s in walked)
     stops = [u for u, s in records if not s and u not in known_set]
     assert at == (stops[0] if stops else (offsets[-1] + 1 if offsets else start))
-
-
-def test_a_resume_is_used_once_at_first_assignment_and_never_below_the_commit_then():
-    reads = []
-
-    def committed(topics: set[str]) -> dict[tuple[str, int], int]:
-        reads.append(sorted(topics))
-        return {("t", 0): 10, ("t", 1): 90}
-
-    pending = PendingResumes({("t", 0): 50, ("t", 1): 50, ("u", 0): 7}, committed)
-    assert pending.wanted([("t", 0)]) and not pending.wanted([("v", 0)])
-    parts = [TopicPartition("t", 0, OFFSET_INVALID), TopicPartition("t", 1, OFFSET_INVALID)]
-    starts, moved = pending.starts(parts)
-    # t[1]'s commit moved past the resume meanwhile (another process copied on): its commit wins
-    assert [(tp.partition, tp.offset) for tp in starts] == [(0, 50), (1, OFFSET_INVALID)]
-    assert [(tp.partition, tp.offset) for tp in moved] == [(0, 50)]
-    assert reads == [["t"]]
-    assert not pending.wanted([("t", 0), ("t", 1)])  # used once: a later assignment starts at the commit
-    pending.drop([("u", 0)])  # a new life of u: nothing of it is known copied
-    assert not pending.wanted([("u", 0)])
-
-
-def test_a_start_of_its_own_or_an_unreadable_commit_keeps_the_committed_start():
-    def unreadable(_topics: set[str]) -> dict[tuple[str, int], int]:
-        raise KafkaException("coordinator not available")
-
-    pending = PendingResumes({("t", 0): 50, ("t", 1): 50}, unreadable)
-    reset = TopicPartition("t", 0, 3)  # a re-created topic's log start
-    starts, moved = pending.starts([reset, TopicPartition("t", 1, OFFSET_INVALID)])
-    assert [(tp.partition, tp.offset) for tp in starts] == [(0, 3), (1, OFFSET_INVALID)] and moved == []
 
 
 def _life(rid: str, state: str, at: int, flow: str = "A->B") -> Lifecycle:
@@ -160,15 +130,16 @@ def test_a_peer_that_copied_after_the_last_clean_stop_and_never_stopped_makes_it
     assert not previous.crashed
 
 
-def test_only_the_first_assignment_skips_recovery_for_what_the_start_recovered():
+def test_every_assignment_holds_its_partitions_for_recovery_but_a_start_of_its_own():
     takeovers = Takeovers()
-    takeovers.started([("t", 0), ("t", 1)])
+    # the first assignment too: a peer may have copied on since this process started (seed 197)
     now, held = takeovers.split([TopicPartition("t", 0, OFFSET_INVALID), TopicPartition("u", 0, OFFSET_INVALID)])
-    assert [(tp.topic, tp.partition) for tp in now] == [("t", 0)] and held == [("u", 0)]
-    # the next assignment: a peer may have copied ("t", 1) since the start, so it is held too
-    now, held = takeovers.split([TopicPartition("t", 1, OFFSET_INVALID), TopicPartition("t", 2, 40)])
-    assert [(tp.topic, tp.partition, tp.offset) for tp in now] == [("t", 2, 40)]  # a start of its own goes ahead
-    assert held == [("t", 1)] and takeovers.pending == [("u", 0), ("t", 1)]
+    assert now == [] and held == [("t", 0), ("u", 0)]
+    now, held = takeovers.split([TopicPartition("t", 1, OFFSET_INVALID), TopicPartition("t", 2, 40)], hold=[("t", 2)])
+    assert now == [] and held == [("t", 1), ("t", 2)]  # a re-created topic's is held whatever its start
+    now, held = takeovers.split([TopicPartition("t", 3, 40)])
+    assert [(tp.topic, tp.partition, tp.offset) for tp in now] == [("t", 3, 40)] and held == []
+    assert takeovers.pending == [("t", 0), ("u", 0), ("t", 1), ("t", 2)]
 
 
 def test_a_held_partition_taken_away_is_dropped_and_named_as_never_assigned():

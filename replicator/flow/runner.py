@@ -52,7 +52,7 @@ from replicator.flow.copying.native_copier import NativeCopier
 from replicator.flow.syncs.commits import AbortTransaction, AtLeastOnceCommits, Commits, TransactionalCommits
 from replicator.flow.syncs.gap_recovery import GapRecovery
 from replicator.flow.syncs.offset_sync import SyncOrigin
-from replicator.flow.syncs.resume import LEFT_COPIES, PendingResumes, PreviousRun
+from replicator.flow.syncs.resume import LEFT_COPIES, PreviousRun
 from replicator.flow.syncs.sync_ledger import TP, SyncLedger
 from replicator.flow.syncs.tail_recovery import TailRecovery, publish_syncs, recover_orphan_copies
 from replicator.flow.syncs.takeover import Takeovers
@@ -148,11 +148,10 @@ class FlowRunner:
         self._reset_due: list[TopicPartition] = []  # a re-created topic's starts, assigned and to commit
         # the syncs of a re-created topic's copies matched at assignment, published once its start is committed
         self._new_life_syncs: dict[TP, list[OffsetSync]] = {}
-        # at-least-once after a crash: starts past the copies the flow knows (``syncs.resume``), and
-        # those assigned, to commit
-        self._resumes = PendingResumes({}, self._read_committed)
+        # at-least-once: starts past the copies the flow knows (``syncs.resume``), assigned, to commit
         self._resume_due: list[TopicPartition] = []
-        self._takeovers = Takeovers()  # at-least-once: partitions handed over, held until recovered
+        self._takeovers = Takeovers()  # at-least-once: assigned partitions, held until recovered
+        self._after_crash = True  # the next recovery resumes past known copies (a clean stop: at the commits)
         self._left_copies = False  # lost partitions (not revoked): copies past their commit left behind
         self._takeover_view: StateView | None = None  # the loop's own view of the state log, for them
         self._takeover_retry_at = 0.0
@@ -349,19 +348,11 @@ class FlowRunner:
                 self._guarded(lambda: self._check_lives("start"), "source")
                 self._guarded(lambda: self._check_remote_lives("start"), "target")
             if not self.flow.exactly_once:  # exactly-once: copies without a sync were never committed
-                remote = self._remote.values()
-                # a re-created topic's partitions are matched against its new life when assigned (held)
-                relive = self._lives.pending_reset
-                selected = [(r.source_topic, r.target_topic, p) for r in remote for p in range(r.partitions)
-                            if (r.source_topic, p) not in relive]  # fmt: skip
-                producer = self._clients.lifecycle_producer
-                # through the tasks' own view: the state log is read once at start, not twice
-                recovery = self._starting(lambda: recover_orphan_copies(
-                    self.config, self.flow, self.replicator_id, producer, selected, tasks.ctx.view,
-                    skipped=lambda headers: not self._provenance.stamp(headers)[0], after_a_crash=previous.crashed,
-                ), stop)  # fmt: skip
-                self._resumes = PendingResumes(recovery.resume_at, self._read_committed)
-                self._takeovers.started((source, p) for source, _t, p in selected)
+                # every assigned partition is recovered when assigned (``syncs.takeover``), the first
+                # assignment's after a clean stop at its commits; the loop's view of the state log
+                # starts where the tasks' is now: the state log is read once at start, not twice
+                self._after_crash = previous.crashed
+                self._takeover_view = tasks.ctx.view.fork()
             self._starting(self.commits.start, stop)
             self.stats.state = "running"
             tasks.start()
@@ -462,7 +453,12 @@ class FlowRunner:
             commits.after_batch()
             if self.read_positions.wanted:
                 self.read_positions.publish(self._replicated_positions())
-            if until_caught_up and not messages and self._caught_up(copier.in_flight, bool(self._remote)):
+            if (
+                until_caught_up
+                and not messages
+                and not self._takeovers.pending  # held partitions are not the consumer's yet
+                and self._caught_up(copier.in_flight, bool(self._remote))
+            ):
                 break
 
     def _consumer_error(self, err: KafkaError) -> None:
@@ -597,12 +593,8 @@ class FlowRunner:
             self._took([(tp.topic, tp.partition) for tp in partitions])
             return
         relive = self._lives.relive((tp.topic, tp.partition) for tp in partitions)  # a re-created topic's
-        self._resumes.drop(relive)
-        starts, resumed = self._resumes.starts(partitions)  # past known copies, after a crash
-        starts, held = self._takeovers.split(starts, hold=relive)  # handed over from a peer: recovered first
-        self._resumes = PendingResumes({}, self._read_committed)  # the start's resumes serve one assignment
+        starts, held = self._takeovers.split(partitions, hold=relive)  # their copies recovered first
         consumer.incremental_assign(starts)
-        self._resume_due += resumed  # committed by the loop: the coordinator is busy inside this callback
         if held:
             _log.info("flow %s: %s held until the copies their last owner left are recovered",
                       self.flow.name, _names([TopicPartition(t, p) for t, p in held]))  # fmt: skip
@@ -618,7 +610,10 @@ class FlowRunner:
     def _take_over(self) -> None:
         """Recover the held partitions' copies (``syncs.takeover``), then assign them past those copies.
 
-        On the loop's thread, outside any rebalance callback. A cluster that does not answer keeps
+        On the loop's thread, outside any rebalance callback, against the state log as it stands now:
+        a recovery made at start, before the group assigned anything, could be overtaken by a peer
+        that copied on and was then killed (seed 197 of the soak: 139 second copies of a partition
+        whose start recovery ran while its owner still copied). A cluster that does not answer keeps
         them held and is asked again after its back-off (they would only wait for it anyway)."""
         held = self._takeovers.pending
         assert self._clients is not None  # wired
@@ -631,7 +626,7 @@ class FlowRunner:
             new_starts = self._relive(relive)
             recovery = recover_orphan_copies(
                 self.config, self.flow, self.replicator_id, self._clients.lifecycle_producer, selected, view,
-                skipped=lambda headers: not self._provenance.stamp(headers)[0],
+                skipped=lambda headers: not self._provenance.stamp(headers)[0], after_a_crash=self._after_crash,
             )  # fmt: skip
         except (KafkaException, MirrorlakeError) as exc:
             if not self._outages.blame(("source", "target"), exc):
@@ -640,6 +635,7 @@ class FlowRunner:
                 1.0, self._outages.delay_left("source"), self._outages.delay_left("target")
             )
             return
+        self._after_crash = True  # a clean stop speaks for the commits of the first assignment only
         starts = [TopicPartition(t, p, recovery.resume_at.get((t, p), OFFSET_INVALID)) for t, p in held
                   if (t, p) not in new_starts]  # fmt: skip
         self._takeovers.release(held)
@@ -916,7 +912,6 @@ class FlowRunner:
         for sync in syncs:
             self._new_life_syncs.setdefault((sync.source_topic, sync.partition), []).append(sync)
         self._lives.relive(mine)  # the others are matched when assigned; these, again if revoked uncommitted
-        self._resumes.drop(mine)  # a new life: nothing of it is known copied
         self._reset_due += moved
         self._commit_resets()  # now, or again in 1 s when a rebalance refuses it (then its syncs wait)
 

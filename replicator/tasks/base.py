@@ -11,10 +11,11 @@ checkpoints and audits then reflect everything it copied).
 
 from __future__ import annotations
 
+import copy
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -93,14 +94,29 @@ class StateView:
                 self._latest.seen.update(snap.seen)
             for event in snap.latest.values():
                 self._take(event)
-        types = sorted({*SNAPSHOT_TYPES, *self._handlers})  # all a complete snapshot keeps
+        return self._follower(alias, snap.positions if snap else None)
+
+    def _follower(self, alias: str, start_offsets: Mapping[int, int] | None) -> StateLogFollower:
         return StateLogFollower(
-            conf,
+            self._config.cluster(alias).client_config(),
             self._config.state_topic,
-            event_types=types,
+            event_types=sorted({*SNAPSHOT_TYPES, *self._handlers}),  # all a complete snapshot keeps
             name=f"state-{self._flow.name}",
-            start_offsets=snap.positions if snap else None,
+            start_offsets=start_offsets,
         )
+
+    def fork(self) -> StateView:
+        """A view of its own, for another thread, that starts where this one is: its mapping a copy,
+        its followers at this one's read positions (the state log is not read again). No subscribers.
+        Call on the thread that refreshes this view."""
+        view = StateView(self._config, self._flow)
+        view.index = copy.deepcopy(self.index)
+        if self._followers is not None:
+            view._followers = [
+                view._follower(alias, follower.positions)
+                for (alias, _flow), follower in zip(self._logs(), self._followers, strict=True)
+            ]
+        return view
 
     def _take(self, event: Event) -> None:
         if event.flow == self._flow.name:

@@ -27,14 +27,12 @@ import bisect
 import logging
 from collections.abc import Callable, Iterable, Sequence
 
-from confluent_kafka import OFFSET_INVALID, KafkaException, TopicPartition
-
 from replicator.client.failover_cost import interval_union
 from replicator.client.mapping import Segment
 from replicator.events import Event, Lifecycle, OffsetSync
 from replicator.tasks.audit import RangeReader
 
-__all__ = ["Coverage", "Headers", "LEFT_COPIES", "resume_point", "ResumeScan", "PreviousRun", "PendingResumes"]
+__all__ = ["Coverage", "Headers", "LEFT_COPIES", "resume_point", "ResumeScan", "PreviousRun"]
 
 _log = logging.getLogger(__name__)
 
@@ -150,10 +148,11 @@ class PreviousRun:
     clean stop of its own. That is the peer that took the stopped process's partitions over and
     was then killed (the 2026-11-29 soak: a SIGTERMed process came back, read its own ``stopped`` as
     the newest word and resumed at commits its killed peer had left behind: 257 second copies of a
-    transactional topic). Both are safe: ``PendingResumes`` never starts below the commit as it
-    stands at assignment. A process that crashed long ago and copied nothing since the last clean
-    stop does not count, so a deliberate rewind after every process stopped is still honoured.
-    Nor is a stop whose run had lost partitions (``LEFT_COPIES``: no revoke, no commit) clean."""
+    transactional topic). Both are safe: the recovery at assignment (``takeover``) reads the commit
+    as it stands then and never resumes below it. A process that crashed long ago and copied
+    nothing since the last clean stop does not count, so a deliberate rewind after every process
+    stopped is still honoured. Nor is a stop whose run had lost partitions (``LEFT_COPIES``: no
+    revoke, no commit) clean."""
 
     def __init__(self, own_start: Lifecycle) -> None:
         self._own = own_start
@@ -184,52 +183,3 @@ class PreviousRun:
             return True
         stop = self._newest.emitted_at_ms
         return any(at > stop and self._states.get(rid, (0, ""))[1] != "stopped" for rid, at in self._copied.items())
-
-
-class PendingResumes:
-    """The resume offsets found at start, each used once, at its partition's first assignment, and
-    never below the commit as it stands then (another process of the flow may have moved on since:
-    a partition is resumed past its commit only by the process that owns it when it is assigned)."""
-
-    def __init__(
-        self, resume_at: dict[tuple[str, int], int], read_committed: Callable[[set[str]], dict[tuple[str, int], int]]
-    ) -> None:
-        self._at = dict(resume_at)
-        self._read_committed = read_committed
-
-    def wanted(self, keys: Iterable[tuple[str, int]]) -> bool:
-        return any(k in self._at for k in keys)
-
-    def drop(self, keys: Iterable[tuple[str, int]]) -> None:
-        """Forget ``keys``' resumes (a new life of their topic: nothing of it is known copied)."""
-        for k in keys:
-            self._at.pop(k, None)
-
-    def starts(self, partitions: Sequence[TopicPartition]) -> tuple[list[TopicPartition], list[TopicPartition]]:
-        """(the starts to assign, those of them to commit). A partition with a resume and no start
-        of its own (``OFFSET_INVALID``: its commit) starts at the resume when that is past its
-        commit now; a commit that cannot be read leaves the committed start: copies again, never skips."""
-        wanted = {}
-        for tp in partitions:
-            at = self._at.pop((tp.topic, tp.partition), None)
-            if at is not None and tp.offset == OFFSET_INVALID:
-                wanted[(tp.topic, tp.partition)] = at
-        if not wanted:
-            return list(partitions), []
-        try:
-            now = self._read_committed({t for t, _p in wanted})
-        except KafkaException as exc:
-            _log.warning("committed offsets unreadable (%s): resuming at them", exc)
-            return list(partitions), []
-        out, moved = [], []
-        for tp in partitions:
-            key = (tp.topic, tp.partition)
-            if key in wanted and wanted[key] > now.get(key, -1):
-                _log.info(
-                    "%s[%d] resumes at %d, past its commit %s: the records before it are copied already",
-                    tp.topic, tp.partition, wanted[key], now.get(key, "(none)"),
-                )  # fmt: skip
-                tp = TopicPartition(tp.topic, tp.partition, wanted[key])
-                moved.append(tp)
-            out.append(tp)
-        return out, moved

@@ -1,20 +1,16 @@
-"""Partitions the group hands a running process: their copies are recovered before they are copied.
+"""Partitions the group hands a process: their copies are recovered before they are copied.
 
-A flow's process recovers, at its start, the copies its partitions' previous owner left (orphans
-matched by content, ``tail_recovery``) and resumes past every copy it knows (``resume``). The same
-holds when the group later hands a *running* process a partition that another process owned: a
-peer killed with SIGKILL leaves copies past its last commit (with a durable sync, or none), and
-copying from the commit would make each of them a second time (issue 39 item 1: "a partition is
-recovered only by the process that owns it").
-
-So, at-least-once, a partition assigned to a running process is held back from the consumer (the
-rebalance callback assigns the others) until the flow's loop has run the start's recovery for it,
-against the state log as it stands then, and is then assigned at its resume point. Only the
-process's first assignment goes ahead at once for the partitions the start recovered (a moment
-ago; often the first assignment is empty, the peers own everything), and so does a start of its
-own. A re-created topic's partition not moved to its new start yet is always held (its new
-life's copies are matched first, ``topics.topic_lives``). A held partition revoked before its
-recovery ran is dropped: its next owner recovers it.
+A process killed with SIGKILL leaves copies past its last commit (with a durable sync, or none,
+``tail_recovery``); copying from the commit would make each of them a second time (issue 39 item 1:
+"a partition is recovered only by the process that owns it"). So, at-least-once, every partition
+assigned without a start of its own is held back from the consumer (the rebalance callback assigns
+the others) until the flow's loop has recovered it against the state log as it stands then, and is
+then assigned at its resume point (``resume``). A process's first assignment is no exception: a
+recovery made at its start, before the group assigned anything, can be overtaken by the owner it
+replaces, still copying until it is killed (seed 197 of the soak). A re-created topic's partition
+not moved to its new start yet is held too (its new life's copies are matched first,
+``topics.topic_lives``). A held partition revoked before its recovery ran is dropped: its next
+owner recovers it.
 
 What can still be copied twice: a peer that lost its partitions (session expired) but still runs
 keeps copying until it notices; only exactly-once fences it.
@@ -36,12 +32,7 @@ class Takeovers:
     rebalance callbacks, which run inside its ``poll``)."""
 
     def __init__(self) -> None:
-        self._recovered_at_start: set[TP] = set()
         self._held: dict[TP, None] = {}  # in assignment order
-
-    def started(self, recovered: Iterable[TP]) -> None:
-        """The partitions the start's recovery covered: the first assignment does not hold them."""
-        self._recovered_at_start = set(recovered)
 
     def split(self, starts: Sequence[TopicPartition], hold: Iterable[TP] = ()) -> tuple[list[TopicPartition], list[TP]]:
         """(the starts to assign now, the partitions held for recovery) of one assignment; ``hold``:
@@ -51,12 +42,11 @@ class Takeovers:
         always = set(hold)
         for tp in starts:
             key = (tp.topic, tp.partition)
-            if key not in always and (tp.offset != OFFSET_INVALID or key in self._recovered_at_start):
+            if key not in always and tp.offset != OFFSET_INVALID:
                 now.append(tp)
             else:
                 self._held[key] = None
                 held.append(key)
-        self._recovered_at_start = set()  # later assignments: what the start saw may have moved on
         return now, held
 
     @property
