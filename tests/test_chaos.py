@@ -19,7 +19,7 @@ flow (read_committed), the mapping equal to the real copies, every group's check
 commit's exact translation, every failover plan made while S was down equal to the truth row by
 row (when the seed's schedule has such a fault), a clean final run. Reported, not asserted:
 ``duplicated`` on the at-least-once flow (the aim is 0; what can still copy twice, a peer cut off
-that copies on until it notices, is in docs/operations.md) and records deleted before their copy
+that copies on until it notices, is in docs/how-it-works.md) and records deleted before their copy
 that a killed broker brought back (``revived``).
 """
 
