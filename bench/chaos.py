@@ -461,8 +461,12 @@ def judge_plan(run: Run, check: PlanCheck | None, bootstrap: dict[str, str]) -> 
         if row.target_offset is None:
             run.plan_problems.append(f"plan at {check.at}: orders[{p}] has no resume offset ({row.method})")
             continue
-        source = [*run.deleted.get(("orders", p), []), *_read_to_now(bootstrap["S"], "orders", p)]
-        target = _read_to_now(bootstrap["T"], "S.orders", p, until=check.ends.get(p, 0))
+        try:
+            source = [*run.deleted.get(("orders", p), []), *_read_to_now(bootstrap["S"], "orders", p)]
+            target = _read_to_now(bootstrap["T"], "S.orders", p, until=check.ends.get(p, 0))
+        except KafkaException as exc:  # counted, and the soak goes on: its report says what happened
+            run.plan_problems.append(f"plan at {check.at}: orders[{p}] unreadable to judge it: {exc}")
+            continue
         truth = resume_cost(source, target, row.committed_offset, row.target_offset)
         said = (row.records_lost, row.records_reread, row.records_duplicated)
         true = (truth.lost, truth.reread, truth.duplicated)
