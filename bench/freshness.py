@@ -20,8 +20,10 @@ Before the first rate, a warm-up at that rate until the service has refreshed ``
 its ``emitted_at_ms`` (so up to ``--poll`` late). For each
 rate: p50, p99 and max per kind, and where the time went (the service's refreshes: silver, gold,
 counting rows; the trigger and interval are waits). After the last rate the writer stops and every
-emitted event must become visible within ``--settle`` seconds; the last lines are
-``freshness_p99_s_<rate>=<value>`` per rate.
+emitted event must become visible within ``--settle`` seconds. All of it once per silver engine
+(``--silver``): ``auto`` (increments decoded by delta-rs, as ``lakehouse serve`` runs) and ``spark``
+(every increment a Spark stream), each with a state topic and a lakehouse of its own, one after the
+other in one run; the ratio of their p99 per rate, and last ``freshness_p99_s_<engine>_<rate>=<value>``.
 
     .venv/bin/python -m bench.freshness                               # 1,000 and 10,000 events/s
     .venv/bin/python -m bench.freshness --rates 1000 --seconds 30     # a quick look
@@ -120,8 +122,9 @@ def _step_events(step: int, partition: int):  # -> list[replicator.events.Event]
 class Writer(threading.Thread):
     """Emits ``rate`` events/s in 10 ms ticks until told another rate or to stop (rate 0 pauses)."""
 
-    def __init__(self, bootstrap: str, emitted: Emitted) -> None:
+    def __init__(self, bootstrap: str, emitted: Emitted, topic: str = STATE_TOPIC) -> None:
         super().__init__(name="freshness-writer", daemon=True)
+        self._topic = topic
         from confluent_kafka import Producer
 
         self._producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "enable.idempotence": True})
@@ -149,7 +152,7 @@ class Writer(threading.Thread):
                     value = encode(event)
                     while True:
                         try:
-                            self._producer.produce(STATE_TOPIC, key=FLOW.encode(), value=value)
+                            self._producer.produce(self._topic, key=FLOW.encode(), value=value)
                             break
                         except BufferError:  # the local queue is full: let the broker catch up
                             self._producer.poll(0.05)
@@ -204,6 +207,106 @@ def _pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else float("nan")
 
 
+@dataclass
+class Measured:
+    """One engine's run: what was written, what gold showed and when, where each refresh's time went."""
+
+    silver: str
+    emitted: Emitted = field(default_factory=Emitted)
+    seen: Seen = field(default_factory=Seen)
+    stages: StageTimes = field(default_factory=StageTimes)
+
+
+def measure(spark: Any, bootstrap: dict[str, str], work: Path, silver: str, args: argparse.Namespace) -> Measured:
+    """Every rate through a ``LakehouseService`` of its own (its own state topic and lakehouse) whose
+    silver runs on ``silver`` (``auto``: delta-rs for increments, as serve does; ``spark``)."""
+    from lakehouse.serve import LakehouseService, ServeSettings
+    from mirrorlake.traffic import ensure_topic
+    from replicator.config import parse_config
+
+    topic = f"{STATE_TOPIC}-{silver}"
+    ensure_topic(bootstrap["T"], topic, 1)
+    config = parse_config(
+        {
+            "clusters": {a: {"bootstrap_servers": b} for a, b in bootstrap.items()},
+            "flows": [{"source": "S", "target": "T", "topics": ["orders"]}],
+            "state_topic": topic,
+            "lakehouse": {"path": str(work / f"lakehouse-{silver}")},
+        },
+        source="bench/freshness.py",
+    )
+    run = Measured(silver)
+    emitted, seen, stages = run.emitted, run.seen, run.stages
+    writer = Writer(bootstrap["T"], emitted, topic)
+    service = LakehouseService(
+        spark,
+        config,
+        ServeSettings(args.interval, args.trigger, silver=silver),
+        on_refresh=stages.refreshed,
+        on_stage=stages.started,
+    )
+    served = threading.Thread(target=service.run, name="lakehouse-serve", daemon=True)
+    writer.start()
+    served.start()
+    root = Path(config.lakehouse.path)
+    try:
+        writer.rate = args.rates[0]  # warm-up: tagged 0, not counted
+        warm_until = time.monotonic() + 600
+        while sum(map(len, stages.per_rate.values())) < args.warmup and time.monotonic() < warm_until:
+            time.sleep(args.poll)
+        for rate in args.rates:
+            stages.rate = rate
+            writer.rate = writer.tag = rate
+            until = time.monotonic() + args.seconds
+            while time.monotonic() < until:
+                read_gold(root, emitted, seen)
+                time.sleep(args.poll)
+        writer.rate = writer.tag = 0
+        settle_until = time.monotonic() + args.settle
+        while time.monotonic() < settle_until:
+            read_gold(root, emitted, seen)
+            with emitted.lock:
+                pending = (
+                    len(emitted.watermarks)
+                    - len(seen.watermarks)
+                    + sum(len(v) - seen.checkpoint_upto.get(k, 0) for k, v in emitted.checkpoints.items())
+                )
+            if pending == 0:
+                break
+            time.sleep(args.poll)
+    finally:
+        writer.stopped.set()
+        service.stop()
+        served.join(120)
+        writer.join(60)
+    return run
+
+
+def report(run: Measured, args: argparse.Namespace) -> dict[int, float]:
+    """Print one engine's table; its p99 per rate."""
+    emitted, seen, stages = run.emitted, run.seen, run.stages
+    print(f"silver on {run.silver}:")
+    for rate in args.rates:
+        print(f"  asked {rate}/s: {emitted.count[rate] / args.seconds:.0f} events/s written")
+    print(f"{'rate/s':>7} {'kind':<10} {'events':>7} {'seen':>6} {'p50 s':>7} {'p99 s':>7} {'max s':>7}")
+    p99: dict[int, float] = {}
+    for rate in args.rates:
+        for kind in ("watermark", "checkpoint"):
+            d = seen.delays.get((kind, rate), [])
+            total = sum(1 for _i, (_a, r) in emitted.watermarks.items() if r == rate) if kind == "watermark" else (
+                sum(1 for v in emitted.checkpoints.values() for _a, r in v if r == rate))  # fmt: skip
+            print(f"{rate:>7} {kind:<10} {total:>7} {len(d):>6} {_pct(d, 0.5):>7.2f} {_pct(d, 0.99):>7.2f} "
+                  f"{max(d, default=float('nan')):>7.2f}")  # fmt: skip
+            p99[rate] = max(p99.get(rate, 0.0), _pct(d, 0.99))
+        refreshes = stages.per_rate.get(rate, [])
+        if refreshes:
+            names = sorted({n for r in refreshes for n in r})
+            mean = {n: statistics.mean(r.get(n, 0.0) for r in refreshes) for n in names}
+            spent = ", ".join(f"{n or 'other'} {s:.2f} s" for n, s in mean.items())
+            print(f"{rate:>7} refreshes {len(refreshes)}, mean per refresh: {spent}")
+    return p99
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rates", type=lambda s: [int(x) for x in s.split(",")], default=[1000, 10000])
@@ -213,13 +316,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--poll", type=float, default=0.5, help="seconds between two reads of gold")
     parser.add_argument("--settle", type=float, default=120.0, help="at most this long for the last events")
     parser.add_argument("--warmup", type=int, default=2, help="refreshes before the first rate is measured")
+    parser.add_argument(
+        "--silver", type=lambda s: s.split(","), default=["auto", "spark"],
+        help="silver engines measured one after the other: auto (delta-rs increments, as serve runs), spark",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
     from ingest.spark import spark_session
-    from lakehouse.serve import LakehouseService, ServeSettings
     from mirrorlake.localkafka import down, up
-    from mirrorlake.traffic import ensure_topic
     from replicator.config import parse_config
 
     work = Path(tempfile.mkdtemp(prefix="mirrorlake-freshness-"))
@@ -227,86 +332,22 @@ def main(argv: list[str] | None = None) -> int:
     up(fleet)
     try:
         bootstrap = {a: fleet.cluster(a).bootstrap_servers for a in ("S", "T")}
-        ensure_topic(bootstrap["T"], STATE_TOPIC, 1)
-        config = parse_config(
-            {
-                "clusters": {a: {"bootstrap_servers": b} for a, b in bootstrap.items()},
-                "flows": [{"source": "S", "target": "T", "topics": ["orders"]}],
-                "state_topic": STATE_TOPIC,
-                "lakehouse": {"path": str(work / "lakehouse")},
-            },
-            source="bench/freshness.py",
-        )
-        emitted, seen = Emitted(), Seen()
-        stages = StageTimes()
-        writer = Writer(bootstrap["T"], emitted)
-        spark = spark_session(config.spark)
-        service = LakehouseService(
-            spark,
-            config,
-            ServeSettings(args.interval, args.trigger),
-            on_refresh=stages.refreshed,
-            on_stage=stages.started,
-        )
-        served = threading.Thread(target=service.run, name="lakehouse-serve", daemon=True)
-        writer.start()
-        served.start()
-        try:
-            writer.rate = args.rates[0]  # warm-up: tagged 0, not counted
-            warm_until = time.monotonic() + 600
-            while sum(map(len, stages.per_rate.values())) < args.warmup and time.monotonic() < warm_until:
-                time.sleep(args.poll)
-            for rate in args.rates:
-                stages.rate = rate
-                writer.rate = writer.tag = rate
-                until = time.monotonic() + args.seconds
-                while time.monotonic() < until:
-                    read_gold(Path(config.lakehouse.path), emitted, seen)
-                    time.sleep(args.poll)
-            writer.rate = writer.tag = 0
-            settle_until = time.monotonic() + args.settle
-            while time.monotonic() < settle_until:
-                read_gold(Path(config.lakehouse.path), emitted, seen)
-                with emitted.lock:
-                    pending = (
-                        len(emitted.watermarks)
-                        - len(seen.watermarks)
-                        + sum(len(v) - seen.checkpoint_upto.get(k, 0) for k, v in emitted.checkpoints.items())
-                    )
-                if pending == 0:
-                    break
-                time.sleep(args.poll)
-        finally:
-            writer.stopped.set()
-            service.stop()
-            served.join(120)
-            writer.join(60)
+        spark = spark_session(parse_config({"clusters": {}}, source="bench/freshness.py").spark)
+        runs = [measure(spark, bootstrap, work, silver, args) for silver in args.silver]
         settings = f"lakehouse serve --interval {args.interval:g} --trigger {args.trigger:g}"
         print(f"{settings}; gold read every {args.poll:g} s; {PARTITIONS} partitions; {args.seconds:g} s per rate; "
               f"load {load_average()}")  # fmt: skip
-        for rate in args.rates:
-            print(f"asked {rate}/s: {emitted.count[rate] / args.seconds:.0f} events/s written")
-        print(f"{'rate/s':>7} {'kind':<10} {'events':>7} {'seen':>6} {'p50 s':>7} {'p99 s':>7} {'max s':>7}")
-        p99: dict[int, float] = {}
-        for rate in args.rates:
-            for kind in ("watermark", "checkpoint"):
-                d = seen.delays.get((kind, rate), [])
-                total = sum(1 for _i, (_a, r) in emitted.watermarks.items() if r == rate) if kind == "watermark" else (
-                    sum(1 for v in emitted.checkpoints.values() for _a, r in v if r == rate))  # fmt: skip
-                print(f"{rate:>7} {kind:<10} {total:>7} {len(d):>6} {_pct(d, 0.5):>7.2f} {_pct(d, 0.99):>7.2f} "
-                      f"{max(d, default=float('nan')):>7.2f}")  # fmt: skip
-                p99[rate] = max(p99.get(rate, 0.0), _pct(d, 0.99))
-            refreshes = stages.per_rate.get(rate, [])
-            if refreshes:
-                names = sorted({n for r in refreshes for n in r})
-                mean = {n: statistics.mean(r.get(n, 0.0) for r in refreshes) for n in names}
-                spent = ", ".join(f"{n or 'other'} {s:.2f} s" for n, s in mean.items())
-                print(f"{rate:>7} refreshes {len(refreshes)}, mean per refresh: {spent}")
-        if len(args.rates) > 1:
-            low, high = args.rates[0], args.rates[-1]
-            print(f"p99 at {high}/s over p99 at {low}/s: {p99[high] / p99[low]:.2f}x")
-        for rate in args.rates:
-            print(f"freshness_p99_s_{rate}={p99[rate]:.2f}")
+        p99 = {run.silver: report(run, args) for run in runs}
+        for silver, by_rate in p99.items():
+            if len(args.rates) > 1:
+                low, high = args.rates[0], args.rates[-1]
+                print(f"silver on {silver}: p99 at {high}/s over p99 at {low}/s: {by_rate[high] / by_rate[low]:.2f}x")
+        if {"auto", "spark"} <= set(p99):
+            for rate in args.rates:
+                print(f"p99 at {rate}/s, silver on spark over auto: {p99['spark'][rate] / p99['auto'][rate]:.2f}x")
+        for silver, by_rate in p99.items():
+            for rate, value in by_rate.items():
+                print(f"freshness_p99_s_{silver}_{rate}={value:.2f}")
         return 0
     finally:
         down(fleet)

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
 from delta.tables import DeltaTable
 from pyspark.sql import SparkSession
@@ -26,6 +27,7 @@ from ingest.spark import reach_from_spark
 from lakehouse.catalog import table_paths
 from lakehouse.delta_log import REPAIR_HINT, delta_log_problem
 from lakehouse.duck.delta import row_count
+from lakehouse.duck.silver import update_silver_increment
 from lakehouse.gold_tables import GOLD_TABLES
 from lakehouse.incremental import GoldUpdate, update_gold
 from lakehouse.lease import writer_lease
@@ -33,10 +35,11 @@ from lakehouse.silver import update_silver
 from replicator.config import MirrorlakeConfig
 from replicator.errors import ExitCode, MirrorlakeError
 
-__all__ = ["BuildReport", "build_lakehouse", "LakehouseBuildError", "run_bronze"]
+__all__ = ["BuildReport", "build_lakehouse", "LakehouseBuildError", "run_bronze", "SilverEngine"]
 
 _log = logging.getLogger(__name__)
 _COUNTS_AT_ONCE = 4  # a count is a Delta log read and a small job: latency, which overlaps
+SilverEngine = Literal["auto", "spark"]  # auto: delta-rs for an increment it can take, else Spark
 
 
 class LakehouseBuildError(MirrorlakeError):
@@ -111,14 +114,25 @@ def refresh(
     *,
     full: bool = False,
     on_stage: Callable[[str], None] | None = None,
+    silver: SilverEngine = "auto",
 ) -> BuildReport:
-    """Silver and gold from what bronze holds (the part of a build after ingest)."""
+    """Silver and gold from what bronze holds (the part of a build after ingest): silver's increment
+    on delta-rs where it can be (``lakehouse.duck.silver``), else (or with ``silver="spark"``) on Spark."""
     if on_stage is not None:
         on_stage("silver: decode and merge")
-    try:
-        update_silver(spark, paths)
-    except RuntimeError as exc:
-        raise LakehouseBuildError(str(exc)) from exc
+    increment = update_silver_increment(paths) if silver == "auto" else None
+    if increment is not None:
+        _log.info(
+            "silver: %d bronze rows of versions %d..%d decoded without Spark in %.2f s (%s, %d quarantined)",
+            increment.bronze_rows, increment.after + 1, increment.upto, increment.seconds,
+            ", ".join(f"{t} {n}" for t, n in sorted(increment.appended.items())) or "nothing new",
+            increment.quarantined,
+        )  # fmt: skip
+    else:
+        try:
+            update_silver(spark, paths)
+        except RuntimeError as exc:
+            raise LakehouseBuildError(str(exc)) from exc
     updates = update_gold(spark, paths, config=config, full=full, on_stage=on_stage)
     if on_stage is not None:
         on_stage("counting rows")

@@ -22,6 +22,7 @@ from pyspark.sql import types as T
 from lakehouse.avro_jvm import VOUCHED, header_fingerprint_hex, jvm_decode
 from lakehouse.avro_types import all_nullable, event_spark_schema
 from lakehouse.event_validity import invalid_reason
+from lakehouse.silver_rows import LINEAGE_COLUMNS
 from replicator.events import SchemaRegistry, registry
 from replicator.events.codec import HEADER_LEN, MAGIC
 
@@ -37,9 +38,6 @@ __all__ = [
 
 UNKNOWN_TYPE = "__unknown__"
 INVALID = "invalid"  # the validity rule a decoded row breaks (null: valid)
-# Where each decoded event came from in the state topic: the bronze key, renamed so that it cannot
-# clash with event fields (offset_sync has its own ``partition``).
-LINEAGE_COLUMNS = ("state_cluster", "state_topic", "state_partition", "state_offset")
 _BRONZE_KEY = ("cluster", "topic", "partition", "offset")
 
 

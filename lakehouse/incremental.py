@@ -17,9 +17,7 @@ table without a tail has every key it holds touched.
 
 from __future__ import annotations
 
-import json
 import logging
-import os
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -34,13 +32,13 @@ from pyspark.sql import Column, DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 
 from ingest.paths import LakehousePaths
-from ingest.storage import s3_access
 from lakehouse.duck.engine import ArrowChanges
 from lakehouse.duck.engine import update_table as update_on_duckdb
 from lakehouse.duck.tables import TWINS
 from lakehouse.gold import LITERAL_KEYS, TAIL_FROM, GoldInputs, GoldTable, any_of, key_equals, key_filter
 from lakehouse.gold_schedule import run_in_dependency_order
 from lakehouse.gold_tables import GOLD_TABLES
+from lakehouse.state_file import load_state, save_state
 from replicator.config import MirrorlakeConfig
 from replicator.events import registry
 
@@ -356,24 +354,11 @@ def _state_file(paths: LakehousePaths, table: str) -> Path:
 
 
 def _load_state(paths: LakehousePaths, table: str) -> dict[str, int | None] | None:
-    try:
-        data = json.loads(_state_file(paths, table).read_text(encoding="utf-8"))
-    except FileNotFoundError:
+    data = load_state(_state_file(paths, table))
+    if data is None:
         return None
     return {str(k): (None if v is None else int(v)) for k, v in data["silver_versions"].items()}
 
 
 def _save_state(paths: LakehousePaths, table: str, consumed: Mapping[str, int | None]) -> None:
-    """Replace the state whole: a rename on a disk (written and synced first), one PUT on S3 (atomic)."""
-    path = _state_file(paths, table)
-    text = json.dumps({"silver_versions": dict(consumed)})
-    if s3_access(path) is not None:  # an object store: no rename, a PUT replaces an object whole
-        path.write_text(text, encoding="utf-8")
-        return
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".json.tmp")
-    with open(tmp, "w", encoding="utf-8") as fh:
-        fh.write(text)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+    save_state(_state_file(paths, table), {"silver_versions": dict(consumed)})

@@ -19,7 +19,7 @@ from pyspark.sql import SparkSession
 from ingest.bronze import start_bronze_ingest
 from ingest.paths import LakehousePaths
 from ingest.spark import reach_from_spark
-from lakehouse.build import BuildReport, check_bronze, refresh
+from lakehouse.build import BuildReport, SilverEngine, check_bronze, refresh
 from lakehouse.lease import writer_lease
 from replicator.config import MirrorlakeConfig
 
@@ -32,6 +32,7 @@ _log = logging.getLogger(__name__)
 class ServeSettings:
     interval_seconds: float = 30.0  # between two silver+gold refreshes
     trigger_seconds: float = 5.0  # the bronze streams' processing-time trigger
+    silver: SilverEngine = "auto"  # spark: never the delta-rs increment (bench.freshness compares them)
 
 
 class LakehouseService:
@@ -77,7 +78,9 @@ class LakehouseService:
                 for query in queries:
                     check_bronze(query)
                 still_held()
-                report = refresh(self._spark, self._config, self._paths, on_stage=self._on_stage)
+                report = refresh(
+                    self._spark, self._config, self._paths, on_stage=self._on_stage, silver=self._settings.silver
+                )
                 refreshes += 1
                 _log.info("refresh %d: %d bronze rows, gold %s", refreshes, report.bronze_rows, report.gold_rows)
                 if self._on_refresh is not None:

@@ -17,6 +17,7 @@ from delta.tables import DeltaTable
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
+from pyspark.sql.window import Window
 
 from ingest.paths import LakehousePaths
 from lakehouse.avro_types import all_nullable, event_spark_schema
@@ -29,6 +30,9 @@ from lakehouse.decode import (
     decode_events,
     decode_in_python,
 )
+from lakehouse.duck.delta import version as bronze_version
+from lakehouse.silver_progress import SilverProgress, read_progress, spark_checkpoint, write_progress
+from lakehouse.silver_rows import NOT_AN_EVENT
 from lakehouse.sql_quote import spark_path_ident
 from replicator.events import registry
 from replicator.events.validity import INVALID_PREFIX
@@ -107,7 +111,7 @@ def _merge_batch(spark: SparkSession, paths: LakehousePaths, batch: DataFrame, b
                     for o, n in zip(("cluster", "topic", "partition", "offset"), LINEAGE_COLUMNS, strict=True)
                 ],
                 "value",
-                F.lit("not a mirrorlake event: bad header or unknown schema fingerprint").alias("reason"),
+                F.lit(NOT_AN_EVENT).alias("reason"),
             )
         ]
         present = {r[0] for r in classified.select("event_type").distinct().collect()}
@@ -169,8 +173,10 @@ def _vouched_rows(decoded: DataFrame, event_type: str, bad: list[DataFrame]) -> 
         assert stats is not None
     if stats["ids"] < stats["rows"]:
         # a replayed state topic repeated events within the batch (or two ids share a hash: the
-        # exact deduplication below is then a no-op)
-        good = good.dropDuplicates(["event_id"])
+        # exact deduplication below is then a no-op); the first copy in state-topic order stays,
+        # as delta-rs's silver keeps it (``lakehouse.duck.silver``)
+        first = Window.partitionBy("event_id").orderBy(*LINEAGE_COLUMNS)
+        good = good.withColumn("_copy", F.row_number().over(first)).where(F.col("_copy") == 1).drop("_copy")
     timeless = stats["timeless"] or stats["low"] is None
     return good, _Span(None, None) if timeless else _Span(int(stats["low"]), int(stats["high"]))
 
@@ -243,17 +249,25 @@ def _quarantine(spark: SparkSession, paths: LakehousePaths, parts: list[DataFram
 
 
 def update_silver(spark: SparkSession, paths: LakehousePaths) -> None:
-    """Bring every silver table and quarantine up to date with bronze (one availableNow run)."""
+    """Bring every silver table and quarantine up to date with bronze (one availableNow run), and
+    record the bronze version it reached (``lakehouse.silver_progress``): the one read before the
+    run, which the run reads at least to."""
     if not DeltaTable.isDeltaTable(spark, str(paths.bronze)):
         _log.info("no bronze table yet at %s: nothing to decode", paths.bronze)
         return
     _enable_change_feed(spark, paths)
+    progress = read_progress(paths)
+    reached = bronze_version(paths.bronze)
+    if progress is not None and progress.bronze_version >= reached:
+        return  # delta-rs decoded it all already
+    checkpoint, start = spark_checkpoint(paths, progress)
+    reader = spark.readStream.format("delta").option("maxBytesPerTrigger", _MAX_BATCH_BYTES)  # bounded memory
+    if start is not None:
+        reader = reader.option("startingVersion", start)  # where delta-rs stopped: nothing read twice
     query = (
-        spark.readStream.format("delta")
-        .option("maxBytesPerTrigger", _MAX_BATCH_BYTES)  # bounded memory: 1e7 events in one batch ran out of heap
-        .load(str(paths.bronze))
+        reader.load(str(paths.bronze))
         .writeStream.foreachBatch(lambda df, batch_id: _merge_batch(spark, paths, df, batch_id))
-        .option("checkpointLocation", str(paths.checkpoint("silver")))
+        .option("checkpointLocation", str(paths.checkpoint(checkpoint)))
         .trigger(availableNow=True)
         .queryName("silver")
         .start()
@@ -261,3 +275,4 @@ def update_silver(spark: SparkSession, paths: LakehousePaths) -> None:
     query.awaitTermination()
     if query.exception() is not None:
         raise RuntimeError(f"silver update failed: {query.exception()}")
+    write_progress(paths, SilverProgress(reached, checkpoint))

@@ -20,6 +20,8 @@ from lakehouse.sql_quote import duck_ident, duck_string
 from lakehouse.store_access import delta_options
 
 __all__ = [
+    "version",
+    "append",
     "dataset",
     "register",
     "inserted",
@@ -39,6 +41,20 @@ _FEED_COLUMNS = ("_change_type", "_commit_version", "_commit_timestamp")
 def _at(path: Path, version: int | None = None) -> DeltaTable:
     """The table at ``version`` (latest when None), on whichever store ``path`` is."""
     return DeltaTable(str(path), version=version, storage_options=delta_options(path))
+
+
+def version(path: Path) -> int:
+    """The table's latest version."""
+    return int(_at(path).version())
+
+
+def append(path: Path, rows: pa.Table) -> None:
+    """Append ``rows`` (cast to the table's schema) in one commit."""
+    schema = table_schema(path)
+    write_deltalake(
+        str(path), rows.select(schema.names).cast(schema), mode="append", storage_options=delta_options(path)
+    )
+    _checkpoint(path)
 
 
 def dataset(path: Path, version: int | None = None) -> pads.Dataset:
@@ -103,13 +119,13 @@ def inserted(path: Path, after: int | None, upto: int, most: int) -> pa.Table:
             raise TooManyRows(f"{path} has more than {most} rows after version {after}")
         batches.append(batch)
     table = pa.Table.from_batches(batches, schema=feed.schema)
-    # the feed gives string views (which pyarrow's filter cannot take); the table's schema has strings
+    # the feed gives string and binary views (which pyarrow's filter cannot take); the table has plain ones
     table = table.cast(pa.schema([f.with_type(_plain(f.type)) for f in table.schema]))
     return table.filter(pc.is_in(table["_change_type"], pa.array(_INSERTED))).drop_columns(list(_FEED_COLUMNS))
 
 
 def _plain(t: pa.DataType) -> pa.DataType:
-    return pa.string() if t == pa.string_view() else t
+    return {pa.string_view(): pa.string(), pa.binary_view(): pa.binary()}.get(t, t)
 
 
 def replace_keys(path: Path, rows: pa.Table, predicate: str) -> None:

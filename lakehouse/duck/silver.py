@@ -1,0 +1,198 @@
+"""Silver increments without Spark: bronze's new rows decoded with fastavro and appended by delta-rs.
+
+``lakehouse serve`` refreshes every few seconds, and Spark's silver step (a stream, its batch jobs,
+a MERGE per type) took 24-26 s of each refresh (``bench/freshness.py``): the floor of how fresh the
+lakehouse could be. An increment is small, so here it is read from bronze's change feed
+(delta-rs, the rows added after the version silver reached, ``lakehouse.silver_progress``), each
+record decoded by the replicator's own reader (``replicator.events.decode_record``: writer schema
+resolved to the newest, validity rules applied), and appended to its silver table, or to quarantine
+with its reason, by delta-rs.
+
+Contract: the rows Spark's silver writes (``lakehouse.silver``), held equal by
+``tests/test_silver_engines.py``: per event type one row per event id (an id silver already holds
+is skipped, as Spark's MERGE inserts only absent ones; within the increment the first copy in
+state-topic order is kept), the event's columns and where it sits in the state topic; a record
+that is not an event, does not decode or breaks a validity rule goes to quarantine with the same
+words. Each table is one commit; the progress is written after the last, so a crash in between
+only reads the same rows again next time, and they are skipped.
+
+``update_silver_increment`` returns None, with nothing written, when Spark should do it: no record
+of progress yet, more new rows than an in-memory increment holds, a type whose silver table does
+not exist yet or lacks a column of its newest schema (Spark creates and evolves tables).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import duckdb
+import pyarrow as pa
+from deltalake.exceptions import DeltaError
+
+from ingest.paths import LakehousePaths
+from lakehouse.duck import delta
+from lakehouse.silver_progress import SilverProgress, read_progress, write_progress
+from lakehouse.silver_rows import LINEAGE_COLUMNS, NOT_AN_EVENT, event_columns
+from lakehouse.store_access import reach_from_duckdb
+from replicator.errors import EventDecodeError
+from replicator.events import SchemaRegistry, decode_record, registry
+from replicator.events.codec import header_fingerprint
+
+__all__ = ["SilverIncrement", "update_silver_increment", "decode_bronze"]
+
+_log = logging.getLogger(__name__)
+MOST_NEW_ROWS = 2_000_000  # bronze rows an increment holds in memory (as the gold twins' bound)
+
+
+@dataclass(frozen=True)
+class SilverIncrement:
+    """What one increment did: bronze versions ``(after, upto]`` read, rows per silver table appended."""
+
+    after: int
+    upto: int
+    bronze_rows: int
+    appended: dict[str, int] = field(default_factory=dict)
+    quarantined: int = 0
+    seconds: float = 0.0
+
+
+@dataclass
+class Decoded:
+    """Bronze rows as silver rows: per event type, and those for quarantine (with their reason)."""
+
+    events: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    rejected: list[dict[str, Any]] = field(default_factory=list)
+
+
+def decode_bronze(rows: pa.Table, reg: SchemaRegistry | None = None) -> Decoded:
+    """Each bronze row (``cluster``, ``topic``, ``partition``, ``offset``, ``value``) decoded, in order."""
+    reg = reg or registry()
+    out = Decoded()
+    columns = [rows.column(c).to_pylist() for c in ("cluster", "topic", "partition", "offset", "value")]
+    for cluster, topic, partition, offset, value in zip(*columns, strict=True):
+        lineage = dict(zip(LINEAGE_COLUMNS, (cluster, topic, partition, offset), strict=True))
+        fp = header_fingerprint(value)
+        writer = reg.by_fingerprint(fp) if fp is not None else None
+        if writer is None:
+            out.rejected.append({**lineage, "value": value, "reason": NOT_AN_EVENT})
+            continue
+        try:
+            _writer, record = decode_record(value, reg)
+        except EventDecodeError as exc:  # a body that does not parse, or a rule it breaks (same words as Spark's)
+            out.rejected.append({**lineage, "value": value, "reason": str(exc)})
+            continue
+        out.events.setdefault(writer.event_type, []).append({**record, **lineage})
+    return out
+
+
+def update_silver_increment(paths: LakehousePaths, *, most: int = MOST_NEW_ROWS) -> SilverIncrement | None:
+    """Bring silver up to bronze's latest version without Spark; None (nothing written) where Spark should."""
+    started = time.monotonic()
+    progress = read_progress(paths)
+    if progress is None:
+        _log.info("silver: no record of how far silver read bronze yet; Spark decodes")
+        return None
+    try:
+        upto = delta.version(paths.bronze)
+        if upto <= progress.bronze_version:
+            return SilverIncrement(progress.bronze_version, progress.bronze_version, 0)
+        rows = delta.inserted(paths.bronze, progress.bronze_version, upto, most)
+    except delta.TooManyRows as exc:
+        _log.info("silver: %s, more than an increment held in memory; Spark decodes", exc)
+        return None
+    except DeltaError as exc:
+        _log.info("silver: delta-rs cannot read bronze's change feed (%s); Spark decodes", exc)
+        return None
+    decoded = decode_bronze(rows)
+    tables = {t: paths.silver(t) for t in decoded.events}
+    if (why := _unwritable(tables, paths if decoded.rejected else None)) is not None:
+        _log.info("silver: %s; Spark decodes", why)
+        return None
+    con = duckdb.connect()
+    reach_from_duckdb(con, paths.root)
+    try:
+        appended = {t: _append_new(con, tables[t], _first_copies(rows_)) for t, rows_ in decoded.events.items()}
+        quarantined = _append_rejected(con, paths, decoded.rejected)
+    finally:
+        con.close()
+    write_progress(paths, SilverProgress(upto, None))
+    return SilverIncrement(
+        progress.bronze_version, upto, rows.num_rows, appended, quarantined, time.monotonic() - started
+    )
+
+
+def _unwritable(tables: dict[str, Any], quarantine: LakehousePaths | None) -> str | None:
+    """Why a silver table (or quarantine, when there are rejected rows) cannot take its rows here
+    (None: all can)."""
+    if quarantine is not None:
+        try:
+            delta.table_schema(quarantine.quarantine)
+        except DeltaError:
+            return "no quarantine table yet"
+    for event_type, path in tables.items():
+        try:
+            held = set(delta.table_schema(path).names)
+        except DeltaError:  # TableNotFoundError is one
+            return f"no silver table for {event_type} yet"
+        missing = [c for c in event_columns(event_type) if c not in held]
+        if missing:
+            return f"silver table {event_type} lacks {', '.join(missing)} (its schema evolved)"
+    return None
+
+
+def _first_copies(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One row per event id, the first in state-topic order (a replayed topic repeats events)."""
+    seen: set[str] = set()
+    out = []
+    for row in sorted(rows, key=lambda r: tuple(r[c] for c in LINEAGE_COLUMNS)):
+        if row["event_id"] not in seen:
+            seen.add(row["event_id"])
+            out.append(row)
+    return out
+
+
+def _append_new(con: duckdb.DuckDBPyConnection, path: Any, rows: list[dict[str, Any]]) -> int:
+    """Append the ``rows`` whose event id the table lacks, ordered by emission time (each file then
+    holds a stretch of time, which the file statistics let later reads skip); how many."""
+    schema = delta.table_schema(path)
+    batch = pa.Table.from_pylist(rows, schema=schema)
+    times = [r["emitted_at_ms"] for r in rows if r.get("emitted_at_ms") is not None]
+    window = f"emitted_at_ms BETWEEN {min(times)} AND {max(times)} AND " if len(times) == len(rows) else ""
+    delta.register(con, "held", path)
+    con.register("batch", batch)
+    try:
+        found = con.execute(f"SELECT event_id FROM held WHERE {window}event_id IN (SELECT event_id FROM batch)")
+        present = {r[0] for r in found.fetchall()}
+    finally:
+        con.unregister("batch")
+    new = [r for r in rows if r["event_id"] not in present]
+    if new:
+        new.sort(key=lambda r: (r.get("emitted_at_ms") is None, r.get("emitted_at_ms") or 0))
+        delta.append(path, pa.Table.from_pylist(new, schema=schema))
+    return len(new)
+
+
+def _append_rejected(con: duckdb.DuckDBPyConnection, paths: LakehousePaths, rows: Iterable[dict[str, Any]]) -> int:
+    """Append to quarantine the rejected rows whose state-topic coordinates it lacks; how many."""
+    rows = list(rows)
+    if not rows:
+        return 0
+    schema = delta.table_schema(paths.quarantine)
+    now = pa.scalar(time.time_ns() // 1000, pa.timestamp("us", tz="UTC"))
+    batch = pa.Table.from_pylist([{**r, "quarantined_at": now.as_py()} for r in rows], schema=schema)
+    delta.register(con, "held", paths.quarantine)
+    con.register("batch", batch.select(list(LINEAGE_COLUMNS)))
+    try:
+        key = ", ".join(LINEAGE_COLUMNS)
+        found = con.execute(f"SELECT {key} FROM held SEMI JOIN batch USING ({key})")
+        present = set(found.fetchall())
+    finally:
+        con.unregister("batch")
+    keep = [i for i, r in enumerate(rows) if tuple(r[c] for c in LINEAGE_COLUMNS) not in present]
+    if keep:
+        delta.append(paths.quarantine, batch.take(keep))
+    return len(keep)
