@@ -184,6 +184,9 @@ class StateTask(Protocol):
     def close(self) -> None: ...
 
 
+_SLOW_S = 2.0  # a state task's run longer than this is logged
+
+
 class StateTasks:
     """Runs tasks on their intervals on one thread until ``stop``; ``final_round`` runs each once.
 
@@ -231,7 +234,9 @@ class StateTasks:
                 self._run(task)
 
     def _run(self, task: StateTask) -> None:
-        """Run one task; a failure is logged at WARNING when it starts or changes kind, not every retry."""
+        """Run one task; a failure is logged at WARNING when it starts or changes kind, not every retry.
+        A run longer than ``_SLOW_S`` is logged: the tasks share one thread, so the others waited."""
+        started = time.monotonic()
         try:
             task.run()
         except Exception as exc:  # noqa: BLE001 (logged and retried: the copy loop must go on)
@@ -245,6 +250,10 @@ class StateTasks:
                 self.errors[task.name] = f"{kind}: {exc}"  # the latest reason of the same kind
             self._error_kinds[task.name] = kind
             return
+        finally:
+            took = time.monotonic() - started
+            if took > _SLOW_S:
+                _log.info("flow %s: state task %s took %.1f s (the others waited)", self.ctx.flow.name, task.name, took)
         self._error_kinds.pop(task.name, None)
         if self.errors.pop(task.name, None) is not None:
             _log.info("flow %s: %s works again", self.ctx.flow.name, task.name)
