@@ -53,6 +53,16 @@ def utc(ms: int | None) -> str:
     return to_datetime(int(ms)).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
+def moment(ms: int | None, now_ms: int) -> str:
+    """A moment short enough for a metric: ``14:03:07 UTC`` within a day of ``now_ms``, else
+    ``2026-11-22`` (``utc`` gives it whole, for its help or a caption)."""
+    if ms is None or missing(ms):
+        return UNKNOWN
+    if abs(now_ms - int(ms)) < 86_400_000:
+        return to_datetime(int(ms)).strftime("%H:%M:%S UTC")
+    return to_datetime(int(ms)).strftime("%Y-%m-%d")
+
+
 def duration_ms(ms: float | None) -> str:
     """A duration in the unit people read fastest: ``850 ms``, ``4.2 s``, ``3 min 20 s``, ``2 h 5 min``, ``3.0 y``."""
     if ms is None or missing(ms):
@@ -113,6 +123,13 @@ def count(n: float | None, unit: str = "") -> str:
     if not unit:
         return text
     return f"{text} {unit if n == 1 else unit + 's'}"
+
+
+def per_second(value: float | None) -> str:
+    """The number of a rate whose unit is in its label (``Records/s``): one decimal below 10."""
+    if value is None or missing(value):
+        return UNKNOWN
+    return f"{value:,.1f}" if value < 10 else f"{value:,.0f}"
 
 
 def rate(per_second: float | None, unit: str = "records") -> str:

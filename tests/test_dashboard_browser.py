@@ -11,9 +11,8 @@ the pytest run's tmp dir, named in the output), e.g. ``MIRRORLAKE_SCREENSHOTS=do
 
 from __future__ import annotations
 
-import os
 import subprocess
-import tempfile
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -29,6 +28,7 @@ from lakehouse.api import Lakehouse
 from lakehouse.sql import LakehouseSQL
 from replicator.client.mapping import build_segments, points_from_sync, translate
 from tests import lakehouse_support as ev
+from tests.browser_support import chromium_page, cut_off, drawn, idle, open_page, screenshot_dir, settled, wait_metric
 from tests.dashboard_support import free_port, healthy
 from tests.lakehouse_support import Built
 from tests.waiting import wait_for
@@ -36,18 +36,6 @@ from tests.waiting import wait_for
 pytest_plugins = ["tests.lakehouse_support"]  # the session fixture ``built``
 pytestmark = [pytest.mark.kafka, pytest.mark.spark, pytest.mark.browser]
 
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
-TIMEOUT_MS = 60_000
 CANARY = f"canary-{uuid.uuid4().hex}"
 SECURED_CLIENT = {
     "security.protocol": "SASL_SSL",
@@ -96,85 +84,12 @@ def dashboard(built: Built, tmp_path_factory: pytest.TempPathFactory) -> Iterato
 
 @pytest.fixture(scope="module")
 def screenshots(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    where = os.environ.get("MIRRORLAKE_SCREENSHOTS")
-    path = Path(where) if where else tmp_path_factory.mktemp("screenshots")
-    path.mkdir(parents=True, exist_ok=True)
-    print(f"dashboard screenshots in {path}")
-    return path
+    return screenshot_dir(tmp_path_factory, "dashboard")
 
 
 @pytest.fixture(scope="module")
 def page(dashboard: str):  # noqa: ANN201 - playwright's Page
-    from playwright.sync_api import sync_playwright
-
-    if not Path(CHROMIUM).exists():
-        pytest.fail(f"{CHROMIUM} is missing: run `make setup` (scripts/bootstrap.sh installs Debian's chromium)")
-    with sync_playwright() as pw, tempfile.TemporaryDirectory(prefix="chromium-") as profile:
-        context = pw.chromium.launch_persistent_context(
-            profile,
-            executable_path=CHROMIUM,
-            headless=True,
-            args=CHROMIUM_ARGS,
-            viewport={"width": 1440, "height": 1500},
-        )
-        context.set_default_timeout(TIMEOUT_MS)
-        try:
-            yield context.new_page()
-        finally:
-            context.close()
-
-
-def _idle(page) -> bool:  # noqa: ANN001
-    """Streamlit is not running the script (no "Running..."/Stop status, no stale elements)."""
-    return (
-        page.locator('[data-testid="stStatusWidget"]').count() == 0 and page.locator('[data-stale="true"]').count() == 0
-    )
-
-
-def _settled(page) -> None:  # noqa: ANN001
-    """Wait until Streamlit finished running the script."""
-    page.wait_for_selector('[data-testid="stApp"]')
-    wait_for(lambda: _idle(page), "the dashboard to finish running", timeout_s=60)
-
-
-def _open(page, url: str, slug: str, title: str) -> None:  # noqa: ANN001
-    page.goto(f"{url}/" if slug == PAGES[0].slug else f"{url}/{slug}")  # the first page is the app's root
-    page.get_by_role("heading", name=title, level=1).wait_for()  # the page's title, not the sidebar's heading
-    _settled(page)
-    assert page.locator('[data-testid="stException"]').count() == 0, page.inner_text("body")
-
-
-def _drawn(page) -> bool:  # noqa: ANN001
-    """Graphs and tables are drawn in the browser after the script ends: wait for them before a screenshot."""
-    graphs = page.locator('[data-testid="stGraphVizChart"]').count()
-    tables = page.locator('[data-testid="stDataFrame"]').count()
-    return (
-        page.locator('[data-testid="stGraphVizChart"] svg').count() >= graphs
-        and page.locator('[data-testid="stDataFrame"] canvas').count() >= tables
-    )
-
-
-def _metric(page, label: str) -> str:  # noqa: ANN001
-    metric = page.locator('[data-testid="stMetric"]').filter(has=page.get_by_text(label, exact=True))
-    from playwright.sync_api import TimeoutError as PlaywrightTimeout
-
-    try:
-        return metric.first.locator('[data-testid="stMetricValue"]').inner_text(timeout=2_000).strip()
-    except PlaywrightTimeout:
-        return f"<no metric {label!r} on the page>"
-
-
-def _wait_metric(page, label: str, expected: str) -> None:  # noqa: ANN001
-    seen: list[str] = []
-
-    def shows() -> bool:
-        seen.append(_metric(page, label))
-        return seen[-1] == expected
-
-    try:
-        wait_for(shows, f"metric {label!r} to show {expected!r}", timeout_s=60)
-    except AssertionError as exc:
-        raise AssertionError(f"{exc}; it shows {seen[-1:]}") from None
+    yield from chromium_page()
 
 
 def _sql(built: Built, query: str, as_of=None):  # noqa: ANN001
@@ -189,38 +104,39 @@ def test_every_page_loads_without_an_exception_and_shows_no_password(page, dashb
     """Every page runs and draws; the config the dashboard reads holds a cluster's SASL password in
     its text, and that password is in no page's HTML or text."""
     for p in PAGES:
-        _open(page, dashboard, p.slug, p.title)
+        open_page(page, dashboard, p.slug, p.title)
         assert page.get_by_role("button", name="Deploy").count() == 0  # viewer mode: no developer toolbar
         # idle and drawn at once: a live rerun (a new lakehouse commit) may start after the page settled
-        wait_for(lambda: _idle(page) and _drawn(page), f"{p.title} to be run and drawn", timeout_s=120)
+        wait_for(lambda: idle(page) and drawn(page), f"{p.title} to be run and drawn", timeout_s=120)
         page.screenshot(path=str(screenshots / f"{p.slug}.png"), full_page=True)
+        assert cut_off(page) == [], f"{p.title}: cut off"
         html, text = page.content(), page.inner_text("body")
         assert CANARY not in html and CANARY not in text, f"the password is on the page {p.title}"
 
 
 def test_pages_show_the_figures_sql_returns(page, dashboard: str, built: Built):  # noqa: ANN001
     at_risk = _sql(built, "SELECT sum(records_unreplicated) FROM rpo_now('A->B')")
-    _open(page, dashboard, "overview", "Overview")
-    _wait_metric(page, "Lag (records)", fmt.count(at_risk))
-    _open(page, dashboard, "lag", "Lag and RPO")
-    _wait_metric(page, "Records at risk", fmt.count(at_risk))
-    _open(page, dashboard, "groups", "Consumer groups")
+    open_page(page, dashboard, "overview", "Overview")
+    wait_metric(page, "Lag (records)", fmt.count(at_risk))
+    open_page(page, dashboard, "lag", "Lag and RPO")
+    wait_metric(page, "Records at risk", fmt.count(at_risk))
+    open_page(page, dashboard, "groups", "Consumer groups")
     lost = _sql(built, "SELECT sum(records_lost_total) FROM rpo_groups WHERE flow = 'A->B'")
-    _wait_metric(page, "Lost on failover now", fmt.count(lost))
-    _wait_metric(page, "Groups", fmt.count(_sql(built, 'SELECT count(DISTINCT "group") FROM group_offsets')))
-    _open(page, dashboard, "divergence", "Divergence")
-    _wait_metric(page, "Differences", fmt.count(_sql(built, "SELECT count(*) FROM divergence")))
-    _open(page, dashboard, "mapping", "Offset mapping")
+    wait_metric(page, "Lost on failover now", fmt.count(lost))
+    wait_metric(page, "Groups", fmt.count(_sql(built, 'SELECT count(DISTINCT "group") FROM group_offsets')))
+    open_page(page, dashboard, "divergence", "Divergence")
+    wait_metric(page, "Differences", fmt.count(_sql(built, "SELECT count(*) FROM divergence")))
+    open_page(page, dashboard, "mapping", "Offset mapping")
     segments = _sql(built, f"SELECT count(*) FROM offset_mapping WHERE source_topic = '{ev.TOPIC}' AND partition = 0")
-    _wait_metric(page, "Segments", fmt.count(segments))
-    _open(page, dashboard, "failover", "Failover")
+    wait_metric(page, "Segments", fmt.count(segments))
+    open_page(page, dashboard, "failover", "Failover")
     # the fixture's watermarks are years old: a lower bound with its age, never a current figure
-    _wait_metric(page, "Records at risk (RPO)", f"≥ {fmt.count(at_risk)}")
+    wait_metric(page, "Records at risk (RPO)", f"≥ {fmt.count(at_risk)}")
     page.get_by_text("Not measured for").first.wait_for()
     cut = _sql(built, "SELECT cut_ms FROM consistent_cut('A->B')")
-    _wait_metric(page, "Consistent cut", fmt.utc(cut) if cut is not None else "unknown")
+    wait_metric(page, "Consistent cut", fmt.moment(cut, int(time.time() * 1000)) if cut is not None else "unknown")
     plan_lost = _sql(built, "SELECT sum(records_lost) FROM failover_plan('A->B')")
-    _wait_metric(page, "Lost at the exact offsets", fmt.count(plan_lost))
+    wait_metric(page, "Lost by resuming (exact)", fmt.count(plan_lost))
 
 
 def _ground_truth(built: Built, partition: int, committed: int) -> int:
@@ -239,17 +155,17 @@ def _ground_truth(built: Built, partition: int, committed: int) -> int:
 
 
 def test_translate_boxes_answer_the_ground_truth(page, dashboard: str, built: Built):  # noqa: ANN001
-    _open(page, dashboard, "mapping", "Offset mapping")
+    open_page(page, dashboard, "mapping", "Offset mapping")
     for committed in (50, 101, 145, 185):
         expected = _ground_truth(built, 0, committed)
         box = page.get_by_label("Committed source offset")
         box.fill(str(committed))
         box.press("Enter")
-        _wait_metric(page, "Resumes on the target at", str(expected))
+        wait_metric(page, "Resumes on the target at", str(expected))
     reverse = page.get_by_label("Target offset")
     reverse.fill("154")  # the replayed copy of source offset 145 (delta 9 after the restart)
     reverse.press("Enter")
-    _wait_metric(page, "Copy of source offset", "145")
+    wait_metric(page, "Copy of source offset", "145")
 
 
 def test_as_of_selector_changes_every_page(page, dashboard: str, built: Built):  # noqa: ANN001
@@ -260,14 +176,14 @@ def test_as_of_selector_changes_every_page(page, dashboard: str, built: Built): 
     segments_then = _sql(built, "SELECT count(*) FROM offset_mapping WHERE partition = 0", as_of=then)
     segments_now = _sql(built, "SELECT count(*) FROM offset_mapping WHERE partition = 0")
     assert (at_risk_then, segments_then) != (at_risk_now, segments_now), "the first build must differ from the last"
-    _open(page, dashboard, "lag", "Lag and RPO")
+    open_page(page, dashboard, "lag", "Lag and RPO")
     page.get_by_role("combobox", name="As of").click()
     page.get_by_role("option", name=f"Build {first.number} ·").first.click()
-    _settled(page)
+    settled(page)
     page.get_by_text("Time travel: this is the lakehouse as of").wait_for()
-    _wait_metric(page, "Records at risk", fmt.count(at_risk_then))
+    wait_metric(page, "Records at risk", fmt.count(at_risk_then))
     page.get_by_role("link", name="Offset mapping").first.click()  # same session: the choice stays
     page.get_by_role("heading", name="Offset mapping").first.wait_for()
-    _settled(page)
-    _wait_metric(page, "Segments", fmt.count(segments_then))
+    settled(page)
+    wait_metric(page, "Segments", fmt.count(segments_then))
     assert page.locator('[data-testid="stException"]').count() == 0

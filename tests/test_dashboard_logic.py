@@ -267,9 +267,9 @@ def test_failover_page_shows_the_plan_figures_and_the_consistent_cut():
     app.run()
     assert not app.exception, app.exception
     metrics = {m.label: m.value for m in app.metric}
-    assert metrics["Consistent cut"] == fmt.utc(NOW)
-    assert metrics["Lost at the exact offsets"] == fmt.count(2)  # the chosen group only
-    assert metrics["Re-read at the exact offsets"] == fmt.count(3)
+    assert metrics["Consistent cut"] == fmt.moment(NOW, 1_763_800_060_000)
+    assert metrics["Lost by resuming (exact)"] == fmt.count(2)  # the chosen group only
+    assert metrics["Re-read (exact)"] == fmt.count(3)
     table = app.dataframe[0].value
     assert list(table["target offset"]) == [100, 78] and list(table["group"]) == ["app", "app"]
     assert any("mirrorlake failover apply" in c.value for c in app.caption)  # read-only: applying stays a CLI action

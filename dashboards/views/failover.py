@@ -43,7 +43,7 @@ def render(view: View) -> None:
             "then `mirrorlake lakehouse build`."
         )
         return
-    st.caption("If the source cluster were lost now and every consumer group moved to the target.")
+    st.caption("If the source cluster were gone now and every consumer group moved to the target.")
     groups = sorted(costs["group"].unique()) if not costs.empty else []
     chosen = st.multiselect("Groups", groups, default=groups, key="failover_groups") if groups else []
     picked = costs[costs["group"].isin(chosen)] if not costs.empty else costs
@@ -55,8 +55,13 @@ def render(view: View) -> None:
     cols[0].metric("Records at risk (RPO)", at_risk_text, help="source records not replicated yet")
     oldest_text = fresh.older_by_age(oldest) if fresh else fmt.UNKNOWN
     cols[1].metric("Oldest at risk", oldest_text, help="age of the oldest source record not replicated yet")
-    lost = None if picked.empty else _sum(picked["records_lost_total"])
-    cols[2].metric("Lost by the groups", fmt.count(lost), help="not replicated yet + skipped by the resume offset")
+    lost = None if picked.empty else _sum(picked["records_lost"])
+    cols[2].metric(
+        "Lost by resuming",
+        fmt.count(lost),
+        help="replicated records the groups would skip, resuming where their checkpoints say (not yet "
+        "replicated records are the records at risk, beside)",
+    )
     cols[3].metric("Re-read", fmt.count(None if picked.empty else _sum(picked["records_reread"])))
     cols[4].metric("Duplicated", fmt.count(None if picked.empty else _sum(picked["records_duplicated"])))
     if fresh is not None and fresh.stale:
@@ -82,7 +87,8 @@ def render(view: View) -> None:
                     "resume at": picked["resume_offset"],
                     "exact": picked["exact_offset"],
                     "method": picked["method"],
-                    "lost": picked["records_lost_total"],
+                    "not yet replicated": picked["records_unreplicated"],
+                    "lost by resuming here": picked["records_lost"],
                     "re-read": picked["records_reread"],
                     "duplicated": picked["records_duplicated"],
                     "as of": [fmt.when(None if pd.isna(v) else int(v), view.now_ms) for v in picked["as_of_ms"]],
@@ -98,7 +104,7 @@ def render(view: View) -> None:
                 {
                     "partition": rpo["source_topic"] + "[" + rpo["partition"].astype(str) + "]",
                     "not replicated": rpo["records_unreplicated"],
-                    "lost to retention": rpo["records_expired_unreplicated"],
+                    "deleted before their copy": rpo["records_expired_unreplicated"],
                     "oldest at risk": [
                         fmt.duration_ms(None if pd.isna(v) else v * 1000) for v in rpo["seconds_unreplicated"]
                     ],
@@ -134,16 +140,19 @@ def plan_section(view: View, flow: str, groups: list[str]) -> None:
     plan = view.get(data.failover_plan, flow)
     cut = view.get(data.consistent_cut, flow)
     cut_ms = None if cut.empty or pd.isna(cut["cut_ms"].iloc[0]) else int(cut["cut_ms"].iloc[0])
-    cols = st.columns(4)
+    cols = st.columns([2, 1, 1, 1])
     cols[0].metric(
         "Consistent cut",
-        fmt.utc(cut_ms) if cut_ms is not None else "unknown",
-        help="every partition of the flow is replicated up to this time (the first record not copied yet)",
+        fmt.moment(cut_ms, view.now_ms) if cut_ms is not None else "unknown",
+        help="every partition of the flow is replicated up to this time (the first record not copied yet)"
+        + (f": {fmt.utc(cut_ms)}" if cut_ms is not None else ""),
     )
     cols[1].metric("Cut is", fmt.ago(cut_ms, view.now_ms) if cut_ms is not None else "n/a")
     picked = plan[plan["group"].isin(groups)] if not plan.empty else plan
-    cols[2].metric("Lost at the exact offsets", fmt.count(None if picked.empty else _sum(picked["records_lost"])))
-    cols[3].metric("Re-read at the exact offsets", fmt.count(None if picked.empty else _sum(picked["records_reread"])))
+    exact = "at the exact translation of each group's checkpoint"
+    lost = None if picked.empty else _sum(picked["records_lost"])
+    cols[2].metric("Lost by resuming (exact)", fmt.count(lost), help=exact)
+    cols[3].metric("Re-read (exact)", fmt.count(None if picked.empty else _sum(picked["records_reread"])), help=exact)
     if picked.empty:
         st.info(
             "No plan yet: it needs group checkpoints and watermarks (`mirrorlake replicate`, then "
@@ -159,9 +168,9 @@ def plan_section(view: View, flow: str, groups: list[str]) -> None:
                     "partition": picked["source_topic"] + "[" + picked["partition"].astype(str) + "]",
                     "committed": picked["committed_offset"],
                     "target offset": picked["target_offset"],
-                    "lost": picked["records_lost"],
+                    "lost by resuming here": picked["records_lost"],
                     "re-read": picked["records_reread"],
-                    "partition at risk": picked["partition_records_unreplicated"],
+                    "not yet replicated": picked["partition_records_unreplicated"],
                     "as of": [fmt.when(None if pd.isna(v) else int(v), view.now_ms) for v in picked["as_of_ms"]],
                 }
             ),
@@ -180,7 +189,7 @@ def plan_section(view: View, flow: str, groups: list[str]) -> None:
                     "applied": [fmt.when(int(v), view.now_ms) for v in applied["applied_at_ms"]],
                     "mode": applied["mode"],
                     "groups": applied["groups"],
-                    "lost": applied["records_lost"],
+                    "lost by resuming": applied["records_lost"],
                     "re-read": applied["records_reread"],
                     "consistent cut": [fmt.utc(None if pd.isna(v) else int(v)) for v in applied["consistent_cut_ms"]],
                     "outcome": applied.get("outcome", pd.Series([None] * len(applied))),

@@ -38,7 +38,7 @@ def render(view: View) -> None:
             st.markdown(f"**{fmt.text(flow)}** · {LEVEL_BADGE[status.level]} · {fmt.text(status.reason)}")
             cols = st.columns(5)
             cols[0].metric(
-                "Records/s", fmt.count(rates.replicated_per_s), help="copied, between the last two watermarks"
+                "Records/s", fmt.per_second(rates.replicated_per_s), help="copied, between the last two watermarks"
             )
             cols[1].metric("Lag (records)", fmt.count(health.records_at_risk), help="records not replicated yet")
             cols[2].metric("Lag (time)", fmt.duration_ms(lag_ms), help="age of the oldest record not replicated yet")
