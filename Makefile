@@ -10,8 +10,9 @@ export MIRRORLAKE_CACHE ?= $(HOME)/.cache/mirrorlake
 setup:
 	@VENV=$(VENV) scripts/bootstrap.sh
 
+# a live system on local clusters (traffic, replication, lakehouse serve, dashboard) until `make down`
 demo: setup
-	$(BIN)/mirrorlake demo
+	$(BIN)/mirrorlake demo --live
 
 # three workers: one takes every module of the Spark session and built lakehouse (started once,
 # there only); each other module goes to whichever worker runs low (tests/conftest.py).
@@ -47,6 +48,7 @@ image-test: image image-lakehouse
 	$(BIN)/pytest -n0 -m image tests/test_image.py
 
 down: setup
+	$(BIN)/mirrorlake demo stop
 	$(BIN)/mirrorlake clusters down
 
 clean:

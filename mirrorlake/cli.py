@@ -462,24 +462,13 @@ def dashboard(config_path: Path, port: int, address: str) -> None:
     serve(config_path, config, port=port, address=address)
 
 
-@cli.command()
-@config_option
-@click.option("--records", default=20_000, show_default=True, help="plain records to produce to A.orders")
-def demo(config_path: Path, records: int) -> None:
-    """Local clusters, sample traffic, replication A->B, lakehouse build, and a summary."""
-    from mirrorlake.demo import render_summary, run_demo
-
-    config = load_config(config_path)
-    with Steps() as steps:
-        summary = run_demo(config, records=records, steps=steps)
-    click.echo(render_summary(summary, config))
-
-
 def _register() -> None:
     from mirrorlake.cli_check import check
+    from mirrorlake.cli_demo import demo
     from mirrorlake.cli_failover import failback, failover
 
     cli.add_command(config_argument_or_option(check))
+    cli.add_command(config_option(demo))
     for group in (failover, failback):
         for command in group.commands.values():
             config_option(command)

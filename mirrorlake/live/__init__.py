@@ -1,0 +1,1 @@
+"""The live demo: background processes on local clusters (``demo``), their traffic (``traffic``)."""
