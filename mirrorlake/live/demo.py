@@ -84,14 +84,21 @@ class LiveDemo:
             for topic in (ORDERS, PAYMENTS):
                 ensure_topic(bootstrap, topic, 3)
         parts = self.parts()
-        for name, part in parts.items():
-            with steps.step(f"start {name} (its output in {part.log})"):
-                part.start()
-        with steps.step(f"wait for the dashboard on http://127.0.0.1:{self.port}"):
-            self._wait(lambda: _answers(f"http://127.0.0.1:{self.port}/_stcore/health"), "dashboard", parts)
-        with steps.step("wait for the lakehouse's first refresh (Spark starts, bronze, silver, gold)"):
-            mapping = LakehousePaths.of(self.config.lakehouse).gold("offset_mapping") / "_delta_log"
-            self._wait(lambda: mapping.exists() and any(mapping.iterdir()), "serve", parts)
+        try:
+            for name, part in parts.items():
+                with steps.step(f"start {name} (its output in {part.log})"):
+                    part.start()
+            with steps.step(f"wait for the dashboard on http://127.0.0.1:{self.port}"):
+                self._wait(lambda: _answers(f"http://127.0.0.1:{self.port}/_stcore/health"), "dashboard", parts)
+            with steps.step("wait for the lakehouse's first refresh (Spark starts, bronze, silver, gold)"):
+                log = LakehousePaths.of(self.config.lakehouse).gold("offset_mapping") / "_delta_log"
+                since = time.time()  # a lakehouse of an earlier run is there already: this run's commit
+                self._wait(
+                    lambda: log.exists() and any(f.stat().st_mtime >= since for f in log.iterdir()), "serve", parts
+                )
+        except BaseException:  # a demo that did not start leaves none of its processes behind
+            self.stop()
+            raise
 
     def _wait(self, ready: Callable[[], bool], name: str, parts: dict[str, DemoProcess]) -> None:
         deadline = time.monotonic() + _READY_S

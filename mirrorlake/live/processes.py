@@ -63,9 +63,8 @@ class DemoProcess:
         return None
 
     def _is_ours(self, pid: int) -> bool:
-        try:
-            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-        except OSError:
+        argv = _argv(pid)
+        if argv is None:
             return False
         started = [b"mirrorlake.cli", *(os.fsencode(a) for a in self.args)]
         became = [os.fsencode(a) for a in self.becomes]
@@ -107,6 +106,21 @@ class DemoProcess:
         self.pid_file.unlink(missing_ok=True)
         _log.info("demo: stopped %s (pid %d)", self.name, pid)
         return True
+
+
+def _argv(pid: int, settle_s: float = 2.0) -> list[bytes] | None:
+    """The process's command line; None when it has exited. Empty for a moment while it ``exec``s
+    (the dashboard becomes Streamlit): read again then, unless it is a zombie (exited, not reaped)."""
+    deadline = time.monotonic() + settle_s
+    while True:
+        try:
+            raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            return None
+        if raw or state == "Z" or time.monotonic() > deadline:
+            return raw.split(b"\0") if raw else None
+        time.sleep(0.02)
 
 
 def _signal(pid: int, sig: signal.Signals) -> None:
