@@ -332,7 +332,7 @@ def main(argv: list[str] | None = None) -> int:
     up(fleet)
     try:
         bootstrap = {a: fleet.cluster(a).bootstrap_servers for a in ("S", "T")}
-        spark = spark_session(parse_config({"clusters": {}}, source="bench/freshness.py").spark)
+        spark = spark_session(parse_config({"clusters": {"T": {"bootstrap_servers": bootstrap["T"]}}}).spark)
         runs = [measure(spark, bootstrap, work, silver, args) for silver in args.silver]
         settings = f"lakehouse serve --interval {args.interval:g} --trigger {args.trigger:g}"
         print(f"{settings}; gold read every {args.poll:g} s; {PARTITIONS} partitions; {args.seconds:g} s per rate; "
