@@ -10,10 +10,12 @@ one flow; each sync stands for 10 copied records, the delta changes every 50 syn
 with the replicator's codec inside Spark tasks (``mapInArrow``) and appended directly as bronze
 rows (the Kafka ingest is exercised by the tests; here it would only measure the local broker).
 For each size, on a fresh lakehouse: the build time of silver + gold (decode, MERGE by event id,
-every gold table in full). On the largest size, ``--incremental`` more events are appended and
-the lakehouse is refreshed twice: incremental gold (MERGE of the touched keys), then the same
-gold recomputed in full; their times side by side. Finally: offset_mapping rows per offset_sync
-received, and DuckDB's latency to translate one group over all partitions (``translate_group``).
+every gold table in full). On the largest size, ``--incremental`` more events are appended,
+decoded into silver by delta-rs (``lakehouse.duck.silver``, as a serve refresh does) and gold is
+updated incrementally (MERGE of the touched keys); as many more are then decoded by Spark's silver
+(side by side with delta-rs's), and gold is recomputed in full; the times side by side.
+Finally: offset_mapping rows per offset_sync received, and DuckDB's latency to translate one
+group over all partitions (``translate_group``).
 The last line is ``events_per_second_1e7=<value>`` (``not_run`` when 1e7 was not among the sizes).
 """
 
@@ -241,6 +243,7 @@ def main() -> None:
     from ingest.paths import LakehousePaths
     from ingest.spark import LOCAL_TUNING, spark_session
     from lakehouse.build import refresh
+    from lakehouse.duck.silver import update_silver_increment
     from lakehouse.incremental import update_gold
     from lakehouse.silver import update_silver
     from replicator.config import SparkConfig
@@ -277,19 +280,31 @@ def main() -> None:
     assert last is not None
     n, config, paths, report = last
     print(f"mapping_rows_per_sync={report.mapping_segments / max(1, report.offset_syncs):.4f}")
+    # two increments of the same size: the first decoded by delta-rs (serve's way), the second by Spark
     append_bronze(spark, paths, n, args.incremental, args.partitions, args.touched_partitions)
     began = time.monotonic()
-    update_silver(spark, paths)
-    silver = time.monotonic() - began
+    increment = update_silver_increment(paths)
+    silver_rs = time.monotonic() - began
+    assert increment is not None, "silver's increment fell back to Spark (see the log)"
     began = time.monotonic()
     inc_updates = update_gold(spark, paths, config=config)
     incremental = time.monotonic() - began
+    append_bronze(spark, paths, n + args.incremental, args.incremental, args.partitions, args.touched_partitions)
+    began = time.monotonic()
+    update_silver(spark, paths)
+    silver = time.monotonic() - began
+    print(
+        f"+{args.incremental} events on {n}: silver on delta-rs {silver_rs:.1f} s, the next +{args.incremental} "
+        f"on Spark {silver:.1f} s: spark/delta-rs={silver / silver_rs:.2f}; silver on delta-rs + gold incremental "
+        f"{silver_rs + incremental:.1f} s"
+    )
+    update_gold(spark, paths, config=config)  # the second increment's gold, before the full rebuild
     began = time.monotonic()
     full_updates = update_gold(spark, paths, config=config, full=True)
     full = time.monotonic() - began
     print(
         f"+{args.incremental} events on {n} ({args.touched_partitions} of {args.partitions} partitions): "
-        f"silver {silver:.1f} s, then gold incremental (touched keys only) "
+        f"gold incremental (touched keys only) "
         f"{incremental:.1f} s vs gold full rebuild {full:.1f} s: full/incremental={full / incremental:.2f}"
     )
     print(f"  incremental gold tables: {_tables(inc_updates)}")
