@@ -146,6 +146,8 @@ def _unwritable(tables: dict[str, Any], quarantine: LakehousePaths | None) -> st
 
 def _first_copies(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """One row per event id, the first in state-topic order (a replayed topic repeats events)."""
+    if len({r["event_id"] for r in rows}) == len(rows):
+        return rows  # the usual increment: nothing repeated, no order to find
     seen: set[str] = set()
     out = []
     for row in sorted(rows, key=lambda r: tuple(r[c] for c in LINEAGE_COLUMNS)):
