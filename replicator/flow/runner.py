@@ -152,7 +152,7 @@ class FlowRunner:
         self._resume_due: list[TopicPartition] = []
         self._takeovers = Takeovers()  # at-least-once: assigned partitions, held until recovered
         self._after_crash = True  # the next recovery resumes past known copies (a clean stop: at the commits)
-        self._left_copies = False  # lost partitions (not revoked): copies past their commit left behind
+        self._left_copies = False  # lost partitions, or a resume revoked uncommitted: copies past a commit left behind
         self._takeover_view: StateView | None = None  # the loop's own view of the state log, for them
         self._takeover_retry_at = 0.0
         self._resets_retry_at = 0.0  # after a commit refused in a rebalance (monotonic seconds)
@@ -754,6 +754,12 @@ class FlowRunner:
     def _forget(self, partitions: list[TopicPartition]) -> None:
         gone = {(tp.topic, tp.partition) for tp in partitions}
         self._reset_due = [tp for tp in self._reset_due if (tp.topic, tp.partition) not in gone]
+        if any((tp.topic, tp.partition) in gone for tp in self._resume_due):
+            # revoked before its resume past known copies was committed (the coordinator down, say):
+            # its commit stays behind those copies, so this run's stop is no clean stop for it (the
+            # 30-minute soak: a process revoked 0.5 s after a takeover, stopped "cleanly", came back and
+            # resumed at the commits: 30 second copies of its dead peer's last transactions)
+            self._left_copies = True
         self._resume_due = [tp for tp in self._resume_due if (tp.topic, tp.partition) not in gone]
         self._newly_assigned -= gone
         self._lives.relived(gone, committed=False)  # matched again at their next assignment here
