@@ -37,7 +37,7 @@ from confluent_kafka import KafkaException
 from replicator.client.group_offsets import GroupOffset, committed_offsets
 from replicator.client.present_copies import PresentCopies
 from replicator.config import MirrorlakeConfig
-from replicator.errors import FailoverError, TranslationError
+from replicator.errors import FailoverError, MirrorlakeError, TranslationError
 from replicator.events import Checkpoint, Failover, FailoverOffset, Lifecycle, OffsetSync
 from replicator.failover.plan import FailoverPlan, GroupPlan, build_plan, select_groups
 from replicator.failover.release import release_consumers
@@ -84,7 +84,8 @@ def running_replicators(config: MirrorlakeConfig, state: FlowState, stale_after_
         group = consumer_group_id(flow)
         try:
             activity = group_activity(admin_client(source_conf), [group])[group]
-        except FailoverError:
+        except MirrorlakeError as exc:
+            _log.warning("cannot tell whether consumer group %s on %s has members: %s", group, flow.source, exc)
             activity = None
         if activity is not None and activity.active:
             found.append(f"{activity.members} member(s) of consumer group {group} on {flow.source}")

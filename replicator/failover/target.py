@@ -50,7 +50,9 @@ def group_activity(admin: AdminClient, groups: Iterable[str]) -> dict[str, Group
     out: dict[str, GroupActivity] = {}
     for group, future in admin.describe_consumer_groups(wanted, request_timeout=_TIMEOUT_S).items():
         try:
-            d = future.result(timeout=_TIMEOUT_S)
+            d = future.result(timeout=_TIMEOUT_S + 5)  # past the request's own timeout: its error says more
+        except TimeoutError as exc:
+            raise ReplicationError(f"cannot describe group {group!r}: no answer in {_TIMEOUT_S + 5} s") from exc
         except KafkaException as exc:
             err = kafka_error(exc)
             if isinstance(err, KafkaError) and err.code() == KafkaError.GROUP_ID_NOT_FOUND:
