@@ -131,7 +131,7 @@ def rpo_now(sql: LakehouseSQL, flow: str) -> pd.DataFrame:
         sql,
         "rpo",
         "SELECT source_topic, partition, records_unreplicated, records_expired_unreplicated, bytes_unreplicated, "
-        "seconds_unreplicated, last_replicated_offset, log_end_offset, observed_at_ms FROM rpo_now(?)",
+        "seconds_unreplicated, read_position, last_replicated_offset, log_end_offset, observed_at_ms FROM rpo_now(?)",
         [flow],
     )
 

@@ -110,7 +110,7 @@ def render(view: View) -> None:
                     ],
                     # where the flow stands (everything before it is on the target) at the watermark;
                     # an offset sync comes only every so many copies, so its offset trails the copies
-                    "replicated up to": rpo.get("read_position"),
+                    "replicated up to": rpo["read_position"],
                     "last offset sync": rpo["last_replicated_offset"],
                     "source log end": rpo["log_end_offset"],
                     "watermark": [fmt.when(int(v), view.now_ms) for v in rpo["observed_at_ms"]],
