@@ -11,9 +11,16 @@ runs: the bronze stream every ``--trigger`` seconds, silver and gold every ``--i
 the lakehouse up to date, and a reader asks gold through DuckDB (``mirrorlake sql``'s engine) every
 ``--poll`` seconds:
 
-- a source watermark is visible when its row is in ``rpo`` (one row per source watermark);
+- a source watermark is visible when ``rpo`` holds it or a later one of its partition (its row, one
+  per source watermark, or a higher ``log_end_offset``: the state topic has one partition, so
+  bronze, silver and gold take events in the order written); after the run one full read of
+  ``rpo`` counts the watermarks it never showed;
 - a checkpoint is visible when ``group_offsets`` holds it or a later one of its group and partition
   (``as_of_ms`` >= its ``emitted_at_ms``): the table keeps the latest only.
+
+The writer is a process of its own (as a replicator is) and a read of gold is two small aggregates,
+so neither takes the interpreter from the service's decoding (in one process, as on 2026-12-01, the
+writer's encoding and a reader fetching every id of ``rpo`` twice a second did).
 
 Before the first rate, a warm-up at that rate until the service has refreshed ``--warmup`` times
 (Spark's first queries compile their plans; not counted). Delay = the read that first saw it minus
@@ -33,6 +40,8 @@ from __future__ import annotations
 
 import argparse
 import logging
+import multiprocessing
+import pickle
 import statistics
 import tempfile
 import threading
@@ -53,22 +62,25 @@ KINDS_PER_STEP = 4  # offset sync, source watermark, target watermark, checkpoin
 
 @dataclass
 class Emitted:
-    """What the writer handed to the producer, for the reader to find."""
+    """What the writer handed to the producer, in order (the state topic has one partition, so gold
+    shows them in this order: an event is visible once a later one of its partition or group is)."""
 
-    watermarks: dict[str, tuple[int, int]] = field(default_factory=dict)  # event id -> (emitted ms, rate)
+    watermarks: dict[int, list[tuple[int, int, int]]] = field(
+        default_factory=lambda: defaultdict(list)
+    )  # partition -> [(log end offset, emitted ms, rate)]
     checkpoints: dict[tuple[str, int], list[tuple[int, int]]] = field(
         default_factory=lambda: defaultdict(list)
-    )  # (group, partition) -> [(emitted ms, rate)] in order
+    )  # (group, partition) -> [(emitted ms, rate)]
+    ids: list[str] = field(default_factory=list)  # every counted source watermark's event id
     count: dict[int, int] = field(default_factory=lambda: defaultdict(int))  # rate -> events
-    lock: threading.Lock = field(default_factory=threading.Lock)
 
 
 @dataclass
 class Seen:
-    delays: dict[tuple[str, int], list[float]] = field(default_factory=lambda: defaultdict(list))  # (kind, rate)
-    watermarks: set[str] = field(default_factory=set)
-    checkpoint_upto: dict[tuple[str, int], int] = field(default_factory=dict)  # index of the next unseen
-    reads: int = 0
+    """What each read of gold showed: when, and the newest source watermark and checkpoint there."""
+
+    reads: list[tuple[int, dict[int, int], dict[tuple[str, int], int]]] = field(default_factory=list)
+    missing: int = 0  # counted source watermarks not in gold at the end (one full read of rpo)
 
 
 @dataclass
@@ -77,6 +89,7 @@ class StageTimes:
 
     rate: int = 0
     per_rate: dict[int, list[dict[str, float]]] = field(default_factory=lambda: defaultdict(list))
+    tables: dict[int, list[dict[str, float]]] = field(default_factory=lambda: defaultdict(list))  # gold, each
     _current: dict[str, float] = field(default_factory=dict)
     _stage: str = ""
     _at: float = 0.0
@@ -90,9 +103,10 @@ class StageTimes:
             self._current[self._stage] = self._current.get(self._stage, 0.0) + now - self._at
         self._stage, self._at = name, now
 
-    def refreshed(self, _report: object) -> None:
+    def refreshed(self, report: Any) -> None:  # lakehouse.build.BuildReport
         self.started("")
         self.per_rate[self.rate].append(dict(self._current))
+        self.tables[self.rate].append({u.table: u.seconds for u in report.gold_updates})
         self._current.clear()
 
 
@@ -119,58 +133,63 @@ def _step_events(step: int, partition: int):  # -> list[replicator.events.Event]
     ]  # fmt: skip
 
 
-class Writer(threading.Thread):
-    """Emits ``rate`` events/s in 10 ms ticks until told another rate or to stop (rate 0 pauses)."""
+@dataclass(frozen=True)
+class WriterControl:
+    """Shared with the writer's process: the rate written, the rate counted (0: a warm-up), stop."""
 
-    def __init__(self, bootstrap: str, emitted: Emitted, topic: str = STATE_TOPIC) -> None:
-        super().__init__(name="freshness-writer", daemon=True)
-        self._topic = topic
-        from confluent_kafka import Producer
+    rate: Any  # multiprocessing.Value("i")
+    tag: Any
+    stop: Any  # multiprocessing.Event
 
-        self._producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "enable.idempotence": True})
-        self._emitted = emitted
-        self.rate = 0  # events/s written
-        self.tag = 0  # the rate the events are counted under (0: a warm-up, not counted)
-        self.stopped = threading.Event()
-        self._step = 0
-
-    def run(self) -> None:
-        from replicator.events import Checkpoint, Watermark, encode
-
-        owed = 0.0
-        last = time.monotonic()
-        while not self.stopped.is_set():
-            now = time.monotonic()
-            owed += self.rate * (now - last) / KINDS_PER_STEP  # steps owed, one per partition in turn
-            last = now
-            rate = self.tag
-            while owed >= 1:
-                owed -= 1
-                partition, step = self._step % PARTITIONS, self._step // PARTITIONS
-                self._step += 1
-                for event in _step_events(step, partition):
-                    value = encode(event)
-                    while True:
-                        try:
-                            self._producer.produce(self._topic, key=FLOW.encode(), value=value)
-                            break
-                        except BufferError:  # the local queue is full: let the broker catch up
-                            self._producer.poll(0.05)
-                    with self._emitted.lock:
-                        self._emitted.count[rate] += 1
-                        if rate and isinstance(event, Watermark) and event.side == "source":
-                            self._emitted.watermarks[event.event_id] = (event.emitted_at_ms, rate)
-                        elif rate and isinstance(event, Checkpoint):
-                            self._emitted.checkpoints[(event.group, partition)].append((event.emitted_at_ms, rate))
-            self._producer.poll(0)
-            if not self.rate:
-                owed = 0.0
-            self.stopped.wait(0.01)
-        self._producer.flush(30)
+    def set(self, rate: int, tag: int) -> None:
+        self.rate.value, self.tag.value = rate, tag
 
 
-def read_gold(root: Path, emitted: Emitted, seen: Seen) -> None:
-    """One read of gold: every event it shows for the first time gets its delay."""
+def write_events(bootstrap: str, topic: str, control: WriterControl, out: Path) -> None:
+    """The writer's process: ``control.rate`` events/s in 10 ms ticks until ``control.stop``; then
+    what it emitted goes to ``out`` (pickled). A process of its own, as a replicator is: in the
+    service's process its encoding took the interpreter from silver's decoding."""
+    from confluent_kafka import Producer
+
+    from replicator.events import Checkpoint, Watermark, encode
+
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "enable.idempotence": True})
+    emitted = Emitted()
+    owed, last, counter = 0.0, time.monotonic(), 0
+    while not control.stop.is_set():
+        now = time.monotonic()
+        owed += control.rate.value * (now - last) / KINDS_PER_STEP  # steps owed, one per partition in turn
+        last = now
+        rate = control.tag.value
+        while owed >= 1:
+            owed -= 1
+            partition, step = counter % PARTITIONS, counter // PARTITIONS
+            counter += 1
+            for event in _step_events(step, partition):
+                value = encode(event)
+                while True:
+                    try:
+                        producer.produce(topic, key=FLOW.encode(), value=value)
+                        break
+                    except BufferError:  # the local queue is full: let the broker catch up
+                        producer.poll(0.05)
+                emitted.count[rate] += 1
+                if rate and isinstance(event, Watermark) and event.side == "source":
+                    emitted.watermarks[partition].append((event.log_end_offset, event.emitted_at_ms, rate))
+                    emitted.ids.append(event.event_id)
+                elif rate and isinstance(event, Checkpoint):
+                    emitted.checkpoints[(event.group, partition)].append((event.emitted_at_ms, rate))
+        producer.poll(0)
+        if not control.rate.value:
+            owed = 0.0
+        control.stop.wait(0.01)
+    producer.flush(30)
+    out.write_bytes(pickle.dumps(emitted))
+
+
+def read_gold(root: Path, seen: Seen) -> None:
+    """One read of gold: the newest source watermark per partition and checkpoint per group and
+    partition (two small aggregates, so the reader takes little from the service it measures)."""
     from lakehouse.sql import LakehouseSQL, TableNotFoundError
 
     try:
@@ -180,26 +199,51 @@ def read_gold(root: Path, emitted: Emitted, seen: Seen) -> None:
     try:
         if not {"rpo", "group_offsets"} <= set(sql.views):
             return
-        ids = [r[0] for r in sql.query("SELECT watermark_event_id FROM rpo").rows]
+        marks = sql.query('SELECT "partition", max(log_end_offset) FROM rpo GROUP BY ALL').rows
         latest = sql.query('SELECT "group", "partition", max(as_of_ms) FROM group_offsets GROUP BY ALL').rows
     finally:
         sql.close()
-    now_ms = time.time() * 1000
-    seen.reads += 1
-    with emitted.lock:
-        for event_id in ids:
-            if event_id in seen.watermarks or event_id not in emitted.watermarks:
-                continue
-            seen.watermarks.add(event_id)
-            at, rate = emitted.watermarks[event_id]
-            seen.delays[("watermark", rate)].append((now_ms - at) / 1000)
-        for group, partition, as_of in latest:
-            sent = emitted.checkpoints.get((group, partition), [])
-            i = seen.checkpoint_upto.get((group, partition), 0)
-            while i < len(sent) and sent[i][0] <= as_of:
-                seen.delays[("checkpoint", sent[i][1])].append((now_ms - sent[i][0]) / 1000)
+    seen.reads.append((int(time.time() * 1000), dict(marks), {(g, p): t for g, p, t in latest}))
+
+
+def missing_watermarks(root: Path, emitted: Emitted) -> int:
+    """Counted source watermarks that gold's ``rpo`` lacks (one full read, after the run)."""
+    from lakehouse.sql import LakehouseSQL
+
+    sql = LakehouseSQL(root)
+    try:
+        held = {r[0] for r in sql.query("SELECT watermark_event_id FROM rpo").rows}
+    finally:
+        sql.close()
+    return sum(1 for i in emitted.ids if i not in held)
+
+
+def delays(emitted: Emitted, seen: Seen) -> dict[tuple[str, int], list[float]]:
+    """Each counted event's delay: the first read that showed it (or a later event of its partition
+    or group) minus its emission; (kind, rate) -> seconds."""
+    out: dict[tuple[str, int], list[float]] = defaultdict(list)
+    for partition, sent in emitted.watermarks.items():
+        i = 0
+        for at_ms, marks, _c in seen.reads:
+            while i < len(sent) and sent[i][0] <= marks.get(partition, -1):
+                out[("watermark", sent[i][2])].append((at_ms - sent[i][1]) / 1000)
                 i += 1
-            seen.checkpoint_upto[(group, partition)] = i
+    for key, sent_c in emitted.checkpoints.items():
+        i = 0
+        for at_ms, _m, latest in seen.reads:
+            while i < len(sent_c) and sent_c[i][0] <= latest.get(key, -1):
+                out[("checkpoint", sent_c[i][1])].append((at_ms - sent_c[i][0]) / 1000)
+                i += 1
+    return out
+
+
+def _all_seen(emitted: Emitted, seen: Seen) -> bool:
+    if not seen.reads:
+        return False
+    _at, marks, latest = seen.reads[-1]
+    return all(s[-1][0] <= marks.get(p, -1) for p, s in emitted.watermarks.items() if s) and all(
+        s[-1][0] <= latest.get(k, -1) for k, s in emitted.checkpoints.items() if s
+    )
 
 
 def _pct(values: list[float], q: float) -> float:
@@ -215,6 +259,27 @@ class Measured:
     emitted: Emitted = field(default_factory=Emitted)
     seen: Seen = field(default_factory=Seen)
     stages: StageTimes = field(default_factory=StageTimes)
+    phases: dict[int, tuple[int, int]] = field(default_factory=dict)  # rate -> (first, last) ms written
+    bronze: dict[int, list[float]] = field(default_factory=dict)  # rate -> each row's wait for its batch
+
+
+def bronze_waits(root: Path, phases: dict[int, tuple[int, int]]) -> dict[int, list[float]]:
+    """Per rate, each bronze row's micro-batch start (``ingested_at``) minus its Kafka timestamp:
+    what the trigger and the batches before it cost (the batch's own run then precedes its commit)."""
+    import duckdb
+
+    from ingest.paths import LakehousePaths
+    from lakehouse.duck import delta
+
+    con = duckdb.connect()
+    try:
+        con.register("bronze", delta.dataset(LakehousePaths(root).bronze))
+        rows = con.execute(
+            "SELECT epoch_ms(kafka_timestamp), (epoch_ms(ingested_at) - epoch_ms(kafka_timestamp)) / 1000.0 FROM bronze"
+        ).fetchall()
+    finally:
+        con.close()
+    return {rate: [w for t, w in rows if lo <= t <= hi] for rate, (lo, hi) in phases.items()}
 
 
 def measure(spark: Any, bootstrap: dict[str, str], work: Path, silver: str, args: argparse.Namespace) -> Measured:
@@ -236,8 +301,11 @@ def measure(spark: Any, bootstrap: dict[str, str], work: Path, silver: str, args
         source="bench/freshness.py",
     )
     run = Measured(silver)
-    emitted, seen, stages = run.emitted, run.seen, run.stages
-    writer = Writer(bootstrap["T"], emitted, topic)
+    seen, stages = run.seen, run.stages
+    ctx = multiprocessing.get_context("spawn")  # this process holds a JVM: no fork
+    control = WriterControl(ctx.Value("i", 0), ctx.Value("i", 0), ctx.Event())
+    out = work / f"emitted-{silver}.pickle"
+    writer = ctx.Process(target=write_events, args=(bootstrap["T"], topic, control, out), name="freshness-writer")
     service = LakehouseService(
         spark,
         config,
@@ -250,60 +318,73 @@ def measure(spark: Any, bootstrap: dict[str, str], work: Path, silver: str, args
     served.start()
     root = Path(config.lakehouse.path)
     try:
-        writer.rate = args.rates[0]  # warm-up: tagged 0, not counted
+        control.set(args.rates[0], 0)  # warm-up: tagged 0, not counted
         warm_until = time.monotonic() + 600
         while sum(map(len, stages.per_rate.values())) < args.warmup and time.monotonic() < warm_until:
             time.sleep(args.poll)
         for rate in args.rates:
             stages.rate = rate
-            writer.rate = writer.tag = rate
+            control.set(rate, rate)
+            first_ms = int(time.time() * 1000)
             until = time.monotonic() + args.seconds
             while time.monotonic() < until:
-                read_gold(root, emitted, seen)
+                read_gold(root, seen)
                 time.sleep(args.poll)
-        writer.rate = writer.tag = 0
+            run.phases[rate] = (first_ms, int(time.time() * 1000))
+        control.set(0, 0)
+        control.stop.set()
+        writer.join(60)
+        run.emitted = pickle.loads(out.read_bytes())
         settle_until = time.monotonic() + args.settle
         while time.monotonic() < settle_until:
-            read_gold(root, emitted, seen)
-            with emitted.lock:
-                pending = (
-                    len(emitted.watermarks)
-                    - len(seen.watermarks)
-                    + sum(len(v) - seen.checkpoint_upto.get(k, 0) for k, v in emitted.checkpoints.items())
-                )
-            if pending == 0:
+            read_gold(root, seen)
+            if _all_seen(run.emitted, seen):
                 break
             time.sleep(args.poll)
+        seen.missing = missing_watermarks(root, run.emitted)
+        run.bronze = bronze_waits(root, run.phases)
     finally:
-        writer.stopped.set()
+        control.stop.set()
         service.stop()
         served.join(120)
         writer.join(60)
+        if writer.is_alive():
+            writer.kill()
     return run
 
 
 def report(run: Measured, args: argparse.Namespace) -> dict[int, float]:
     """Print one engine's table; its p99 per rate."""
-    emitted, seen, stages = run.emitted, run.seen, run.stages
-    print(f"silver on {run.silver}:")
+    emitted, stages = run.emitted, run.stages
+    delayed = delays(emitted, run.seen)
+    print(f"silver on {run.silver}: {len(run.seen.reads)} reads of gold, {run.seen.missing} source watermarks "
+          "never in rpo")  # fmt: skip
     for rate in args.rates:
         print(f"  asked {rate}/s: {emitted.count[rate] / args.seconds:.0f} events/s written")
     print(f"{'rate/s':>7} {'kind':<10} {'events':>7} {'seen':>6} {'p50 s':>7} {'p99 s':>7} {'max s':>7}")
     p99: dict[int, float] = {}
     for rate in args.rates:
         for kind in ("watermark", "checkpoint"):
-            d = seen.delays.get((kind, rate), [])
-            total = sum(1 for _i, (_a, r) in emitted.watermarks.items() if r == rate) if kind == "watermark" else (
-                sum(1 for v in emitted.checkpoints.values() for _a, r in v if r == rate))  # fmt: skip
+            d = delayed.get((kind, rate), [])
+            sent = emitted.watermarks.values() if kind == "watermark" else emitted.checkpoints.values()
+            total = sum(1 for v in sent for e in v if e[-1] == rate)
             print(f"{rate:>7} {kind:<10} {total:>7} {len(d):>6} {_pct(d, 0.5):>7.2f} {_pct(d, 0.99):>7.2f} "
                   f"{max(d, default=float('nan')):>7.2f}")  # fmt: skip
             p99[rate] = max(p99.get(rate, 0.0), _pct(d, 0.99))
+        waits = run.bronze.get(rate, [])
+        print(f"{rate:>7} bronze: a row's wait for its micro-batch p50 {_pct(waits, 0.5):.2f} s, "
+              f"p99 {_pct(waits, 0.99):.2f} s ({len(waits)} rows)")  # fmt: skip
         refreshes = stages.per_rate.get(rate, [])
         if refreshes:
             names = sorted({n for r in refreshes for n in r})
             mean = {n: statistics.mean(r.get(n, 0.0) for r in refreshes) for n in names}
             spent = ", ".join(f"{n or 'other'} {s:.2f} s" for n, s in mean.items())
             print(f"{rate:>7} refreshes {len(refreshes)}, mean per refresh: {spent}")
+            each = stages.tables.get(rate, [])
+            names = sorted({n for r in each for n in r})
+            slow = sorted(((statistics.mean(r.get(n, 0.0) for r in each), n) for n in names), reverse=True)[:5]
+            print(f"{rate:>7} gold's slowest tables (mean s, side by side): "
+                  + ", ".join(f"{n} {t:.2f}" for t, n in slow))  # fmt: skip
     return p99
 
 

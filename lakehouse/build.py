@@ -120,7 +120,7 @@ def refresh(
     on delta-rs where it can be (``lakehouse.duck.silver``), else (or with ``silver="spark"``) on Spark."""
     if on_stage is not None:
         on_stage("silver: decode and merge")
-    increment = update_silver_increment(paths) if silver == "auto" else None
+    increment = update_silver_increment(paths, on_stage=on_stage) if silver == "auto" else None
     if increment is not None:
         _log.info(
             "silver: %d bronze rows of versions %d..%d decoded without Spark in %.2f s (%s, %d quarantined)",
@@ -129,6 +129,8 @@ def refresh(
             increment.quarantined,
         )  # fmt: skip
     else:
+        if on_stage is not None:
+            on_stage("silver: decode and merge on Spark")
         try:
             update_silver(spark, paths)
         except RuntimeError as exc:

@@ -1,7 +1,9 @@
 """``mirrorlake lakehouse serve``: ingest continuously, rebuild silver and gold every N seconds.
 
-The bronze queries run with a processing-time trigger (each checkpointed, as in a build); every
-``interval_seconds`` silver and gold are brought up to date from bronze (incrementally). ``stop``
+The bronze queries run with a processing-time trigger (each checkpointed, as in a build); a refresh
+brings silver and gold up to date from bronze (incrementally) every ``interval_seconds``, start to
+start: one that takes longer is followed at once by the next (a pause after each would add the
+whole interval to how old gold is, ``bench/freshness.py``). ``stop``
 (called from a SIGTERM/SIGINT handler) ends the loop after the current refresh; the streams are
 then stopped, which waits for their running micro-batch, so no batch is left half-committed
 beyond what the checkpoints already make safe to rerun.
@@ -11,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -30,7 +33,7 @@ _log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class ServeSettings:
-    interval_seconds: float = 30.0  # between two silver+gold refreshes
+    interval_seconds: float = 30.0  # from the start of one silver+gold refresh to the next
     trigger_seconds: float = 5.0  # the bronze streams' processing-time trigger
     silver: SilverEngine = "auto"  # spark: never the delta-rs increment (bench.freshness compares them)
 
@@ -75,6 +78,7 @@ class LakehouseService:
         refreshes = 0
         try:
             while not self._stop.is_set():
+                started = time.monotonic()
                 for query in queries:
                     check_bronze(query)
                 still_held()
@@ -85,7 +89,7 @@ class LakehouseService:
                 _log.info("refresh %d: %d bronze rows, gold %s", refreshes, report.bronze_rows, report.gold_rows)
                 if self._on_refresh is not None:
                     self._on_refresh(report)
-                self._stop.wait(self._settings.interval_seconds)
+                self._stop.wait(max(0.0, started + self._settings.interval_seconds - time.monotonic()))
         finally:
             for query in queries:
                 query.stop()

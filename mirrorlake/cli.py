@@ -380,7 +380,11 @@ def lakehouse_maintain(config_path: Path, retention_hours: float, force_unsafe_r
 @lakehouse.command("serve")
 @config_option
 @click.option(
-    "--interval", type=click.FloatRange(min=0), default=30.0, show_default=True, help="seconds between gold rebuilds"
+    "--interval",
+    type=click.FloatRange(min=0),
+    default=30.0,
+    show_default=True,
+    help="seconds from the start of one silver+gold refresh to the next (a longer one is followed at once)",
 )
 @click.option("--trigger", type=click.FloatRange(min=0.1), default=5.0, show_default=True, help="ingest trigger (s)")
 def lakehouse_serve(config_path: Path, interval: float, trigger: float) -> None:

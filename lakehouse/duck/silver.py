@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -89,9 +89,14 @@ def decode_bronze(rows: pa.Table, reg: SchemaRegistry | None = None) -> Decoded:
     return out
 
 
-def update_silver_increment(paths: LakehousePaths, *, most: int = MOST_NEW_ROWS) -> SilverIncrement | None:
-    """Bring silver up to bronze's latest version without Spark; None (nothing written) where Spark should."""
+def update_silver_increment(
+    paths: LakehousePaths, *, most: int = MOST_NEW_ROWS, on_stage: Callable[[str], None] | None = None
+) -> SilverIncrement | None:
+    """Bring silver up to bronze's latest version without Spark; None (nothing written) where Spark
+    should. ``on_stage`` hears each step's name as it starts (``bench.freshness`` times them)."""
+    stage = on_stage or (lambda _name: None)
     started = time.monotonic()
+    stage("silver: read bronze's new rows")
     progress = read_progress(paths)
     if progress is None:
         _log.info("silver: no record of how far silver read bronze yet; Spark decodes")
@@ -107,11 +112,13 @@ def update_silver_increment(paths: LakehousePaths, *, most: int = MOST_NEW_ROWS)
     except DeltaError as exc:
         _log.info("silver: delta-rs cannot read bronze's change feed (%s); Spark decodes", exc)
         return None
+    stage("silver: decode")
     decoded = decode_bronze(rows)
     tables = {t: paths.silver(t) for t in decoded.events}
     if (why := _unwritable(tables, paths if decoded.rejected else None)) is not None:
         _log.info("silver: %s; Spark decodes", why)
         return None
+    stage("silver: append")
     con = duckdb.connect()
     reach_from_duckdb(con, paths.root)
     try:
