@@ -711,6 +711,12 @@ class FlowRunner:
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         _log.info("flow %s: revoked %s", self.flow.name, _names(partitions))
         held = self._takeovers.revoked((tp.topic, tp.partition) for tp in partitions)
+        if held and not self.flow.exactly_once:
+            # taken away before their recovery: this run never reconciled their commits with the
+            # copies past them, so its stop cannot vouch for them (the 2026-12-02 soak: a process
+            # assigned everything while stopping, revoked 3 ms later, stopped "cleanly", and the next
+            # read that as leave to resume at the commits)
+            self._left_copies = True
         if not self._closing:
             self.commits.before_revoke(partitions)
         self._forget(partitions)
