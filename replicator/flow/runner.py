@@ -371,7 +371,8 @@ class FlowRunner:
                     tasks.stop(final_round=True)
                 else:
                     tasks.stop(final_round=True, join_s=max(left, _FINAL_ROUND_MIN_S), flush_s=_FINAL_ROUND_MIN_S)
-                self._emit_lifecycle("stopped", reason=LEFT_COPIES if self._left_copies else None)
+                unclean = self._left_copies or self.commits.left_behind
+                self._emit_lifecycle("stopped", reason=LEFT_COPIES if unclean else None)
             self.stats.state = "stopped"
             stats = self.stats
             _log.info(

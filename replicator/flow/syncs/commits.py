@@ -48,6 +48,9 @@ class Commits:
     """
 
     commit_ms: WindowedValue
+    # a synchronous commit (at a revoke, the close, a give-up) failed: copies past the committed
+    # positions are left behind, so the run's stop is no clean stop
+    left_behind: bool = False
 
     def abort(self, why: str) -> None:
         """Give up what is not committed and rewind to the committed positions (exactly-once only)."""
@@ -151,7 +154,11 @@ class AtLeastOnceCommits(Commits):
 
     def _commit_sync(self) -> None:
         started = time.monotonic()
-        commit_sync(self._consumer, self._flow)
+        if not commit_sync(self._consumer, self._flow):
+            # the 2026-12-02 soak: a revoke's commit refused (coordinator down) after a recopy into
+            # a re-created remote topic, then a SIGTERM and a "clean" stop; the next owner resumed
+            # at the old commits and copied the whole topic a second time (13,337 second copies)
+            self.left_behind = True
         self.commit_ms.add((time.monotonic() - started) * 1000)
 
 
@@ -324,11 +331,14 @@ class TransactionalCommits(Commits):
         self._dirty = False
 
 
-def commit_sync(consumer: Consumer, flow: str) -> None:
-    """Synchronously commit the stored offsets; nothing stored is not an error."""
+def commit_sync(consumer: Consumer, flow: str) -> bool:
+    """Synchronously commit the stored offsets; False when the commit failed (nothing stored is
+    not a failure)."""
     try:
         consumer.commit(asynchronous=False)
     except KafkaException as exc:
         err = kafka_error(exc)
         if not (isinstance(err, KafkaError) and err.code() == KafkaError._NO_OFFSET):
             _log.warning("flow %s: commit failed: %s", flow, exc)
+            return False
+    return True

@@ -130,8 +130,9 @@ class ResumeScan:
 
 
 # The ``reason`` of a ``stopped`` that is no clean stop for every partition the run copied: it lost
-# some (a session timeout, not a revoke), or one was revoked before its resume past known copies
-# was committed, so copies past their commit may stay behind. (The words stay: readers match them.)
+# some (a session timeout, not a revoke), one was revoked before its resume past known copies was
+# committed or while it was held for recovery, or a commit at a revoke or the close failed, so
+# copies past their commit may stay behind. (The words stay: readers match them.)
 LEFT_COPIES = "lost partitions before their copies were committed"
 
 
