@@ -118,9 +118,7 @@ def refresh(
 ) -> BuildReport:
     """Silver and gold from what bronze holds (the part of a build after ingest): silver's increment
     on delta-rs where it can be (``lakehouse.duck.silver``), else (or with ``silver="spark"``) on Spark."""
-    if on_stage is not None:
-        on_stage("silver: decode and merge")
-    increment = update_silver_increment(paths, on_stage=on_stage) if silver == "auto" else None
+    increment = update_silver_increment(paths, on_stage=on_stage) if silver == "auto" else None  # names its steps
     if increment is not None:
         _log.info(
             "silver: %d bronze rows of versions %d..%d decoded without Spark in %.2f s (%s, %d quarantined)",

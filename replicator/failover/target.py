@@ -29,6 +29,7 @@ __all__ = [
 ]
 
 _TIMEOUT_S = 30
+_ANSWER_S = _TIMEOUT_S + 5  # a future waited on past its request's own timeout: that error says more
 _END_IDLE_S = 2.0  # a read that gets nothing for this long has reached what is readable
 
 
@@ -50,9 +51,9 @@ def group_activity(admin: AdminClient, groups: Iterable[str]) -> dict[str, Group
     out: dict[str, GroupActivity] = {}
     for group, future in admin.describe_consumer_groups(wanted, request_timeout=_TIMEOUT_S).items():
         try:
-            d = future.result(timeout=_TIMEOUT_S + 5)  # past the request's own timeout: its error says more
+            d = future.result(timeout=_ANSWER_S)
         except TimeoutError as exc:
-            raise ReplicationError(f"cannot describe group {group!r}: no answer in {_TIMEOUT_S + 5} s") from exc
+            raise ReplicationError(f"cannot describe group {group!r}: no answer in {_ANSWER_S} s") from exc
         except KafkaException as exc:
             err = kafka_error(exc)
             if isinstance(err, KafkaError) and err.code() == KafkaError.GROUP_ID_NOT_FOUND:
