@@ -5,7 +5,7 @@ It starts the local clusters, then five background processes (``live.processes``
 lagging one), ``mirrorlake replicate`` (every enabled flow of the config), ``mirrorlake observe
 --follow`` (watermarks keep flowing while the replicator is down, so the RPO stays true during an
 incident), ``mirrorlake lakehouse serve`` and ``mirrorlake dashboard``; it returns once the
-dashboard answers and the lakehouse has its first gold tables. ``mirrorlake demo stop`` (and
+dashboard answers and gold shows the flow (its offset mapping has rows). ``mirrorlake demo stop`` (and
 ``make down``) stops them. The incidents (``incident``) are what an operator meets: the
 replicator stopped for a while, the source cluster's broker killed.
 """
@@ -20,7 +20,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from deltalake.exceptions import DeltaError
+
 from ingest.paths import LakehousePaths
+from lakehouse.duck.delta import row_count
 from mirrorlake.live.processes import DemoProcess, demo_dir
 from mirrorlake.live.traffic import ORDERS, PAYMENTS
 from mirrorlake.localkafka import local_brokers, up
@@ -34,7 +37,9 @@ __all__ = ["LiveDemo", "LiveDemoError", "SERVE_INTERVAL_S"]
 _log = logging.getLogger(__name__)
 
 SERVE_INTERVAL_S = 10.0  # between two lakehouse refreshes
-_READY_S = 300.0  # Spark's first start resolves its packages: minutes on a cold cache
+# Spark's first start resolves its packages (minutes on a cold cache), and on a loaded machine
+# (CI's) the first refresh that holds copies came 7.5 min after the start
+_READY_S = 600.0
 
 
 class LiveDemoError(MirrorlakeError):
@@ -90,12 +95,10 @@ class LiveDemo:
                     part.start()
             with steps.step(f"wait for the dashboard on http://127.0.0.1:{self.port}"):
                 self._wait(lambda: _answers(f"http://127.0.0.1:{self.port}/_stcore/health"), "dashboard", parts)
-            with steps.step("wait for the lakehouse's first refresh (Spark starts, bronze, silver, gold)"):
-                log = LakehousePaths.of(self.config.lakehouse).gold("offset_mapping") / "_delta_log"
+            with steps.step("wait for the lakehouse to show the flow (Spark starts, bronze, silver, gold)"):
+                mapping = LakehousePaths.of(self.config.lakehouse).gold("offset_mapping")
                 since = time.time()  # a lakehouse of an earlier run is there already: this run's commit
-                self._wait(
-                    lambda: log.exists() and any(f.stat().st_mtime >= since for f in log.iterdir()), "serve", parts
-                )
+                self._wait(lambda: _shows_copies(mapping, since), "serve", parts)
         except BaseException:  # a demo that did not start leaves none of its processes behind
             self.stop()
             raise
@@ -153,3 +156,15 @@ def _tail(path: Path, lines: int = 20) -> str:
         return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
     except FileNotFoundError:
         return "(no output)"
+
+
+def _shows_copies(mapping: Path, since: float) -> bool:
+    """This run's refresh has committed gold ``offset_mapping`` with rows: the dashboard shows the
+    flow (a first refresh before any offset sync reached bronze commits it empty)."""
+    log = mapping / "_delta_log"
+    if not log.exists() or not any(f.stat().st_mtime >= since for f in log.iterdir()):
+        return False
+    try:
+        return bool(row_count(mapping))
+    except DeltaError:  # a commit being written: the next look
+        return False
