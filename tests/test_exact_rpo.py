@@ -8,6 +8,8 @@ their exact bytes and the timestamp of the oldest, equal to the clusters' ground
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from confluent_kafka import Producer
 
@@ -49,6 +51,7 @@ def test_caught_up_is_zero_and_stopped_is_exactly_what_arrived(kafka_clusters, u
     _transactions(a, topic, 2, topic[-8:])
     _abort_at_the_end(a, topic, topic[-8:])
     config = kafka_clusters.config(flows=[{"source": "A", "target": "B", "topics": [topic], "audit": False}])
+    ensure_topic(a, config.heartbeats_topic, 1)  # as a continuous run's emitter leaves it on A
     Replicator(config, status_port=None).run_until_caught_up()
 
     marks = _latest_source_marks(b, config.state_topic, topic)
@@ -60,7 +63,19 @@ def test_caught_up_is_zero_and_stopped_is_exactly_what_arrived(kafka_clusters, u
 
     late = {0: 7, 1: 3}
     _produce(a, topic, [(p, f"late-{p}-{i}".encode(), b"x" * (10 + i)) for p, n in late.items() for i in range(n)])
+    observed_from = int(time.time() * 1000)
     assert observe_once(config) == {"A->B": {}}
+    observed = {
+        e.topic
+        for e in state_events(b, config.state_topic)
+        if isinstance(e, Watermark)
+        and e.side == "source"
+        and e.emitted_at_ms >= observed_from
+        and e.topic in (topic, config.heartbeats_topic)  # the clusters are shared: this test's topics
+    }
+    # the replicator's selection, heartbeats too: a partition the observer left out kept the
+    # dashboard's "records at risk as of" at the replicator's last watermark during an incident
+    assert observed == {topic, config.heartbeats_topic}
     marks = _latest_source_marks(b, config.state_topic, topic)
     for p, n in late.items():
         source = read_partition(a, topic, p)

@@ -203,6 +203,8 @@ def test_failover_with_the_source_killed_loses_exactly_the_reported_records(
     committed = {0: 400, 1: 300}
     export = tmp_path / "never-replicated.jsonl"
     never_replicated = failback_plan(config, FLOW, export=export)
+    # the observer watermarked X's heartbeats too, never copied to B: the replicators' records, not recovered
+    assert {r.source_topic for r in never_replicated} == {topic}
     assert export.stat().st_mode & 0o777 == 0o600  # record contents: the user's alone
     lost_on_x: dict[int, list] = {}
     for p in (0, 1):

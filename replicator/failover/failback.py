@@ -2,7 +2,8 @@
 
 Once the source is back, per partition of the flow: every record after the last copy the offset
 mapping knows (``max upstream_end + 1``, or the log start when nothing was copied) up to the
-source's end now, read ``read_committed`` (no markers, no aborted records). That is what a failover
+source's end now, read ``read_committed`` (no markers, no aborted records); the flow's heartbeats
+are left out (replicators' records, not an application's). That is what a failover
 left behind plus what producers still wrote to the source afterwards; nothing is truncated or
 changed. ``export`` writes them as JSON lines (key/value base64, headers, timestamp, source
 coordinates) so they can be inspected or re-produced.
@@ -153,14 +154,16 @@ def recovered_up_to(state: FlowState, topic: str, partition: int) -> tuple[int, 
     return max((r.end_offset for r in ranges), default=-1), sum(r.records for r in ranges)
 
 
-def _partitions(state: FlowState) -> list[tuple[str, int]]:
-    return sorted(
-        {
-            *state.source_marks,
-            *((t, p) for _f, t, p in state.index.partitions(state.flow.name)),
-            *((r.source_topic, r.partition) for f in state.failbacks for r in f.ranges),
-        }
-    )
+def _partitions(config: MirrorlakeConfig, state: FlowState) -> list[tuple[str, int]]:
+    """The flow's source partitions, its heartbeats left out: they are the replicators' liveness
+    records, not an application's, and a remote heartbeats topic need not exist on the target."""
+    policy = policy_from_config(config.replication_policy)
+    known = {
+        *state.source_marks,
+        *((t, p) for _f, t, p in state.index.partitions(state.flow.name)),
+        *((r.source_topic, r.partition) for f in state.failbacks for r in f.ranges),
+    }
+    return sorted((t, p) for t, p in known if policy.original_topic(t) != config.heartbeats_topic)
 
 
 def _remote_of(config: MirrorlakeConfig, state: FlowState, topic: str) -> str:
@@ -181,7 +184,9 @@ def _orphans(config: MirrorlakeConfig, state: FlowState) -> tuple[list[OffsetSyn
     # once a --recover ran for a partition, its orphans were mapped then, and the target's tail now
     # holds the recovered copies, which the failback event's ranges account for (never the mapping)
     partitions = [
-        (t, _remote_of(config, state, t), p) for t, p in _partitions(state) if recovered_up_to(state, t, p)[0] < 0
+        (t, _remote_of(config, state, t), p)
+        for t, p in _partitions(config, state)
+        if recovered_up_to(state, t, p)[0] < 0
     ]
     try:
         syncs, report = recovery.run(state.index, partitions, {})
@@ -210,7 +215,7 @@ def _walk(
     result = []
     try:
         with throwaway_reader(conf, "mirrorlake-failback") as consumer:
-            for topic, partition in _partitions(state):
+            for topic, partition in _partitions(config, state):
                 segments = state.index.segments(flow.name, topic, partition)
                 copied = max((s.upstream_end for s in segments), default=-1) + 1
                 recovered, records = recovered_up_to(state, topic, partition)

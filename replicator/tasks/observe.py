@@ -17,13 +17,11 @@ import logging
 from functools import partial
 
 from replicator.client.policy import policy_from_config
-from replicator.client.state_snapshot import snapshot_topic
 from replicator.config import MirrorlakeConfig
 from replicator.kafka.admin import admin_client, partition_counts
 from replicator.kafka.connectivity import wait_for_cluster
 from replicator.kafka.settings import default_replicator_id
-from replicator.metadata.filters import RegexTopicFilter
-from replicator.metadata.topics import TopicManager, TopicSelector
+from replicator.metadata.topics import TopicManager, flow_topic_selector
 from replicator.tasks.flow_tasks import flow_state_tasks
 
 __all__ = ["observe_once"]
@@ -46,13 +44,7 @@ def observe_once(
         flow = flow.model_copy(
             update={"sync_group_offsets": False, "emit_mm2_checkpoints": False, "emit_mm2_offset_syncs": False}
         )
-        selector = TopicSelector(
-            policy,
-            RegexTopicFilter.for_flow(flow),
-            source=flow.source,
-            target=flow.target,
-            own_topics=(config.state_topic, snapshot_topic(config.state_topic), config.positions_topic),
-        )
+        selector = flow_topic_selector(config, flow, policy)  # the replicator's own: heartbeats too
         source_admin = admin_client(config.cluster(flow.source).client_config())
         target_admin = admin_client(config.cluster(flow.target).client_config())
         TopicManager(target_admin, target_admin).ensure_state_topic(config.state_topic)
