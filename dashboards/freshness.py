@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from dashboards import fmt
 
-__all__ = ["Freshness", "freshness", "STALE_GRACE_MS"]
+__all__ = ["Freshness", "freshness", "stale_after_ms", "STALE_GRACE_MS"]
 
 # a lakehouse build cadence's worth of delay beyond two watermark intervals (``lakehouse serve
 # --interval`` is 20-30 s in the docs' examples)
@@ -55,6 +55,12 @@ class Freshness:
         return text
 
 
+def stale_after_ms(interval_s: float) -> float:
+    """How old a figure of watermarks emitted every ``interval_s`` may be before it is stale: two
+    intervals and a build's delay."""
+    return 2 * interval_s * 1000 + STALE_GRACE_MS
+
+
 def freshness(observed_ms: Iterable[int], now_ms: int, interval_s: float) -> Freshness | None:
     """The freshness of figures observed at ``observed_ms`` (None: no figure): stale once the oldest
     is older than two watermark intervals (``interval_s``) and a build's delay."""
@@ -63,4 +69,4 @@ def freshness(observed_ms: Iterable[int], now_ms: int, interval_s: float) -> Fre
         return None
     as_of = min(times)
     age = max(0, now_ms - as_of)
-    return Freshness(as_of, age, age > 2 * interval_s * 1000 + STALE_GRACE_MS)
+    return Freshness(as_of, age, age > stale_after_ms(interval_s))

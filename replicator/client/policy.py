@@ -67,6 +67,11 @@ class ReplicationPolicy(ABC):
     def heartbeats_topic(self) -> str:
         return "heartbeats"
 
+    def is_heartbeats_topic(self, topic: str, heartbeats: str) -> bool:
+        """``topic`` is the heartbeats topic named ``heartbeats`` or a replica of it (``A.heartbeats``),
+        as MM2's ``isHeartbeatsTopic``; the name is a setting here (``heartbeats_topic``)."""
+        return self.original_topic(topic) == heartbeats
+
     def offset_syncs_topic(self, cluster_alias: str) -> str:
         return f"mm2-offset-syncs.{cluster_alias}.internal"
 

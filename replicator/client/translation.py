@@ -92,7 +92,7 @@ def upstream_clusters(config: MirrorlakeConfig, cluster: str) -> set[str]:
 def heartbeat_topics(config: MirrorlakeConfig, cluster: str) -> list[str]:
     policy = policy_from_config(config.replication_policy)
     topics = partition_counts(admin_client(config.cluster(cluster).client_config()))
-    return sorted(t for t in topics if policy.original_topic(t) == config.heartbeats_topic)
+    return sorted(t for t in topics if policy.is_heartbeats_topic(t, config.heartbeats_topic))
 
 
 def checkpoint_topics(config: MirrorlakeConfig, cluster: str) -> list[str]:

@@ -116,7 +116,7 @@ def _source_topics(config: MirrorlakeConfig, state: FlowState, counts: dict[str,
     """The source topics the flow copies now, its heartbeats left out (written by replicators, not apps)."""
     policy = policy_from_config(config.replication_policy)
     selected = flow_topic_selector(config, state.flow, policy).select(counts)
-    return tuple(t for t in selected if policy.original_topic(t) != config.heartbeats_topic)
+    return tuple(t for t in selected if not policy.is_heartbeats_topic(t, config.heartbeats_topic))
 
 
 def _settle(

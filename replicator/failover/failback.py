@@ -163,7 +163,7 @@ def _partitions(config: MirrorlakeConfig, state: FlowState) -> list[tuple[str, i
         *((t, p) for _f, t, p in state.index.partitions(state.flow.name)),
         *((r.source_topic, r.partition) for f in state.failbacks for r in f.ranges),
     }
-    return sorted((t, p) for t, p in known if policy.original_topic(t) != config.heartbeats_topic)
+    return sorted((t, p) for t, p in known if not policy.is_heartbeats_topic(t, config.heartbeats_topic))
 
 
 def _remote_of(config: MirrorlakeConfig, state: FlowState, topic: str) -> str:

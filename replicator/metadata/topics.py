@@ -76,7 +76,7 @@ class TopicSelector:
             return False
         if self._policy.topic_source(topic) == self._target:
             return False  # it came from the target: replicating it back would close a cycle
-        if self._heartbeats is not None and self._policy.original_topic(topic) == self._heartbeats:
+        if self._heartbeats is not None and self._policy.is_heartbeats_topic(topic, self._heartbeats):
             return True  # heartbeats always travel (as in MM2), so every hop's latency is visible
         return self._filter.should_replicate_topic(topic)
 

@@ -114,7 +114,7 @@ class HeartbeatObserver:
 
     def _ours(self, topic: str) -> bool:
         """A heartbeats topic on the target that this flow writes to."""
-        if self._policy.original_topic(topic) != self._ctx.config.heartbeats_topic:
+        if not self._policy.is_heartbeats_topic(topic, self._ctx.config.heartbeats_topic):
             return False
         if self._policy.can_track_source():
             return self._policy.topic_source(topic) == self._ctx.flow.source
