@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import concurrent.futures
 from collections.abc import Sequence
 
 from confluent_kafka import KafkaError, KafkaException, TopicCollection
@@ -15,7 +16,9 @@ __all__ = ["topic_ids"]
 
 def topic_ids(admin: AdminClient, topics: Sequence[str], *, timeout_s: float = ADMIN_TIMEOUT_S) -> dict[str, str]:
     """Each existing topic's id (Kafka's Uuid, base64), in one DescribeTopics request; a topic that
-    does not exist (deleted, not yet re-created) is left out. Other failures raise ``KafkaException``."""
+    does not exist (deleted, not yet re-created) is left out. Other failures raise ``KafkaException``,
+    an answer that does not come in time too (``_TIMED_OUT``: a broker restarting, which callers
+    wait out as an outage; the future's own ``TimeoutError`` had ended a flow in the soak)."""
     if not topics:
         return {}
     futures = admin.describe_topics(TopicCollection(sorted(set(topics))), request_timeout=timeout_s)
@@ -28,5 +31,8 @@ def topic_ids(admin: AdminClient, topics: Sequence[str], *, timeout_s: float = A
             if isinstance(err, KafkaError) and err.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
                 continue
             raise
+        except concurrent.futures.TimeoutError as exc:
+            reason = f"DescribeTopics of {name} not answered within {timeout_s:g} s"
+            raise KafkaException(KafkaError(KafkaError._TIMED_OUT, reason)) from exc
         out[name] = str(description.topic_id)
     return out
