@@ -107,3 +107,30 @@ def test_an_increment_too_large_for_memory_is_refused_before_it_is_read_whole(sp
     assert inserted(path, None, 1, most=6).num_rows == 6  # never consumed: the whole table
     with pytest.raises(TooManyRows, match="holds more than 5 rows"):
         inserted(path, None, 1, most=5)
+
+
+def test_a_view_within_a_range_reads_only_the_files_that_may_hold_it_and_every_row_of_it(tmp_path):
+    from deltalake import write_deltalake
+
+    from lakehouse.duck.delta import _files_within, open_table
+
+    def table(name: str, configuration: dict[str, str | None] | None = None):  # noqa: ANN202
+        path = tmp_path / name
+        for low in (0, 100, 200):  # three files of ten rows each: t in 0-9, 100-109, 200-209
+            rows = pa.table({"t": pa.array(range(low, low + 10), pa.int64()), "n": pa.array([low] * 10, pa.int64())})
+            write_deltalake(str(path), rows, mode="append", configuration=configuration)
+        return open_table(path)
+
+    everything = [*range(0, 10), *range(100, 110), *range(200, 210)]
+    con = duckdb.connect()
+    with_stats = table("stats")
+    for low, high, files in ((105, 107, 1), (8, 104, 2), (0, 300, 3), (300, 400, 0), (10, 99, 0)):
+        assert len(_files_within(with_stats, "t", low, high)) == files, (low, high)
+        register(con, "v", with_stats, within=("t", low, high))
+        got = sorted(r[0] for r in con.sql(f"SELECT t FROM v WHERE t BETWEEN {low} AND {high}").fetchall())
+        assert got == [t for t in everything if low <= t <= high], (low, high)
+    # files without statistics on the column are kept: they may hold anything
+    no_stats = table("nostats", {"delta.dataSkippingNumIndexedCols": "0"})
+    assert len(_files_within(no_stats, "t", 300, 400)) == 3
+    register(con, "w", no_stats, within=("t", 105, 107))
+    assert sorted(r[0] for r in con.sql("SELECT t FROM w WHERE t BETWEEN 105 AND 107").fetchall()) == [105, 106, 107]
