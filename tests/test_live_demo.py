@@ -128,7 +128,10 @@ def test_a_running_flow_is_green_and_its_figures_move(page, live: LiveDemo, scre
         rate = _number(metric(page, "Records/s"))
         return "green" in seen[-1] and rate is not None and rate > 0
 
-    wait_for(copying, "the flow green and copying on the Overview", timeout_s=240, every_s=5)
+    try:
+        wait_for(copying, "the flow green and copying on the Overview", timeout_s=240, every_s=5)
+    except AssertionError as exc:  # what the page said instead, for the one reading a CI log
+        raise AssertionError(f"{exc}; the last statuses seen: {seen[-4:]}") from None
     first = {label: metric(page, label) for label in ("Records/s", "Last heartbeat", "Last offset sync")}
     assert "No heartbeat observed yet" not in page.inner_text("body")  # the heartbeat paths box has rows
 
