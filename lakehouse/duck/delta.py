@@ -62,7 +62,7 @@ def version(path: Path) -> int:
 def append(table: Path | DeltaTable, rows: pa.Table) -> None:
     """Append ``rows`` (cast to the table's schema) in one commit; an opened ``table`` moves to it."""
     table = _opened(table)
-    schema = pa.schema(table.schema().to_arrow())
+    schema = table_schema(table)
     write_deltalake(table, rows.select(schema.names).cast(schema), mode="append")
     _checkpoint(table)
 
@@ -98,7 +98,7 @@ def register(
     plain = not table.protocol().reader_features and not meta.partition_columns
     con.execute(f"DROP VIEW IF EXISTS {duck_ident(name)}")  # a name registered before, either way
     if within is not None and not files:  # no file can hold such a row
-        con.register(name, pa.schema(table.schema().to_arrow()).empty_table())
+        con.register(name, table_schema(table).empty_table())
     elif files and plain and "delta.columnMapping.mode" not in meta.configuration:
         listed = ", ".join(duck_string(f) for f in files)
         con.execute(
@@ -125,9 +125,9 @@ def _files_within(table: DeltaTable, column: str, low: int, high: int) -> list[s
     return [uri for uri, kept in zip(uris, keep, strict=True) if kept]
 
 
-def table_schema(path: Path) -> pa.Schema:
-    """The table's current schema, as Arrow."""
-    return pa.schema(_at(path).schema().to_arrow())
+def table_schema(table: Path | DeltaTable) -> pa.Schema:
+    """The table's current schema (an opened table's as it is), as Arrow."""
+    return pa.schema(_opened(table).schema().to_arrow())
 
 
 def row_count(path: Path) -> int | None:

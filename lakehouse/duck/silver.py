@@ -143,7 +143,7 @@ def update_silver_increment(
 def _unwritable(tables: dict[str, DeltaTable]) -> str | None:
     """Why a silver table cannot take its rows here (None: all can)."""
     for event_type, table in tables.items():
-        held = set(table.schema().to_arrow().names)
+        held = set(delta.table_schema(table).names)
         missing = [c for c in event_columns(event_type) if c not in held]
         if missing:
             return f"silver table {event_type} lacks {', '.join(missing)} (its schema evolved)"
@@ -169,7 +169,7 @@ def _append_new(con: duckdb.DuckDBPyConnection, table: DeltaTable, rows: list[di
 
     The ids are looked up among the rows emitted within the increment's time span only, in the
     files whose statistics allow it (a replayed event keeps its emission time)."""
-    schema = pa.schema(table.schema().to_arrow())
+    schema = delta.table_schema(table)
     batch = pa.Table.from_pylist(rows, schema=schema)
     times = batch["emitted_at_ms"] if "emitted_at_ms" in schema.names else None
     if times is not None and times.null_count == 0 and len(times):
@@ -198,7 +198,7 @@ def _append_rejected(con: duckdb.DuckDBPyConnection, table: DeltaTable, rows: It
     rows = list(rows)
     if not rows:
         return 0
-    schema = pa.schema(table.schema().to_arrow())
+    schema = delta.table_schema(table)
     now = pa.scalar(time.time_ns() // 1000, pa.timestamp("us", tz="UTC"))
     batch = pa.Table.from_pylist([{**r, "quarantined_at": now.as_py()} for r in rows], schema=schema)
     delta.register(con, "held", table)
