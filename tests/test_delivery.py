@@ -237,6 +237,18 @@ def start_processes(config: Path, tmp_path: Path, *names: str) -> tuple[dict[str
     return logs, procs
 
 
+def start_pair(kafka_clusters, tmp_path: Path, topic: str):
+    """``topic`` on A, processes "one" and "two" of its A->B flow started, and a producer thread not yet
+    started: (A's bootstrap, B's, the config, the logs, the processes, (its stop, the producer))."""
+    a, b = kafka_clusters.bootstrap("A"), kafka_clusters.bootstrap("B")
+    ensure_topic(a, topic, PARTITIONS)
+    config = write_config(kafka_clusters, tmp_path, topic)
+    logs, procs = start_processes(config, tmp_path, "one", "two")
+    stop = threading.Event()
+    producer = threading.Thread(target=produce_steadily, args=(a, topic, stop), daemon=True)
+    return a, b, config, logs, procs, (stop, producer)
+
+
 def log_lines(path: Path, needle: str) -> int:
     return sum(needle in line for line in path.read_text(errors="replace").splitlines()) if path.exists() else 0
 
@@ -249,12 +261,7 @@ def test_a_live_process_taking_over_a_killed_peers_partitions_copies_nothing_twi
     process that owns it"). The survivor recovers the dead peer's copies (syncs it left, orphans by
     content) before it copies them, so the target holds each source record once, in order."""
     topic = unique_topic("takeover")
-    a, b = kafka_clusters.bootstrap("A"), kafka_clusters.bootstrap("B")
-    ensure_topic(a, topic, PARTITIONS)
-    config = write_config(kafka_clusters, tmp_path, topic)
-    logs, procs = start_processes(config, tmp_path, "one", "two")
-    stop = threading.Event()
-    producer = threading.Thread(target=produce_steadily, args=(a, topic, stop), daemon=True)
+    a, b, config, logs, procs, (stop, producer) = start_pair(kafka_clusters, tmp_path, topic)
     try:
         producer.start()
         deadline = time.monotonic() + 120
@@ -287,6 +294,43 @@ def test_a_live_process_taking_over_a_killed_peers_partitions_copies_nothing_twi
     assert_mapping_exact(kafka_clusters, topic, source, target)
 
 
+def bring_two_back_and_drain(
+    config: Path,
+    tmp_path: Path,
+    logs: dict[str, Path],
+    procs: dict[str, subprocess.Popen],
+    where: tuple[str, str, str],
+    traffic: tuple[threading.Event, threading.Thread],
+    deadline: float,
+) -> None:
+    """Restart process "two" while records still arrive, stop producing, wait until B holds as many
+    records as A (``where``: A's and B's bootstrap, the topic), and a little longer for second copies."""
+    a, b, topic = where
+    stop, producer = traffic
+    logs["two"] = tmp_path / "two-again.log"
+    with logs["two"].open("w") as err:
+        procs["two"] = subprocess.Popen(
+            [sys.executable, "-m", "mirrorlake.cli", "replicate", str(config), "--replicator-id", "two"],
+            cwd=ROOT, stdout=subprocess.DEVNULL, stderr=err, text=True,
+        )  # fmt: skip
+    time.sleep(1)  # records still arrive while "two" starts
+    stop.set()
+    producer.join(60)
+    total = high_watermarks(a, topic)
+    while high_watermarks(b, f"A.{topic}") < total and time.monotonic() < deadline + 60:
+        time.sleep(0.1)
+    time.sleep(2)  # a second copy would land after the first ones
+
+
+def stop_all(stop: threading.Event, procs: dict[str, subprocess.Popen]) -> None:
+    stop.set()
+    for proc in procs.values():
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+    for proc in procs.values():
+        proc.wait(60)
+
+
 def test_a_process_back_from_a_clean_stop_after_its_peer_was_killed_copies_nothing_twice(
     kafka_clusters, unique_topic, tmp_path
 ):
@@ -295,12 +339,7 @@ def test_a_process_back_from_a_clean_stop_after_its_peer_was_killed_copies_nothi
     newest lifecycle event, but the commits are "one"'s, behind copies "one" had made (and synced).
     "two" must resume past those copies, as after any crash, not at the commits."""
     topic = unique_topic("back-after-peer")
-    a, b = kafka_clusters.bootstrap("A"), kafka_clusters.bootstrap("B")
-    ensure_topic(a, topic, PARTITIONS)
-    config = write_config(kafka_clusters, tmp_path, topic)
-    logs, procs = start_processes(config, tmp_path, "one", "two")
-    stop = threading.Event()
-    producer = threading.Thread(target=produce_steadily, args=(a, topic, stop), daemon=True)
+    a, b, config, logs, procs, (stop, producer) = start_pair(kafka_clusters, tmp_path, topic)
     try:
         producer.start()
         deadline = time.monotonic() + 180
@@ -316,25 +355,42 @@ def test_a_process_back_from_a_clean_stop_after_its_peer_was_killed_copies_nothi
             time.sleep(0.05)  # "one" copies them for a while
         procs["one"].send_signal(signal.SIGKILL)
         procs["one"].wait(30)
-        logs["two"] = tmp_path / "two-again.log"
-        with logs["two"].open("w") as err:
-            procs["two"] = subprocess.Popen(
-                [sys.executable, "-m", "mirrorlake.cli", "replicate", str(config), "--replicator-id", "two"],
-                cwd=ROOT, stdout=subprocess.DEVNULL, stderr=err, text=True,
-            )  # fmt: skip
-        time.sleep(1)  # records still arrive while "two" starts
-        stop.set()
-        producer.join(60)
-        total = high_watermarks(a, topic)
-        while high_watermarks(b, f"A.{topic}") < total and time.monotonic() < deadline + 60:
-            time.sleep(0.1)
-        time.sleep(2)  # a second copy would land after the first ones
+        bring_two_back_and_drain(config, tmp_path, logs, procs, (a, b, topic), (stop, producer), deadline)
     finally:
-        stop.set()
-        for proc in procs.values():
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)
-        for proc in procs.values():
-            proc.wait(60)
+        stop_all(stop, procs)
     source, target = assert_each_copied_once_in_order(a, b, topic)
     assert_mapping_exact(kafka_clusters, topic, source, target)
+
+
+def test_a_process_that_held_none_of_a_killed_peers_partitions_stops_cleanly_and_comes_back_copying_nothing_twice(
+    kafka_clusters, unique_topic, tmp_path
+):
+    """The 2026-12-02 soak's 23 second copies: "one" and "two" split the partitions; "one" is
+    SIGKILLed mid-copy, leaving copies past its commits; "two" is SIGTERMed before the group hands
+    it "one"'s partitions, so it stops cleanly having held only its own; "two" comes back and is
+    given all of them. Its clean stop is the flow's newest word, but it speaks for "two"'s
+    partitions only: "one"'s resume past the copies "one" made, not at "one"'s commits."""
+    topic = unique_topic("clean-peer")
+    a, b, config, logs, procs, (stop, producer) = start_pair(kafka_clusters, tmp_path, topic)
+    try:
+        producer.start()
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline and not all(log_lines(log, "A->B: assigned") for log in logs.values()):
+            time.sleep(0.1)  # the group split the partitions between them
+        while time.monotonic() < deadline and not log_lines(logs["one"], "orphan copies searched"):
+            time.sleep(0.1)  # "one" recovered what it was given (the group's second round) and copies it
+        assert log_lines(logs["one"], "orphan copies searched"), logs["one"].read_text()[-3000:]
+        start = high_watermarks(b, f"A.{topic}")
+        while high_watermarks(b, f"A.{topic}") < start + 5_000 and time.monotonic() < deadline:
+            time.sleep(0.05)  # both copy for a while
+        procs["one"].send_signal(signal.SIGKILL)
+        procs["two"].send_signal(signal.SIGTERM)  # before the group sees "one" gone (it may hand them over
+        procs["one"].wait(30)  # in two's close, revoked at once: held for recovery, never copied)
+        assert procs["two"].wait(60) == 0, logs["two"].read_text()[-3000:]
+        bring_two_back_and_drain(config, tmp_path, logs, procs, (a, b, topic), (stop, producer), deadline)
+    finally:
+        stop_all(stop, procs)
+    source, target = assert_each_copied_once_in_order(a, b, topic)
+    assert_mapping_exact(kafka_clusters, topic, source, target)
+    # the case happened: a partition of "one"'s resumed past its copies (two's own, if any, at their commits)
+    assert log_lines(logs["two"], "past the copies its last owner made"), logs["two"].read_text()[-3000:]

@@ -94,10 +94,10 @@ def test_only_a_run_that_did_not_stop_cleanly_is_resumed_past_its_commit():
     assert _previous(me, _life("r1", "stopped", 10, flow="B->A")).crashed  # another flow's stop
 
 
-def _sync(rid: str, at: int, flow: str = "A->B") -> OffsetSync:
+def _sync(rid: str, at: int, flow: str = "A->B", partition: int = 0) -> OffsetSync:
     return OffsetSync(
         flow=flow, replicator_id=rid, source_cluster="A", target_cluster="B", source_topic="t", target_topic="A.t",
-        partition=0, upstream_offset=5, downstream_offset=5, upstream_timestamp_ms=0, reason=SyncReason.FLUSH,
+        partition=partition, upstream_offset=5, downstream_offset=5, upstream_timestamp_ms=0, reason=SyncReason.FLUSH,
         emitted_at_ms=at,
     )  # fmt: skip
 
@@ -128,6 +128,46 @@ def test_a_peer_that_copied_after_the_last_clean_stop_and_never_stopped_makes_it
     for e in (_sync("me", 110), _sync("r1", 25, flow="B->A")):
         previous.take(e)
     assert not previous.crashed
+
+
+def test_a_clean_stop_speaks_for_the_partitions_its_process_copied_last():
+    """The 2026-12-02 soak's 23 second copies: r1 copied t[0] (syncs to 28) and was SIGKILLed; r2,
+    which held only t[1], stopped cleanly at 40 and came back as ``me``. The flow's newest word is
+    a clean stop, but t[0]'s last copier never stopped: t[0] resumes past its known copies, t[1]
+    (r2's, synced before r2's stop) at its commit."""
+    me = _life("me", "started", 100)
+    previous = _previous(me, _life("r1", "started", 10), _life("r2", "started", 11), _life("r2", "stopped", 40))
+    for e in (_sync("r1", 20), _sync("r2", 25, partition=1), _sync("r1", 28)):
+        previous.take(e)
+    assert not previous.crashed  # the flow-wide rule alone read r2's stop as the end of everything
+    crashed = previous.verdict()
+    assert crashed("t", 0) and not crashed("t", 1)
+    assert not crashed("t", 7)  # never synced by anyone: the flow's word (a clean stop)
+    # t[1] moved to r1 after r2's sync and r1 copied it on: r1's crash speaks for it too
+    previous.take(_sync("r1", 30, partition=1))
+    assert previous.verdict()("t", 1)
+    # r1 stopped cleanly after its copies: both partitions' commits stand (a rewind is honoured)
+    previous.take(_life("r1", "stopped", 50))
+    crashed = previous.verdict()
+    assert not crashed("t", 0) and not crashed("t", 1)
+    # a stop that left copies behind is no clean stop for its partitions
+    previous.take(Lifecycle(flow="A->B", replicator_id="r1", state="stopped", reason=LEFT_COPIES, emitted_at_ms=60))
+    assert previous.verdict()("t", 0)
+
+
+def test_one_id_for_every_run_judges_its_earlier_runs_syncs_not_this_ones():
+    """A configured replicator_id: "me"'s syncs before this start are its previous run's; after it, this run's."""
+    me = _life("me", "started", 100)
+    previous = _previous(me, _life("me", "started", 10), _life("me", "stopped", 40))
+    previous.take(_sync("me", 30))
+    assert not previous.verdict()("t", 0)  # copied, then stopped cleanly
+    previous = _previous(me, _life("me", "stopped", 40), _life("me", "started", 50))
+    assert previous.verdict()("t", 0)  # the run after the stop was killed
+    previous = _previous(me, _life("r1", "started", 10), _life("me", "stopped", 40))
+    previous.take(_sync("r1", 30))
+    previous.take(_sync("me", 120))  # this run's own: r1 stays t[0]'s last copier
+    assert previous.verdict()("t", 0)
+    assert _previous(me).verdict()("t", 0)  # nothing known: a crash
 
 
 def test_every_assignment_holds_its_partitions_for_recovery_but_a_start_of_its_own():

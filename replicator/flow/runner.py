@@ -151,7 +151,8 @@ class FlowRunner:
         # at-least-once: starts past the copies the flow knows (``syncs.resume``), assigned, to commit
         self._resume_due: list[TopicPartition] = []
         self._takeovers = Takeovers()  # at-least-once: assigned partitions, held until recovered
-        self._after_crash = True  # the next recovery resumes past known copies (a clean stop: at the commits)
+        # per partition, whether the next recovery resumes past known copies (a clean stop: at the commits)
+        self._after_crash: Callable[[str, int], bool] = _always
         self._left_copies = False  # lost partitions, or a resume revoked uncommitted: copies past a commit left behind
         self._takeover_view: StateView | None = None  # the loop's own view of the state log, for them
         self._takeover_retry_at = 0.0
@@ -351,7 +352,7 @@ class FlowRunner:
                 # every assigned partition is recovered when assigned (``syncs.takeover``), the first
                 # assignment's after a clean stop at its commits; the loop's view of the state log
                 # starts where the tasks' is now: the state log is read once at start, not twice
-                self._after_crash = previous.crashed
+                self._after_crash = previous.verdict()
                 self._takeover_view = tasks.ctx.view.fork()
             self._starting(self.commits.start, stop)
             self.stats.state = "running"
@@ -627,7 +628,7 @@ class FlowRunner:
             new_starts = self._relive(relive)
             recovery = recover_orphan_copies(
                 self.config, self.flow, self.replicator_id, self._clients.lifecycle_producer, selected, view,
-                skipped=lambda headers: not self._provenance.stamp(headers)[0], after_a_crash=self._after_crash,
+                skipped=lambda headers: not self._provenance.stamp(headers)[0], crashed=self._after_crash,
             )  # fmt: skip
         except (KafkaException, MirrorlakeError) as exc:
             if not self._outages.blame(("source", "target"), exc):
@@ -636,7 +637,7 @@ class FlowRunner:
                 1.0, self._outages.delay_left("source"), self._outages.delay_left("target")
             )
             return
-        self._after_crash = True  # a clean stop speaks for the commits of the first assignment only
+        self._after_crash = _always  # a clean stop speaks for the commits of the first assignment only
         starts = [TopicPartition(t, p, recovery.resume_at.get((t, p), OFFSET_INVALID)) for t, p in held
                   if (t, p) not in new_starts]  # fmt: skip
         self._takeovers.release(held)
@@ -1032,3 +1033,8 @@ class FlowRunner:
 
 def _names(partitions: list[TopicPartition]) -> str:
     return ", ".join(f"{tp.topic}[{tp.partition}]" for tp in partitions) or "nothing"
+
+
+def _always(_topic: str, _partition: int) -> bool:
+    """Every partition's copying ended in a crash: recovery resumes past its known copies."""
+    return True

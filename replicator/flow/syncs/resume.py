@@ -154,21 +154,36 @@ class PreviousRun:
     as it stands then and never resumes below it. A process that crashed long ago and copied
     nothing since the last clean stop does not count, so a deliberate rewind after every process
     stopped is still honoured. Nor is a stop whose run had lost partitions (``LEFT_COPIES``: no
-    revoke, no commit) clean."""
+    revoke, no commit) clean.
+
+    A clean stop speaks for the partitions the stopping process held, not for the flow: ``verdict``
+    judges each partition by the process that emitted its newest offset sync, whose own clean stop
+    after that sync is what makes the partition's commit the end of its copying. (The 2026-12-02
+    soak: a process killed mid-copy left copies past its commits; a peer that held none of its
+    partitions stopped cleanly, came back, read that stop as the flow's and resumed at the killed
+    process's commits: 23 second copies.) A rewind is honoured for a partition whose last copier
+    stopped cleanly; one whose last copier was killed resumes past its known copies."""
 
     def __init__(self, own_start: Lifecycle) -> None:
         self._own = own_start
         self._newest: Lifecycle | None = None
-        self._states: dict[str, tuple[int, str]] = {}  # replicator id -> (at, its newest lifecycle state)
+        self._states: dict[str, tuple[int, str, str | None]] = {}  # replicator id -> its newest (at, state, reason)
         self._copied: dict[str, int] = {}  # replicator id -> its newest offset sync's time
+        self._last_sync: dict[tuple[str, int], tuple[int, str]] = {}  # partition -> its newest sync's (at, emitter)
 
     def take(self, event: Event) -> None:
         own = self._own
         if event.flow != own.flow:
             return
         if isinstance(event, OffsetSync):
-            if event.replicator_id != own.replicator_id:
-                self._copied[event.replicator_id] = max(self._copied.get(event.replicator_id, 0), event.emitted_at_ms)
+            rid, at = event.replicator_id, event.emitted_at_ms
+            if rid != own.replicator_id:
+                self._copied[rid] = max(self._copied.get(rid, 0), at)
+            elif at >= own.emitted_at_ms:
+                return  # this run's own (one id for every run: an earlier run's are before its start)
+            key = (event.source_topic, event.partition)
+            if at >= self._last_sync.get(key, (-1, ""))[0]:
+                self._last_sync[key] = (at, rid)
             return
         if not isinstance(event, Lifecycle):
             return
@@ -176,12 +191,30 @@ class PreviousRun:
             return  # this run's own start, read back
         if self._newest is None or event.emitted_at_ms >= self._newest.emitted_at_ms:
             self._newest = event
-        if event.emitted_at_ms >= self._states.get(event.replicator_id, (-1, ""))[0]:
-            self._states[event.replicator_id] = (event.emitted_at_ms, event.state)
+        if event.emitted_at_ms >= self._states.get(event.replicator_id, (-1, "", None))[0]:
+            self._states[event.replicator_id] = (event.emitted_at_ms, event.state, event.reason)
 
     @property
     def crashed(self) -> bool:
+        """Whether the flow as a whole ended without a clean stop (then every partition resumes past its copies)."""
         if self._newest is None or self._newest.state != "stopped" or self._newest.reason == LEFT_COPIES:
             return True
         stop = self._newest.emitted_at_ms
         return any(at > stop and self._states.get(rid, (0, ""))[1] != "stopped" for rid, at in self._copied.items())
+
+    def verdict(self) -> Callable[[str, int], bool]:
+        """Per ``(source topic, partition)``, as the state log stands now: whether its copying ended
+        in a crash (resume past its known copies) rather than at its commit. A partition no process
+        ever synced follows the flow's ``crashed``."""
+        if self.crashed:
+            return lambda _topic, _partition: True
+        clean = {
+            key
+            for key, (at, rid) in self._last_sync.items()
+            if (state := self._states.get(rid)) is not None
+            and state[1] == "stopped"
+            and state[0] >= at
+            and state[2] != LEFT_COPIES
+        }
+        synced = set(self._last_sync)
+        return lambda topic, partition: (topic, partition) in synced and (topic, partition) not in clean

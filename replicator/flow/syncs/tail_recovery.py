@@ -409,7 +409,7 @@ def recover_orphan_copies(
     partitions: list[tuple[str, str, int]],
     view: StateView,
     skipped: Callable[[Headers], bool] = lambda _h: False,
-    after_a_crash: bool = True,
+    crashed: Callable[[str, int], bool] = lambda _topic, _partition: True,
 ) -> Recovery:
     """Publish, durably, the syncs of the copies a killed process left without one; and say where
     each partition resumes so that no copy the flow knows is made twice.
@@ -419,9 +419,9 @@ def recover_orphan_copies(
     ``producer`` writes to the target's state topic outside any transaction. ``view``: the flow's
     state view (the state tasks'), refreshed here to read the mapping, not closed: the tasks that
     own it go on from where it stopped, so the state log is read once at start. ``skipped``: the
-    records the flow never copies (by their headers: a replication cycle's). ``after_a_crash``:
-    whether the previous run stopped without draining (``resume.PreviousRun``); after a clean stop
-    the committed positions stand.
+    records the flow never copies (by their headers: a replication cycle's). ``crashed``: per
+    (source topic, partition), whether its copying ended without a clean stop of the process that
+    copied it last (``resume.PreviousRun.verdict``); after a clean stop its committed position stands.
     """
     if not partitions:
         return Recovery()
@@ -444,10 +444,16 @@ def recover_orphan_copies(
     )  # fmt: skip
     if syncs:
         publish_syncs(config, flow, producer, syncs)
-    if not after_a_crash:
-        _log.info("flow %s: its last run stopped cleanly: copying resumes at the committed positions", flow.name)
+    clean = [(s, t, p) for s, t, p in partitions if not crashed(s, p)]
+    if clean:
+        _log.info(
+            "flow %s: %s: their last copier stopped cleanly: copying resumes at the committed positions",
+            flow.name, ", ".join(f"{s}[{p}]" for s, _t, p in clean),
+        )  # fmt: skip
+    after_crash = [k for k in partitions if k not in clean]
+    if not after_crash:
         return Recovery(len(syncs), {})
-    resume_at = _resume_points(source_conf, flow, partitions, committed, view.index, syncs, skipped)
+    resume_at = _resume_points(source_conf, flow, after_crash, committed, view.index, syncs, skipped)
     return Recovery(len(syncs), resume_at)
 
 
