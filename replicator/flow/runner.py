@@ -151,8 +151,9 @@ class FlowRunner:
         # at-least-once: starts past the copies the flow knows (``syncs.resume``), assigned, to commit
         self._resume_due: list[TopicPartition] = []
         self._takeovers = Takeovers()  # at-least-once: assigned partitions, held until recovered
-        # per partition, whether the next recovery resumes past known copies (a clean stop: at the commits)
-        self._after_crash: Callable[[str, int], bool] = _always
+        # how the runs before this one ended, for its first recovery (None: every partition resumes
+        # past its known copies; a clean stop speaks for the commits of the first assignment only)
+        self._previous: PreviousRun | None = None
         self._left_copies = False  # lost partitions, or a resume revoked uncommitted: copies past a commit left behind
         self._takeover_view: StateView | None = None  # the loop's own view of the state log, for them
         self._takeover_retry_at = 0.0
@@ -352,7 +353,7 @@ class FlowRunner:
                 # every assigned partition is recovered when assigned (``syncs.takeover``), the first
                 # assignment's after a clean stop at its commits; the loop's view of the state log
                 # starts where the tasks' is now: the state log is read once at start, not twice
-                self._after_crash = previous.verdict()
+                self._previous = previous
                 self._takeover_view = tasks.ctx.view.fork()
             self._starting(self.commits.start, stop)
             self.stats.state = "running"
@@ -624,11 +625,13 @@ class FlowRunner:
         if self._takeover_view is None:
             self._takeover_view = StateView(self.config, self.flow)
         view = self._takeover_view
+        # judged now, not at start: a peer may have copied (and been killed) since this process started
+        crashed = self._previous.verdict() if self._previous is not None else _always
         try:
             new_starts = self._relive(relive)
             recovery = recover_orphan_copies(
                 self.config, self.flow, self.replicator_id, self._clients.lifecycle_producer, selected, view,
-                skipped=lambda headers: not self._provenance.stamp(headers)[0], crashed=self._after_crash,
+                skipped=lambda headers: not self._provenance.stamp(headers)[0], crashed=crashed,
             )  # fmt: skip
         except (KafkaException, MirrorlakeError) as exc:
             if not self._outages.blame(("source", "target"), exc):
@@ -637,7 +640,7 @@ class FlowRunner:
                 1.0, self._outages.delay_left("source"), self._outages.delay_left("target")
             )
             return
-        self._after_crash = _always  # a clean stop speaks for the commits of the first assignment only
+        self._previous = None  # a clean stop speaks for the commits of the first assignment only
         starts = [TopicPartition(t, p, recovery.resume_at.get((t, p), OFFSET_INVALID)) for t, p in held
                   if (t, p) not in new_starts]  # fmt: skip
         self._takeovers.release(held)

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import bisect
 import logging
+import threading
 from collections.abc import Callable, Iterable, Sequence
 
 from replicator.client.failover_cost import interval_union
@@ -165,6 +166,7 @@ class PreviousRun:
     stopped cleanly; one whose last copier was killed resumes past its known copies."""
 
     def __init__(self, own_start: Lifecycle) -> None:
+        self._lock = threading.Lock()  # ``take`` runs on the state tasks' thread, ``verdict`` on the loop's
         self._own = own_start
         self._newest: Lifecycle | None = None
         self._states: dict[str, tuple[int, str, str | None]] = {}  # replicator id -> its newest (at, state, reason)
@@ -172,6 +174,10 @@ class PreviousRun:
         self._last_sync: dict[tuple[str, int], tuple[int, str]] = {}  # partition -> its newest sync's (at, emitter)
 
     def take(self, event: Event) -> None:
+        with self._lock:
+            self._take(event)
+
+    def _take(self, event: Event) -> None:
         own = self._own
         if event.flow != own.flow:
             return
@@ -197,6 +203,10 @@ class PreviousRun:
     @property
     def crashed(self) -> bool:
         """Whether the flow as a whole ended without a clean stop (then every partition resumes past its copies)."""
+        with self._lock:
+            return self._crashed()
+
+    def _crashed(self) -> bool:
         if self._newest is None or self._newest.state != "stopped" or self._newest.reason == LEFT_COPIES:
             return True
         stop = self._newest.emitted_at_ms
@@ -206,8 +216,12 @@ class PreviousRun:
         """Per ``(source topic, partition)``, as the state log stands now: whether its copying ended
         in a crash (resume past its known copies) rather than at its commit. A partition no process
         ever synced follows the flow's ``crashed``."""
-        if self.crashed:
-            return lambda _topic, _partition: True
+        with self._lock:
+            if self._crashed():
+                return lambda _topic, _partition: True
+            return self._per_partition()
+
+    def _per_partition(self) -> Callable[[str, int], bool]:
         clean = {
             key
             for key, (at, rid) in self._last_sync.items()
