@@ -52,7 +52,7 @@ from replicator.flow.copying.native_copier import NativeCopier
 from replicator.flow.syncs.commits import AbortTransaction, AtLeastOnceCommits, Commits, TransactionalCommits
 from replicator.flow.syncs.gap_recovery import GapRecovery
 from replicator.flow.syncs.offset_sync import SyncOrigin
-from replicator.flow.syncs.resume import LEFT_COPIES, PreviousRun
+from replicator.flow.syncs.resume import LEFT_COPIES, PreviousRun, always_crashed
 from replicator.flow.syncs.sync_ledger import TP, SyncLedger
 from replicator.flow.syncs.tail_recovery import TailRecovery, publish_syncs, recover_orphan_copies
 from replicator.flow.syncs.takeover import Takeovers
@@ -626,7 +626,7 @@ class FlowRunner:
             self._takeover_view = StateView(self.config, self.flow)
         view = self._takeover_view
         # judged now, not at start: a peer may have copied (and been killed) since this process started
-        crashed = self._previous.verdict() if self._previous is not None else _always
+        crashed = self._previous.verdict() if self._previous is not None else always_crashed
         try:
             new_starts = self._relive(relive)
             recovery = recover_orphan_copies(
@@ -1036,8 +1036,3 @@ class FlowRunner:
 
 def _names(partitions: list[TopicPartition]) -> str:
     return ", ".join(f"{tp.topic}[{tp.partition}]" for tp in partitions) or "nothing"
-
-
-def _always(_topic: str, _partition: int) -> bool:
-    """Every partition's copying ended in a crash: recovery resumes past its known copies."""
-    return True

@@ -33,7 +33,7 @@ from replicator.client.mapping import Segment
 from replicator.events import Event, Lifecycle, OffsetSync
 from replicator.tasks.audit import RangeReader
 
-__all__ = ["Coverage", "Headers", "LEFT_COPIES", "resume_point", "ResumeScan", "PreviousRun"]
+__all__ = ["Coverage", "Headers", "LEFT_COPIES", "always_crashed", "resume_point", "ResumeScan", "PreviousRun"]
 
 _log = logging.getLogger(__name__)
 
@@ -169,7 +169,7 @@ class PreviousRun:
         self._lock = threading.Lock()  # ``take`` runs on the state tasks' thread, ``verdict`` on the loop's
         self._own = own_start
         self._newest: Lifecycle | None = None
-        self._states: dict[str, tuple[int, str, str | None]] = {}  # replicator id -> its newest (at, state, reason)
+        self._states: dict[str, Lifecycle] = {}  # replicator id -> its newest lifecycle event
         self._copied: dict[str, int] = {}  # replicator id -> its newest offset sync's time
         self._last_sync: dict[tuple[str, int], tuple[int, str]] = {}  # partition -> its newest sync's (at, emitter)
 
@@ -197,8 +197,9 @@ class PreviousRun:
             return  # this run's own start, read back
         if self._newest is None or event.emitted_at_ms >= self._newest.emitted_at_ms:
             self._newest = event
-        if event.emitted_at_ms >= self._states.get(event.replicator_id, (-1, "", None))[0]:
-            self._states[event.replicator_id] = (event.emitted_at_ms, event.state, event.reason)
+        known = self._states.get(event.replicator_id)
+        if known is None or event.emitted_at_ms >= known.emitted_at_ms:
+            self._states[event.replicator_id] = event
 
     @property
     def crashed(self) -> bool:
@@ -210,7 +211,18 @@ class PreviousRun:
         if self._newest is None or self._newest.state != "stopped" or self._newest.reason == LEFT_COPIES:
             return True
         stop = self._newest.emitted_at_ms
-        return any(at > stop and self._states.get(rid, (0, ""))[1] != "stopped" for rid, at in self._copied.items())
+        return any(at > stop and self._newest_state(rid) != "stopped" for rid, at in self._copied.items())
+
+    def _newest_state(self, rid: str) -> str | None:
+        state = self._states.get(rid)
+        return state.state if state is not None else None
+
+    def _stopped_after(self, rid: str, at: int) -> bool:
+        """Whether ``rid``'s newest lifecycle event is a clean stop at or after ``at``."""
+        state = self._states.get(rid)
+        return (
+            state is not None and state.state == "stopped" and state.emitted_at_ms >= at and state.reason != LEFT_COPIES
+        )
 
     def verdict(self) -> Callable[[str, int], bool]:
         """Per ``(source topic, partition)``, as the state log stands now: whether its copying ended
@@ -218,17 +230,11 @@ class PreviousRun:
         ever synced follows the flow's ``crashed``."""
         with self._lock:
             if self._crashed():
-                return lambda _topic, _partition: True
-            return self._per_partition()
+                return always_crashed
+            after = {key for key, (at, rid) in self._last_sync.items() if not self._stopped_after(rid, at)}
+        return lambda topic, partition: (topic, partition) in after
 
-    def _per_partition(self) -> Callable[[str, int], bool]:
-        clean = {
-            key
-            for key, (at, rid) in self._last_sync.items()
-            if (state := self._states.get(rid)) is not None
-            and state[1] == "stopped"
-            and state[0] >= at
-            and state[2] != LEFT_COPIES
-        }
-        synced = set(self._last_sync)
-        return lambda topic, partition: (topic, partition) in synced and (topic, partition) not in clean
+
+def always_crashed(_topic: str, _partition: int) -> bool:
+    """The verdict when nothing speaks for a clean stop: every partition resumes past its known copies."""
+    return True

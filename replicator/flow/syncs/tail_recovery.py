@@ -43,7 +43,7 @@ from replicator.config import FlowConfig, MirrorlakeConfig
 from replicator.errors import ReplicationError
 from replicator.events import OffsetSync, SyncReason
 from replicator.flow.syncs.offset_sync import SyncOrigin
-from replicator.flow.syncs.resume import Coverage, Headers, ResumeScan
+from replicator.flow.syncs.resume import Coverage, Headers, ResumeScan, always_crashed
 from replicator.kafka.admin import admin_client
 from replicator.kafka.log_bounds import log_bounds, throwaway_reader
 from replicator.kafka.settings import consumer_group_id
@@ -409,7 +409,7 @@ def recover_orphan_copies(
     partitions: list[tuple[str, str, int]],
     view: StateView,
     skipped: Callable[[Headers], bool] = lambda _h: False,
-    crashed: Callable[[str, int], bool] = lambda _topic, _partition: True,
+    crashed: Callable[[str, int], bool] = always_crashed,
 ) -> Recovery:
     """Publish, durably, the syncs of the copies a killed process left without one; and say where
     each partition resumes so that no copy the flow knows is made twice.
@@ -444,13 +444,14 @@ def recover_orphan_copies(
     )  # fmt: skip
     if syncs:
         publish_syncs(config, flow, producer, syncs)
-    clean = [(s, t, p) for s, t, p in partitions if not crashed(s, p)]
+    judged = [(crashed(s, p), (s, t, p)) for s, t, p in partitions]
+    after_crash = [k for was_crash, k in judged if was_crash]
+    clean = [f"{s}[{p}]" for was_crash, (s, _t, p) in judged if not was_crash]
     if clean:
         _log.info(
             "flow %s: %s: their last copier stopped cleanly: copying resumes at the committed positions",
-            flow.name, ", ".join(f"{s}[{p}]" for s, _t, p in clean),
+            flow.name, ", ".join(clean),
         )  # fmt: skip
-    after_crash = [k for k in partitions if k not in clean]
     if not after_crash:
         return Recovery(len(syncs), {})
     resume_at = _resume_points(source_conf, flow, after_crash, committed, view.index, syncs, skipped)
