@@ -45,6 +45,7 @@ from replicator.client.state_reader import StateLogFollower
 from replicator.config import MirrorlakeConfig
 from replicator.errors import ConfigError, MirrorlakeError
 from replicator.events import ConsumerRelease, Event, Failback, Failover
+from replicator.kafka.clients import new_consumer
 
 __all__ = ["FailoverConsumer", "Move"]
 
@@ -265,6 +266,6 @@ class FailoverConsumer:
 
     def _open(self) -> Consumer:
         conf = {**self._config.cluster(self.cluster).client_config(), **self._app_conf}
-        consumer = Consumer(conf)
+        consumer = new_consumer(conf)
         consumer.subscribe(list(self._names(self.cluster)))
         return consumer

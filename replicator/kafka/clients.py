@@ -6,6 +6,10 @@ producer has, an ``ssl.ca.location`` that is not there) surfaces as a ``KafkaExc
 constructor, deep inside a flow or a task. Here it becomes a ``ConfigError`` that names the cluster
 (its bootstrap servers), the kind of client and librdkafka's reason, with every other configuration
 value scrubbed from the message: a refused value may be a password.
+
+The clients made here raise a ``KafkaException`` from every call that serves librdkafka's
+callbacks, also where confluent-kafka would raise its bare ``KafkaError``
+(``surfaced_kafka_errors``).
 """
 
 from __future__ import annotations
@@ -17,21 +21,34 @@ from confluent_kafka import Consumer, KafkaException, Producer
 from confluent_kafka.admin import AdminClient
 
 from replicator.errors import ConfigError
-from replicator.kafka.errors import kafka_error_reason, scrub_values
+from replicator.kafka.errors import kafka_error_reason, scrub_values, surfaced_kafka_errors
 
 __all__ = ["new_admin", "new_consumer", "new_producer", "refused_config"]
 
 _Client = TypeVar("_Client")
 
 
+def _surfacing(base: type[_Client], calls: tuple[str, ...]) -> type[_Client]:
+    """A subclass of ``base`` whose ``calls`` (those that serve librdkafka's callbacks) raise only exceptions."""
+    return type(base.__name__, (base,), {name: surfaced_kafka_errors(getattr(base, name)) for name in calls})
+
+
+_Consumer = _surfacing(Consumer, ("poll", "consume", "commit", "close", "list_topics"))
+_Producer = _surfacing(
+    Producer,
+    ("poll", "flush", "close", "list_topics", "init_transactions", "send_offsets_to_transaction",
+     "commit_transaction", "abort_transaction"),
+)  # fmt: skip
+
+
 def new_consumer(conf: Mapping[str, Any]) -> Consumer:
     """``Consumer(conf)``; ``ConfigError`` when librdkafka refuses ``conf``."""
-    return _make(Consumer, conf, "consumer")
+    return _make(_Consumer, conf, "consumer")
 
 
 def new_producer(conf: Mapping[str, Any]) -> Producer:
     """``Producer(conf)``; ``ConfigError`` when librdkafka refuses ``conf``."""
-    return _make(Producer, conf, "producer")
+    return _make(_Producer, conf, "producer")
 
 
 def new_admin(conf: Mapping[str, Any]) -> AdminClient:

@@ -6,8 +6,10 @@ confluent-kafka raises ``KafkaException(KafkaError)``; callers decide on the ``K
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+import functools
+import sys
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
 
 from confluent_kafka import KafkaError, KafkaException
 
@@ -16,6 +18,7 @@ __all__ = [
     "kafka_error_reason",
     "scrub_values",
     "fatal_client_error",
+    "surfaced_kafka_errors",
     "AUTHORIZATION_CODES",
     "FATAL_CODES",
 ]
@@ -29,6 +32,35 @@ AUTHORIZATION_CODES = frozenset(
         KafkaError.CLUSTER_AUTHORIZATION_FAILED,
     }
 )
+
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def surfaced_kafka_errors(method: _F) -> _F:
+    """``method`` raising ``KafkaException(err)`` where confluent-kafka raises the bare ``KafkaError``.
+
+    On Python before 3.12, confluent-kafka (2.16) keeps an exception raised inside a librdkafka
+    callback as ``PyErr_Fetch`` gives it (for its own fatal error, the ``KafkaError`` not yet made
+    a ``KafkaException``) and raises it again as ``PyErr_SetObject(type(value), value)``: the
+    client's ``poll``, ``flush`` or transaction call then raises an object that is not a
+    ``BaseException``. No ``except`` clause with a class catches it, so a fenced exactly-once
+    flow's thread died with it and the flow's error was never set (CI of 2026-12-03). Only a bare
+    ``except`` sees it; everything else passes through untouched."""
+
+    @functools.wraps(method)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return method(*args, **kwargs)
+        except BaseException:
+            raise
+        except:  # noqa: E722 (the one clause that catches an object that is not an exception)
+            raised = sys.exc_info()[1]
+            if isinstance(raised, KafkaError):
+                raise KafkaException(raised) from None
+            raise
+
+    return call  # type: ignore[return-value]
 
 
 def kafka_error(exc: BaseException) -> KafkaError | None:
