@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import pytest
-from confluent_kafka import OFFSET_INVALID, TopicPartition
+from confluent_kafka import OFFSET_INVALID, KafkaError, KafkaException, TopicPartition
 
 from replicator.client.mapping import build_segments, points_from_sync, translate
 from replicator.client.policy import DefaultReplicationPolicy
@@ -394,6 +394,41 @@ def test_the_copier_maps_every_delivery_back_to_its_source_record_exactly():
     reasons = {(s.partition, s.upstream_offset): s.reason for s in syncs}
     assert reasons[(0, 0)] == SyncReason.FIRST and reasons[(1, 0)] == SyncReason.FIRST
     assert reasons[(0, 7)] == SyncReason.DELTA_CHANGE  # the marker at 6 shifts the delta
+
+
+class FailingTxProducer(FakeProducer):
+    """A transactional producer whose open transaction fails after ``ok`` produces: every later
+    ``produce`` says ``_STATE``, and the abort purges what was produced (librdkafka's behaviour)."""
+
+    def __init__(self, ok: int) -> None:
+        super().__init__()
+        self._ok = ok
+
+    def produce(self, *args, **kwargs) -> None:  # noqa: ANN002, ANN003
+        if len(self.produced) >= self._ok:
+            raise KafkaException(KafkaError(KafkaError._STATE, "Unable to produce message: Local: Erroneous state"))
+        super().produce(*args)
+
+    def purge_all(self) -> None:
+        for callback, topic, partition, d in self.reports:
+            if callback is not None:
+                callback(KafkaError(KafkaError._PURGE_QUEUE), FakeMessage(topic, partition, d))
+        self.reports.clear()
+        self.produced.clear()
+
+
+@pytest.mark.parametrize("ok", [0, 1, 4, 9, 10])
+def test_copies_into_a_failed_transaction_are_not_produced_and_nothing_stays_in_flight(ok: int):
+    """CI of 4375ff8: a failed transaction's produce says ``_STATE``; the copier stops producing
+    into it and names it (the runner aborts and rewinds), and the copies it produced untracked before
+    the failure, which no later report acknowledges, leave ``in_flight`` so the drain ends."""
+    producer = FailingTxProducer(ok)
+    copier, _stats = copier_for(producer, ledger())
+    copier.copy_batch([FakeMessage("orders", 0, u, ts=5000 + u) for u in range(10)])  # type: ignore[arg-type]
+    assert len(producer.produced) == ok
+    assert (copier.transaction_failed is not None) == (ok < 10) and copier.delivery_error is None
+    producer.purge_all()  # the abort
+    assert copier.in_flight == 0
 
 
 def test_the_copier_passes_timestamps_and_headers_and_skips_records_that_would_loop():

@@ -90,9 +90,10 @@ class _Either:
 
 _log = logging.getLogger(__name__)
 
-# exactly-once: a record not acknowledged within the transaction timeout (a long outage) is copied
-# again from the committed position
-_REWINDABLE = TRANSPORT_CODES
+# exactly-once: a record not acknowledged within the transaction timeout (a long outage), or one
+# whose batch the target refused after an outage for its producer sequence (librdkafka then fails
+# the transaction abortably and bumps the epoch at the abort), is copied again from the committed position
+_REWINDABLE = TRANSPORT_CODES | {KafkaError.OUT_OF_ORDER_SEQUENCE_NUMBER, KafkaError.UNKNOWN_PRODUCER_ID}
 # a write to a partition the target does not know: its remote topic may be gone (``_remote_topic_gone``)
 _TOPIC_GONE = frozenset({KafkaError._UNKNOWN_PARTITION, KafkaError._UNKNOWN_TOPIC, KafkaError.UNKNOWN_TOPIC_OR_PART})
 _PURGED = frozenset({KafkaError._PURGE_QUEUE, KafkaError._PURGE_INFLIGHT})  # messages a producer dropped on purpose
@@ -564,13 +565,16 @@ class FlowRunner:
     def _check_failures(self) -> None:
         """Raise for a failed write; ``AbortTransaction`` if an exactly-once flow can retry it by rewinding."""
         err = self._copier.delivery_error
-        if err is not None and self.flow.exactly_once and err.code() in _REWINDABLE:
-            self._copier.delivery_error = None
-            raise AbortTransaction(f"records not acknowledged by {self.flow.target} in time: {err.str()}")
+        failed = self._copier.transaction_failed
+        # a refusal that is not rewindable is raised below, even when the transaction it failed is known
+        if self.flow.exactly_once and (err.code() in _REWINDABLE if err is not None else failed is not None):
+            self._copier.delivery_error = self._copier.transaction_failed = None  # one abort rewinds both
+            why = err.str() if err is not None else f"the open transaction failed: {failed.str()}"  # type: ignore[union-attr]
+            raise AbortTransaction(f"records not acknowledged by {self.flow.target}: {why}")
         err = self._copier.delivery_error
         if err is not None and err.code() in _TOPIC_GONE:
             self._remote_topic_gone(err)
-        for err in (self._copier.delivery_error, self._state.failed):
+        for err in (self._copier.delivery_error, self._copier.transaction_failed, self._state.failed):
             if err is not None:
                 raise ReplicationError(
                     f"flow {self.flow.name}: write to {self.flow.target} failed: {err.str()}"

@@ -18,6 +18,7 @@ __all__ = [
     "kafka_error_reason",
     "scrub_values",
     "fatal_client_error",
+    "transaction_failed",
     "surfaced_kafka_errors",
     "AUTHORIZATION_CODES",
     "FATAL_CODES",
@@ -75,6 +76,15 @@ def kafka_error(exc: BaseException) -> KafkaError | None:
 FATAL_CODES = frozenset(
     {KafkaError._FATAL, KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH}
 )
+
+
+def transaction_failed(err: KafkaError) -> bool:
+    """Whether ``err``, from a transactional producer, says its open transaction failed and must be
+    aborted before anything else is written: the transaction calls say so themselves
+    (``txn_requires_abort``); ``produce`` into a failed transaction says only ``_STATE`` ("Erroneous
+    state"), whatever failed it (CI of 4375ff8: a batch refused for skipped sequence numbers after the
+    target's broker came back). A transaction that failed fatally fails its abort too, fatally."""
+    return bool(err.txn_requires_abort()) or err.code() == KafkaError._STATE
 
 
 def fatal_client_error(exc: BaseException) -> KafkaError | None:

@@ -26,13 +26,15 @@ class Copier(Protocol):
     """Copies consumed batches and reports each acknowledged copy to the sync ledger.
 
     ``connect`` wires it to the flow's clients once they exist; ``copy_batch`` produces a batch;
-    ``delivery_error`` holds the first failed write (the runner raises it); ``in_flight`` counts
+    ``delivery_error`` holds the first failed write (the runner raises it), ``transaction_failed``
+    what said the target's open transaction failed (exactly-once: the runner aborts it); ``in_flight`` counts
     records produced and not yet acknowledged, ``oldest_in_flight`` the oldest source offset of
     each partition among them (what an exact read position must stay behind); ``forget`` drops
     partitions (revoked, or a re-created topic's) after handing over what was delivered.
     """
 
     delivery_error: KafkaError | None
+    transaction_failed: KafkaError | None
 
     @property
     def in_flight(self) -> int: ...

@@ -80,6 +80,9 @@ class PythonCopier:
         self._lanes: dict[tuple[str, int], _Lane] = {}
         self.in_flight = 0
         self.delivery_error: KafkaError | None = None
+        # the target's open transaction failed (``produce`` says ``_STATE``): nothing more is produced
+        # into it; the flow aborts it and copies again from the committed positions
+        self.transaction_failed: KafkaError | None = None
 
     def connect(
         self,
@@ -187,7 +190,11 @@ class PythonCopier:
         try:  # positional: topic, value, key, partition, callback, on_delivery, timestamp, headers
             produce(target, value, key, partition, report, None, ts if ts > 0 else 0, headers)
         except (BufferError, KafkaException):
-            self._produce_slowly(target, value, key, partition, ts if ts > 0 else 0, headers, report)
+            if not self._produce_slowly(target, value, key, partition, ts if ts > 0 else 0, headers, report):
+                # never produced, nor are the untracked copies before it acknowledged by a later report
+                # (a batch's copies after a failed transaction all fail): out of flight, all of them
+                self.in_flight -= since + 1
+                return 0
         lane_ts.append(ts)
         if report is None:
             return since + 1
@@ -237,17 +244,23 @@ class PythonCopier:
         ts: int,
         headers: Headers | None,
         report: Callable | None,
-    ) -> None:
-        """Produce when the fast path could not: a full local queue, or a partition unknown to us yet."""
+    ) -> bool:
+        """Produce when the fast path could not: a full local queue, or a partition unknown to us yet.
+        False: not produced, the target's transaction has failed (``transaction_failed``)."""
         refreshed = False
         while True:
+            if self.transaction_failed is not None:
+                return False
             try:
                 self._producer.produce(topic, value, key, partition, report, timestamp=ts, headers=headers)  # type: ignore[arg-type]
-                return
+                return True
             except BufferError:
                 self._producer.poll(0.05)  # the local queue is full: let deliveries drain it
             except KafkaException as exc:
                 err = kafka_error(exc)
+                if isinstance(err, KafkaError) and err.code() == KafkaError._STATE:
+                    self.transaction_failed = err
+                    continue
                 if refreshed or not (isinstance(err, KafkaError) and err.code() == KafkaError._UNKNOWN_PARTITION):
                     raise ReplicationError(f"flow {self._flow}: cannot write to {topic}: {exc}") from exc
                 self._producer.list_topics(topic, timeout=10)  # a partition created since our last metadata

@@ -66,6 +66,7 @@ class NativeCopier:
             raise refused_config(settings, "compiled copy producer", str(exc)) from None
         self._metrics: dict[tuple[str, int], SourcePartitionMetrics] = {}
         self.delivery_error: KafkaError | None = None
+        self.transaction_failed: KafkaError | None = None  # never set: no transactions on this path
 
     def connect(
         self,

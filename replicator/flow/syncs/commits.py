@@ -25,7 +25,7 @@ from replicator.errors import ReplicationError
 from replicator.flow.control.outage import Outages
 from replicator.flow.control.shutdown import StopBudget
 from replicator.flow.syncs.sync_ledger import TP, SyncLedger
-from replicator.kafka.errors import kafka_error
+from replicator.kafka.errors import kafka_error, transaction_failed
 from replicator.kafka.position_store import PositionStore
 from replicator.metrics.mm2_metrics import WindowedValue
 
@@ -244,10 +244,12 @@ class TransactionalCommits(Commits):
             self._abort(str(exc))
         except KafkaException as exc:
             err = kafka_error(exc)
-            if isinstance(err, KafkaError) and err.txn_requires_abort():
-                self._abort(str(err))
-            else:
+            if not (isinstance(err, KafkaError) and transaction_failed(err)):
                 raise ReplicationError(f"flow {self._flow}: transaction failed: {exc}") from exc
+            try:
+                self._abort(str(err.str()))
+            except KafkaException as abort_exc:  # it failed fatally: nothing this producer writes counts
+                raise ReplicationError(f"flow {self._flow}: transaction failed: {exc}; abort: {abort_exc}") from exc
         self._begin()
 
     def abort(self, why: str) -> None:
@@ -277,7 +279,7 @@ class TransactionalCommits(Commits):
                 return call()
             except (KafkaException, ReplicationError) as exc:
                 err = kafka_error(exc) or kafka_error(exc.__cause__ or exc)
-                if self._outages is None or (err is not None and err.txn_requires_abort()):
+                if self._outages is None or (err is not None and transaction_failed(err)):
                     raise
                 if not self._outages.failed("target", exc):
                     raise
