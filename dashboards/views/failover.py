@@ -91,7 +91,8 @@ def render(view: View) -> None:
                     "lost by resuming here": picked["records_lost"],
                     "re-read": picked["records_reread"],
                     "duplicated": picked["records_duplicated"],
-                    "as of": [fmt.when(None if pd.isna(v) else int(v), view.now_ms) for v in picked["as_of_ms"]],
+                    # eleven columns: the age alone fits (the caption above has the moment in full)
+                    "as of": [fmt.ago(None if pd.isna(v) else int(v), view.now_ms) for v in picked["as_of_ms"]],
                 }
             ),
             hide_index=True,
