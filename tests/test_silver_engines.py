@@ -1,13 +1,15 @@
 """Silver written without Spark equals silver written by Spark, round after round (issue 38 item 5).
 
 Two lakehouses get the same bronze rows, round by round: one decodes them with Spark's silver
-(``lakehouse.silver``), the other as ``lakehouse serve`` now does, with delta-rs and fastavro
-(``lakehouse.duck.silver``) where it can, Spark where it cannot. The rounds hold every event type
+(``lakehouse.silver``), the other as ``lakehouse build`` and ``serve`` now do, with delta-rs and
+fastavro (``lakehouse.duck.silver``) where it can, from a new lakehouse's first round on, Spark
+where it cannot. The rounds hold every event type
 and every kind of bad record the Spark decoder test uses (``tests/test_lakehouse_decode.py``), a
 watermark of the older schema, a state topic replayed (events seen before, events twice in one
-round), forged events (partition -1), a type silver has no table for yet (Spark creates it, and
-delta-rs goes on after it from where Spark stopped) and a round with nothing new. After each round
-every silver table and quarantine are equal row for row (but quarantine's time of writing).
+round), forged events (partition -1), a type silver has no table for yet (delta-rs creates it, with the
+schema Spark gives it), a round more than delta-rs holds in memory (Spark decodes it, and delta-rs
+goes on after it from where Spark stopped) and a round with nothing new. After each round every
+silver table and quarantine are equal row for row and in schema (but quarantine's time of writing).
 """
 
 from __future__ import annotations
@@ -23,8 +25,8 @@ from tests.test_lakehouse_decode import _records
 pytestmark = pytest.mark.spark
 
 
-def _rounds() -> list[tuple[list[bytes], bool]]:
-    """(bronze rows, whether delta-rs decodes that round) per round."""
+def _rounds() -> list[tuple[list[bytes], bool, int]]:
+    """(bronze rows, whether delta-rs decodes that round, the most rows it may hold) per round."""
     first = _records()
     seen = [first[name] for name in sorted(first)]
     again = [
@@ -38,8 +40,11 @@ def _rounds() -> list[tuple[list[bytes], bool]]:
     replayed = [*again, *seen[:5], dup, dup]  # a replay: earlier events again, one event twice
     lifecycle = encode(Lifecycle(flow=ev.FLOW, replicator_id="r1", state="started", emitted_at_ms=12))
     new_type = [encode(ev.sync(1, 30, 33, 12, "lag_max", (29, 32))), lifecycle]
+    big = [encode(ev.sync(1, 35, 38, 12, "lag_max", (34, 37))), encode(ev.checkpoint("g2", 1, 9, 10, 10, "exact"))]
     after = [encode(ev.sync(1, 40, 43, 13, "lag_max", (39, 42))), lifecycle, seen[-1], first["truncated"] + b"x"]
-    return [(seen, False), (replayed, True), (new_type, False), (after, True), ([], True)]
+    most = 1000
+    return [(seen, True, most), (replayed, True, most), (new_type, True, most), (big, False, 1), (after, True, most),
+            ([], True, most)]  # fmt: skip
 
 
 def test_silver_on_delta_rs_equals_silver_on_spark_round_after_round(spark, tmp_path):
@@ -51,13 +56,13 @@ def test_silver_on_delta_rs_equals_silver_on_spark_round_after_round(spark, tmp_
 
     lakes = {engine: LakehousePaths(tmp_path / engine) for engine in ("spark", "rs")}
     offset = 0
-    for i, (bodies, on_delta_rs) in enumerate(_rounds()):
+    for i, (bodies, on_delta_rs, most) in enumerate(_rounds()):
         if bodies:
             for paths in lakes.values():
                 ev.append_bronze(spark, str(paths.bronze), offset, bodies)
             offset += len(bodies)
         update_silver(spark, lakes["spark"])
-        increment = update_silver_increment(lakes["rs"])
+        increment = update_silver_increment(lakes["rs"], most=most)
         assert (increment is not None) == on_delta_rs, f"round {i}"
         if increment is None:
             update_silver(spark, lakes["rs"])  # as a refresh does
@@ -69,6 +74,7 @@ def test_silver_on_delta_rs_equals_silver_on_spark_round_after_round(spark, tmp_
             assert len(held) in (0, 2), f"round {i}: {event_type} has a table in one lakehouse only"
             if held:
                 left, right = (spark.read.format("delta").load(t) for t in held)
+                assert left.schema == right.schema, f"round {i}: silver {event_type}'s schema"
                 ev.assert_same_rows(left, right, f"round {i}: silver {event_type}")
         left, right = (spark.read.format("delta").load(str(p.quarantine)) for p in lakes.values())
         left, right = left.drop("quarantined_at"), right.drop("quarantined_at")
@@ -77,4 +83,24 @@ def test_silver_on_delta_rs_equals_silver_on_spark_round_after_round(spark, tmp_
     progress = read_progress(lakes["rs"])
     assert progress is not None and progress.spark_checkpoint is None
     names = sorted(p.name for p in lakes["rs"].checkpoint("").iterdir() if p.name.startswith("silver"))
-    assert names == ["silver-from-2", "silver-progress.json"], names
+    assert names == ["silver-from-3", "silver-progress.json"], names  # round 3, more than delta-rs held
+
+
+def test_a_silver_spark_wrote_before_its_progress_was_recorded_is_left_to_spark(spark, tmp_path):
+    """A lakehouse whose silver Spark built before ``silver-progress.json`` existed: how far it read
+    bronze is only in Spark's stream checkpoint, so delta-rs must not decode bronze from its start."""
+    from ingest.paths import LakehousePaths
+    from lakehouse.duck.silver import update_silver_increment
+    from lakehouse.silver import update_silver
+
+    paths = LakehousePaths(tmp_path / "old")
+    seen = _rounds()[0][0]
+    ev.append_bronze(spark, str(paths.bronze), 0, seen)
+    update_silver(spark, paths)
+    paths.checkpoint("silver-progress.json").unlink()  # as before the record existed
+    ev.append_bronze(spark, str(paths.bronze), len(seen), [encode(ev.sync(1, 60, 63, 14, "lag_max", (59, 62)))])
+    assert update_silver_increment(paths) is None
+    update_silver(spark, paths)  # Spark goes on from its checkpoint: the new sync once, nothing twice
+    syncs = spark.read.format("delta").load(str(paths.silver("offset_sync")))
+    assert syncs.count() == syncs.select("event_id").distinct().count()
+    assert syncs.where("upstream_offset = 60").count() == 1

@@ -21,6 +21,7 @@ from lakehouse.store_access import delta_options
 
 __all__ = [
     "open_table",
+    "create_table",
     "version",
     "append",
     "dataset",
@@ -48,6 +49,15 @@ def open_table(path: Path) -> DeltaTable:
     """The table's latest version, opened once for several of the calls below (each open replays
     its log from the last checkpoint: tens of milliseconds on a table a refresh appends to)."""
     return _at(path)
+
+
+def create_table(path: Path, schema: pa.Schema, *, change_feed: bool = False) -> DeltaTable:
+    """A new empty table at ``path`` (an error if one is there); with ``change_feed`` it keeps a change
+    data feed, protocol (1, 4) as Spark makes it."""
+    configuration = {"delta.enableChangeDataFeed": "true"} if change_feed else None
+    return DeltaTable.create(
+        str(path), schema, mode="error", configuration=configuration, storage_options=delta_options(path)
+    )
 
 
 def _opened(table: Path | DeltaTable) -> DeltaTable:

@@ -16,9 +16,11 @@ that is not an event, does not decode or breaks a validity rule goes to quaranti
 words. Each table is one commit; the progress is written after the last, so a crash in between
 only reads the same rows again next time, and they are skipped.
 
-``update_silver_increment`` returns None, with nothing written, when Spark should do it: no record
-of progress yet, more new rows than an in-memory increment holds, a type whose silver table does
-not exist yet or lacks a column of its newest schema (Spark creates and evolves tables).
+``update_silver_increment`` returns None, with nothing written, when Spark should do it: a silver
+Spark wrote before the progress was recorded (its stream checkpoint says how far), more new rows
+than an in-memory increment holds, a quarantine table gone, a silver table that lacks a column of
+its newest schema (Spark evolves tables). A new lakehouse gets its quarantine here, and a type seen
+for the first time its table, the ones Spark would make (``lakehouse.duck.arrow_types``).
 """
 
 from __future__ import annotations
@@ -27,16 +29,18 @@ import logging
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import duckdb
 import pyarrow as pa
 import pyarrow.compute as pc
 from deltalake import DeltaTable
-from deltalake.exceptions import DeltaError
+from deltalake.exceptions import DeltaError, TableNotFoundError
 
 from ingest.paths import LakehousePaths
 from lakehouse.duck import delta
+from lakehouse.duck.arrow_types import QUARANTINE_ARROW_SCHEMA, silver_arrow_schema
 from lakehouse.silver_progress import SilverProgress, read_progress, write_progress
 from lakehouse.silver_rows import LINEAGE_COLUMNS, NOT_AN_EVENT, event_columns
 from lakehouse.store_access import reach_from_duckdb
@@ -101,14 +105,16 @@ def update_silver_increment(
     started = time.monotonic()
     stage("silver: read bronze's new rows")
     progress = read_progress(paths)
-    if progress is None:
-        _log.info("silver: no record of how far silver read bronze yet; Spark decodes")
+    fresh = progress is None
+    if fresh and _opened(paths.quarantine) is not None:  # Spark's first batch makes quarantine
+        _log.info("silver: Spark's silver ran before silver's progress was recorded; Spark decodes")
         return None
+    after = progress.bronze_version if progress is not None else -1
     try:
         upto = delta.version(paths.bronze)
-        if upto <= progress.bronze_version:
-            return SilverIncrement(progress.bronze_version, progress.bronze_version, 0)
-        rows = delta.inserted(paths.bronze, progress.bronze_version, upto, most)
+        if upto <= after:
+            return SilverIncrement(after, after, 0)
+        rows = delta.inserted(paths.bronze, None if fresh else after, upto, most)
     except delta.TooManyRows as exc:
         _log.info("silver: %s, more than an increment held in memory; Spark decodes", exc)
         return None
@@ -117,27 +123,37 @@ def update_silver_increment(
         return None
     stage("silver: decode")
     decoded = decode_bronze(rows)
-    try:
-        tables = {t: delta.open_table(paths.silver(t)) for t in decoded.events}
-        quarantine = delta.open_table(paths.quarantine) if decoded.rejected else None
-    except DeltaError as exc:  # TableNotFoundError is one
-        _log.info("silver: a table it appends to does not exist yet (%s); Spark decodes", exc)
+    quarantine = _opened(paths.quarantine)
+    if quarantine is None and not fresh:
+        _log.info("silver: the quarantine table is gone; Spark decodes (and makes it)")
         return None
+    tables = {t: table for t in decoded.events if (table := _opened(paths.silver(t))) is not None}
     if (why := _unwritable(tables)) is not None:
         _log.info("silver: %s; Spark decodes", why)
         return None
+    if quarantine is None:  # a new lakehouse: Spark's first batch makes it, empty or not
+        quarantine = delta.create_table(paths.quarantine, QUARANTINE_ARROW_SCHEMA)
+    for event_type in decoded.events.keys() - tables.keys():  # its first events: its table, as Spark makes it
+        _log.info("silver: creating the table of %s", event_type)
+        schema = silver_arrow_schema(event_type)
+        tables[event_type] = delta.create_table(paths.silver(event_type), schema, change_feed=True)
     stage("silver: append")
     con = duckdb.connect()
     reach_from_duckdb(con, paths.root)
     try:
         appended = {t: _append_new(con, tables[t], _first_copies(rows_)) for t, rows_ in decoded.events.items()}
-        quarantined = _append_rejected(con, quarantine, decoded.rejected) if quarantine is not None else 0
+        quarantined = _append_rejected(con, quarantine, decoded.rejected)
     finally:
         con.close()
     write_progress(paths, SilverProgress(upto, None))
-    return SilverIncrement(
-        progress.bronze_version, upto, rows.num_rows, appended, quarantined, time.monotonic() - started
-    )
+    return SilverIncrement(after, upto, rows.num_rows, appended, quarantined, time.monotonic() - started)
+
+
+def _opened(path: Path) -> DeltaTable | None:
+    try:
+        return delta.open_table(path)
+    except TableNotFoundError:
+        return None
 
 
 def _unwritable(tables: dict[str, DeltaTable]) -> str | None:
