@@ -138,7 +138,7 @@ class EngineLakehouses:
         """Append ``bodies`` to bronze, update silver, then gold on each engine; each engine's updates.
 
         Silver as ``lakehouse build`` makes it by default: delta-rs appends an increment, Spark
-        decodes where it declines (the first round, a table not made yet). That the two silvers
+        decodes where it declines (a catch-up too large to hold, a schema to evolve). That the two silvers
         are equal is ``test_silver_engines``'s; a Spark streaming run per round was a quarter of
         the twins' time."""
         from lakehouse.duck.silver import update_silver_increment

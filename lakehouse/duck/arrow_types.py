@@ -27,10 +27,13 @@ _PRIMITIVES: dict[str, pa.DataType] = {
     "float": pa.float32(),
     "bytes": pa.binary(),
 }
-_LINEAGE_TYPES = (pa.string(), pa.string(), pa.int32(), pa.int64())
+_LINEAGE_FIELDS = [
+    pa.field(name, dtype, nullable=False)
+    for name, dtype in zip(LINEAGE_COLUMNS, (pa.string(), pa.string(), pa.int32(), pa.int64()), strict=True)
+]
 # Spark's QUARANTINE_SCHEMA: a record silver could not take, where it sits, why, and when
 QUARANTINE_ARROW_SCHEMA = pa.schema(
-    [pa.field(n, t, nullable=False) for n, t in zip(LINEAGE_COLUMNS, _LINEAGE_TYPES, strict=True)]
+    _LINEAGE_FIELDS
     + [
         pa.field("value", pa.binary(), nullable=True),
         pa.field("reason", pa.string(), nullable=False),
@@ -64,5 +67,4 @@ def silver_arrow_schema(event_type: str, reg: SchemaRegistry | None = None) -> p
     """The silver table of ``event_type``: its newest schema's fields, then where each event sits."""
     reg = reg or registry()
     fields = [pa.field(f["name"], _arrow(f["type"]), nullable=True) for f in reg.latest(event_type).schema["fields"]]
-    fields += [pa.field(n, t, nullable=False) for n, t in zip(LINEAGE_COLUMNS, _LINEAGE_TYPES, strict=True)]
-    return pa.schema(fields)
+    return pa.schema(fields + _LINEAGE_FIELDS)

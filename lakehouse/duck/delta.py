@@ -15,12 +15,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as pads
 from deltalake import DeltaTable, write_deltalake
+from deltalake.exceptions import TableNotFoundError
 
 from lakehouse.sql_quote import duck_ident, duck_string
 from lakehouse.store_access import delta_options
 
 __all__ = [
     "open_table",
+    "existing_table",
     "create_table",
     "version",
     "append",
@@ -49,6 +51,14 @@ def open_table(path: Path) -> DeltaTable:
     """The table's latest version, opened once for several of the calls below (each open replays
     its log from the last checkpoint: tens of milliseconds on a table a refresh appends to)."""
     return _at(path)
+
+
+def existing_table(path: Path) -> DeltaTable | None:
+    """The table's latest version, or None when there is no table at ``path`` (yet)."""
+    try:
+        return _at(path)
+    except TableNotFoundError:
+        return None
 
 
 def create_table(path: Path, schema: pa.Schema, *, change_feed: bool = False) -> DeltaTable:

@@ -29,14 +29,13 @@ import logging
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import duckdb
 import pyarrow as pa
 import pyarrow.compute as pc
 from deltalake import DeltaTable
-from deltalake.exceptions import DeltaError, TableNotFoundError
+from deltalake.exceptions import DeltaError
 
 from ingest.paths import LakehousePaths
 from lakehouse.duck import delta
@@ -106,7 +105,8 @@ def update_silver_increment(
     stage("silver: read bronze's new rows")
     progress = read_progress(paths)
     fresh = progress is None
-    if fresh and _opened(paths.quarantine) is not None:  # Spark's first batch makes quarantine
+    quarantine = delta.existing_table(paths.quarantine)
+    if fresh and quarantine is not None:  # Spark's first batch makes quarantine
         _log.info("silver: Spark's silver ran before silver's progress was recorded; Spark decodes")
         return None
     after = progress.bronze_version if progress is not None else -1
@@ -123,11 +123,10 @@ def update_silver_increment(
         return None
     stage("silver: decode")
     decoded = decode_bronze(rows)
-    quarantine = _opened(paths.quarantine)
     if quarantine is None and not fresh:
         _log.info("silver: the quarantine table is gone; Spark decodes (and makes it)")
         return None
-    tables = {t: table for t in decoded.events if (table := _opened(paths.silver(t))) is not None}
+    tables = {t: table for t in decoded.events if (table := delta.existing_table(paths.silver(t))) is not None}
     if (why := _unwritable(tables)) is not None:
         _log.info("silver: %s; Spark decodes", why)
         return None
@@ -147,13 +146,6 @@ def update_silver_increment(
         con.close()
     write_progress(paths, SilverProgress(upto, None))
     return SilverIncrement(after, upto, rows.num_rows, appended, quarantined, time.monotonic() - started)
-
-
-def _opened(path: Path) -> DeltaTable | None:
-    try:
-        return delta.open_table(path)
-    except TableNotFoundError:
-        return None
 
 
 def _unwritable(tables: dict[str, DeltaTable]) -> str | None:

@@ -569,7 +569,7 @@ class FlowRunner:
         # a refusal that is not rewindable is raised below, even when the transaction it failed is known
         if self.flow.exactly_once and (err.code() in _REWINDABLE if err is not None else failed is not None):
             self._copier.delivery_error = self._copier.transaction_failed = None  # one abort rewinds both
-            why = err.str() if err is not None else f"the open transaction failed: {failed.str()}"  # type: ignore[union-attr]
+            why = err.str() if err is not None else f"the open transaction failed: {failed and failed.str()}"
             raise AbortTransaction(f"records not acknowledged by {self.flow.target}: {why}")
         err = self._copier.delivery_error
         if err is not None and err.code() in _TOPIC_GONE:

@@ -248,9 +248,9 @@ class PythonCopier:
         """Produce when the fast path could not: a full local queue, or a partition unknown to us yet.
         False: not produced, the target's transaction has failed (``transaction_failed``)."""
         refreshed = False
+        if self.transaction_failed is not None:
+            return False  # every later produce says so too
         while True:
-            if self.transaction_failed is not None:
-                return False
             try:
                 self._producer.produce(topic, value, key, partition, report, timestamp=ts, headers=headers)  # type: ignore[arg-type]
                 return True
@@ -260,7 +260,7 @@ class PythonCopier:
                 err = kafka_error(exc)
                 if isinstance(err, KafkaError) and err.code() == KafkaError._STATE:
                     self.transaction_failed = err
-                    continue
+                    return False
                 if refreshed or not (isinstance(err, KafkaError) and err.code() == KafkaError._UNKNOWN_PARTITION):
                     raise ReplicationError(f"flow {self._flow}: cannot write to {topic}: {exc}") from exc
                 self._producer.list_topics(topic, timeout=10)  # a partition created since our last metadata
