@@ -1,18 +1,20 @@
-"""The state tasks' last round at a stop runs on their own thread, and a bounded stop does not wait it out.
+"""The state tasks' threads: a lane each, the last round at a stop on the main lane, a bounded stop.
 
 After a frozen state cluster came back, a state task whose client had not found the cluster again
 held the last round of a stopping replicator past its exit grace (CI, 2026-11-29): the stop's wait
-for that round is now bounded by what is left of the stop budget. Pure logic: the tasks are plain
-objects, the producer and view only record what the stop did to them.
+for that round is now bounded by what is left of the stop budget. A slow audit held heartbeats and
+watermarks for 23.6 s in a broker-fault run (2026-12-04): they run on lanes of their own now.
+Pure logic: the tasks are plain objects, the producer and view only record what the stop did to them.
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from dataclasses import dataclass, field
 from types import SimpleNamespace
 
-from replicator.tasks.base import StateTasks
+from replicator.tasks.base import HEARTBEATS_LANE, STATE_LANE, WATERMARKS_LANE, StateTasks
 from tests.waiting import wait_for
 
 
@@ -21,12 +23,15 @@ class _Task:
     name: str
     in_final_round: bool = True
     interval_s: float = 3600.0
-    hold: threading.Event | None = None  # the final round's run waits for it
+    lane: str = STATE_LANE
+    hold: threading.Event | None = None  # the run after the first waits for it
     runs: list[str] = field(default_factory=list)  # the thread each run ran on
+    ran_at: list[float] = field(default_factory=list)  # when each run started (monotonic)
     closed: bool = False
 
     def run(self) -> None:
         self.runs.append(threading.current_thread().name)
+        self.ran_at.append(time.monotonic())
         if self.hold is not None and len(self.runs) > 1:
             self.hold.wait()
 
@@ -104,3 +109,27 @@ def test_tasks_never_started_still_get_their_final_round_on_the_caller() -> None
     tasks.stop(final_round=True, flush_s=10)
     assert checkpoints.runs == [threading.current_thread().name]
     assert producer.flushed == [10] and view.closed
+
+
+def test_heartbeats_and_watermarks_go_on_while_a_state_task_is_stuck() -> None:
+    hold = threading.Event()
+    audit = _Task("audit", interval_s=0.01, hold=hold)  # its second run hangs until released
+    beat = _Task("heartbeat-emitter", interval_s=0.01, lane=HEARTBEATS_LANE, in_final_round=False)
+    marks = _Task("watermarks", interval_s=0.01, lane=WATERMARKS_LANE)
+    snapshot = _Task("state-snapshot")
+    tasks, _producer, _view = _tasks(audit, beat, marks, snapshot)
+    tasks.start()
+    try:
+        wait_for(lambda: len(audit.runs) == 2, "the audit's second run, which hangs")
+        beats, watermarks = len(beat.runs), len(marks.runs)
+        wait_for(lambda: len(beat.runs) > beats + 5 and len(marks.runs) > watermarks + 5, "runs beside the hung audit")
+        assert len(audit.runs) == 2 and len(snapshot.runs) == 1  # its own lane waited, as it must (one view)
+    finally:
+        hold.set()
+    tasks.stop(final_round=True)
+    threads = {beat.runs[0], marks.runs[0], audit.runs[0]}
+    assert threads == {"state-A->B-heartbeats", "state-A->B-watermarks", "state-A->B"}
+    # the final round: every lane's tasks in their order on the main lane, the snapshot last
+    assert marks.runs[-1] == audit.runs[-1] == snapshot.runs[-1] == "state-A->B"
+    assert marks.ran_at[-1] > audit.ran_at[-1] and snapshot.ran_at[-1] > marks.ran_at[-1]
+    assert beat.runs.count("state-A->B") == 0  # heartbeats have no final round

@@ -37,7 +37,7 @@ from replicator.kafka.admin import admin_client, partition_counts
 from replicator.kafka.clients import new_consumer
 from replicator.kafka.settings import BOUNDED_READ_WAIT_S, reader_config
 from replicator.metadata.topic_configs import compacted_topics
-from replicator.tasks.base import TaskContext
+from replicator.tasks.base import STATE_LANE, TaskContext
 from replicator.tasks.watermarks import partition_watermarks
 
 __all__ = ["AuditTask", "RangeReader", "record_hash", "WindowSum", "add_hash"]
@@ -128,6 +128,7 @@ def _copied(segments: list[Segment], window_start: int, n: int) -> int:
 class AuditTask:
     name = "audit"
     in_final_round = True
+    lane = STATE_LANE
 
     def __init__(self, ctx: TaskContext, source_conf: dict[str, Any], target_conf: dict[str, Any]) -> None:
         self._ctx = ctx

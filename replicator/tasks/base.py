@@ -1,9 +1,15 @@
 """The periodic side of a flow: checkpoints, heartbeats, watermarks, config snapshots, audits.
 
-They run on their own thread with their own clients, beside the copy loop, so none of them ever
-slows the hot path down; each emits events to the flow's state topic. A task that fails is
+They run on threads of their own with their own clients, beside the copy loop, so none of them
+ever slows the hot path down; each emits events to the flow's state topic. A task that fails is
 logged and retried at its next interval: replication state is best effort next to the data, and
 the copy loop's health never depends on it.
+
+Each task names its ``lane``: one thread per lane. The tasks that read the flow's ``StateView``
+(checkpoints, audits, snapshots) share the ``state`` lane, as the view is not thread-safe; the
+heartbeats and the watermarks each have a lane of their own, because their figures are only true
+when fresh (a heartbeat's arrival time is its latency, a watermark the RPO an operator acts on) and
+an audit of a busy partition or a checkpoint round of many groups takes seconds.
 
 ``StateTasks.final_round`` runs the tasks once more after the copy loop stopped (a batch run's
 checkpoints and audits then reflect everything it copied).
@@ -15,7 +21,7 @@ import copy
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -33,7 +39,7 @@ from replicator.kafka.state_log import StateLog
 from replicator.metadata.topics import RemoteTopic
 from replicator.metrics.mm2_metrics import Mm2Metrics
 
-__all__ = ["StateTask", "StateTasks", "TaskContext", "StateView"]
+__all__ = ["HEARTBEATS_LANE", "STATE_LANE", "WATERMARKS_LANE", "StateTask", "StateTasks", "TaskContext", "StateView"]
 
 _log = logging.getLogger(__name__)
 
@@ -174,10 +180,16 @@ class TaskContext:
                 self.state.producer.poll(0.05)
 
 
+STATE_LANE = "state"  # the tasks that share the flow's StateView
+HEARTBEATS_LANE = "heartbeats"
+WATERMARKS_LANE = "watermarks"
+
+
 class StateTask(Protocol):
     name: str
     interval_s: float
     in_final_round: bool
+    lane: str  # tasks of one lane share a thread (``STATE_LANE`` for a task that reads the view)
 
     def run(self) -> None: ...
 
@@ -188,11 +200,15 @@ _SLOW_S = 2.0  # a state task's run longer than this is logged
 
 
 class StateTasks:
-    """Runs tasks on their intervals on one thread until ``stop``; ``final_round`` runs each once.
+    """Runs tasks on their intervals until ``stop``, a thread per lane; ``final_round`` runs each once.
+
+    A task runs at a fixed rate (every ``interval_s`` from the start, at once again when a run took
+    longer), so a heartbeat every second stays one per second whatever the run takes.
 
     With several processes per flow only one runs the tasks: ``is_leader`` says whether this
     process leads now (the flow decides: the owner of the first selected partition). A process
-    that led last keeps the final round.
+    that led last keeps the final round, which runs every task of every lane in their order (the
+    state snapshot last) on the main lane's thread, once the other lanes' threads have ended.
     """
 
     def __init__(self, ctx: TaskContext, tasks: list[StateTask], is_leader: Callable[[], bool] = lambda: True) -> None:
@@ -204,27 +220,51 @@ class StateTasks:
         self._error_kinds: dict[str, str] = {}  # task -> exception type of its current failure
         self._stop = threading.Event()
         self._final_round = False  # set by ``stop``: the thread runs each task once more before it ends
-        self._thread: threading.Thread | None = None
+        self._thread: threading.Thread | None = None  # the main lane's: it runs the final round
+
+    def lanes(self) -> dict[str, list[StateTask]]:
+        """Each lane's tasks in their order, the main lane (``STATE_LANE`` when any task has it) first."""
+        lanes: dict[str, list[StateTask]] = {}
+        if any(task.lane == STATE_LANE for task in self.tasks):
+            lanes[STATE_LANE] = []
+        for task in self.tasks:
+            lanes.setdefault(task.lane, []).append(task)
+        return lanes
 
     def start(self) -> None:
-        if self.tasks:
-            self._thread = threading.Thread(target=self._loop, name=f"state-{self.ctx.flow.name}", daemon=True)
-            self._thread.start()
+        if not self.tasks:
+            return
+        flow = self.ctx.flow.name
+        (_main, main_tasks), *others = self.lanes().items()
+        threads = [
+            threading.Thread(target=self._loop, args=(tasks, ()), name=f"state-{flow}-{lane}", daemon=True)
+            for lane, tasks in others
+        ]
+        self._thread = threading.Thread(
+            target=self._loop, args=(main_tasks, threads), name=f"state-{flow}", daemon=True
+        )
+        for thread in (*threads, self._thread):
+            thread.start()
 
-    def _loop(self) -> None:
-        due = {task.name: 0.0 for task in self.tasks}
+    def _loop(self, tasks: list[StateTask], others: Sequence[threading.Thread]) -> None:
+        """One lane's schedule; the main lane's (``others`` are the rest) then waits for them and
+        runs the final round."""
+        started = time.monotonic()
+        due = {task.name: started for task in tasks}
         while not self._stop.is_set():
-            now = time.monotonic()
             self.leading = self._is_leader()
             if not self.leading:
                 self._stop.wait(0.5)
+                due = dict.fromkeys(due, time.monotonic())
                 continue
-            for task in self.tasks:
-                if now >= due[task.name]:
+            for task in tasks:
+                if time.monotonic() >= due[task.name]:
                     self._run(task)
-                    due[task.name] = time.monotonic() + task.interval_s
+                    due[task.name] = max(due[task.name] + task.interval_s, time.monotonic())
             self.ctx.state.producer.poll(0)
             self._stop.wait(max(0.01, min(due.values()) - time.monotonic()))
+        for thread in others:
+            thread.join()
         if self._final_round:
             self._run_final_round()
 
@@ -235,7 +275,7 @@ class StateTasks:
 
     def _run(self, task: StateTask) -> None:
         """Run one task; a failure is logged at WARNING when it starts or changes kind, not every retry.
-        A run longer than ``_SLOW_S`` is logged: the tasks share one thread, so the others waited."""
+        A run longer than ``_SLOW_S`` is logged: the other tasks of its lane waited."""
         started = time.monotonic()
         try:
             task.run()
@@ -253,7 +293,8 @@ class StateTasks:
         finally:
             took = time.monotonic() - started
             if took > _SLOW_S:
-                _log.info("flow %s: state task %s took %.1f s (the others waited)", self.ctx.flow.name, task.name, took)
+                flow = self.ctx.flow.name
+                _log.info("flow %s: state task %s took %.1f s (its lane %s waited)", flow, task.name, took, task.lane)
         self._error_kinds.pop(task.name, None)
         if self.errors.pop(task.name, None) is not None:
             _log.info("flow %s: %s works again", self.ctx.flow.name, task.name)

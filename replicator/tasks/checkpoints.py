@@ -37,7 +37,7 @@ from replicator.metadata.filters import RegexGroupFilter
 from replicator.mm2.events import mm2_checkpoint
 from replicator.mm2.records import encode_checkpoint
 from replicator.mm2.writer import Mm2TopicWriter
-from replicator.tasks.base import TaskContext
+from replicator.tasks.base import STATE_LANE, TaskContext
 from replicator.tasks.group_sync import GroupOffsetSync
 
 __all__ = ["CheckpointTask"]
@@ -49,6 +49,7 @@ _TIMEOUT_S = 30
 class CheckpointTask:
     name = "checkpoints"
     in_final_round = True
+    lane = STATE_LANE
 
     def __init__(
         self, ctx: TaskContext, source_conf: dict[str, Any], target_conf: dict[str, Any], policy: ReplicationPolicy

@@ -25,7 +25,7 @@ from replicator.kafka.admin import admin_client, partition_counts
 from replicator.kafka.errors import kafka_error
 from replicator.metadata.acls import describe_topic_acls
 from replicator.metadata.topic_configs import describe_topic_configs
-from replicator.tasks.base import TaskContext
+from replicator.tasks.base import STATE_LANE, TaskContext
 
 __all__ = ["ConfigSnapshotTask", "acl_string", "snapshot_digest"]
 
@@ -46,6 +46,7 @@ def snapshot_digest(partitions: int, configs: dict[str, str], acls: tuple[str, .
 class ConfigSnapshotTask:
     name = "config-snapshots"
     in_final_round = True
+    lane = STATE_LANE
 
     def __init__(self, ctx: TaskContext, source_conf: dict[str, Any], target_conf: dict[str, Any]) -> None:
         self._ctx = ctx

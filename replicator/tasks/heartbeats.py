@@ -34,7 +34,7 @@ from replicator.kafka.clients import new_consumer, new_producer
 from replicator.kafka.settings import RDKAFKA_LOG, heartbeat_group_prefix
 from replicator.mm2.records import Mm2Heartbeat, Mm2RecordError, decode_heartbeat, encode_heartbeat
 from replicator.mm2.writer import Mm2TopicWriter
-from replicator.tasks.base import TaskContext
+from replicator.tasks.base import HEARTBEATS_LANE, TaskContext
 
 __all__ = ["HeartbeatEmitter", "HeartbeatObserver", "hop_path"]
 
@@ -60,6 +60,7 @@ class HeartbeatEmitter:
 
     name = "heartbeat-emitter"
     in_final_round = False  # a heartbeat after the copy loop stopped would only look like lag
+    lane = HEARTBEATS_LANE
 
     def __init__(self, ctx: TaskContext, source_conf: dict[str, Any], target_conf: dict[str, Any]) -> None:
         self._ctx = ctx
@@ -93,6 +94,7 @@ class HeartbeatObserver:
 
     name = "heartbeat-observer"
     in_final_round = False
+    lane = HEARTBEATS_LANE  # its read time is the arrival time: a late read would be latency
 
     def __init__(self, ctx: TaskContext, target_conf: dict[str, Any], policy: ReplicationPolicy) -> None:
         self._ctx = ctx

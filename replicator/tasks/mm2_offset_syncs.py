@@ -24,7 +24,7 @@ from replicator.kafka.clients import new_producer
 from replicator.kafka.settings import RDKAFKA_LOG
 from replicator.mm2.records import Mm2OffsetSync, encode_offset_sync
 from replicator.mm2.writer import Mm2TopicWriter
-from replicator.tasks.base import TaskContext
+from replicator.tasks.base import STATE_LANE, TaskContext
 
 __all__ = ["Mm2OffsetSyncTask"]
 
@@ -32,6 +32,7 @@ __all__ = ["Mm2OffsetSyncTask"]
 class Mm2OffsetSyncTask:
     name = "mm2-offset-syncs"
     in_final_round = True
+    lane = STATE_LANE
 
     def __init__(self, ctx: TaskContext, source_conf: dict[str, Any], policy: ReplicationPolicy) -> None:
         self._ctx = ctx

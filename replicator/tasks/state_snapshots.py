@@ -21,7 +21,7 @@ from replicator.client.state_snapshot import SNAPSHOT_CONFIG, FlowSnapshot, snap
 from replicator.errors import ReplicationError
 from replicator.kafka.admin import admin_client
 from replicator.kafka.errors import kafka_error, kafka_error_reason
-from replicator.tasks.base import TaskContext, task_producer
+from replicator.tasks.base import STATE_LANE, TaskContext, task_producer
 
 __all__ = ["StateSnapshotTask"]
 
@@ -31,6 +31,7 @@ _log = logging.getLogger(__name__)
 class StateSnapshotTask:
     name = "state_snapshot"
     in_final_round = True
+    lane = STATE_LANE
 
     def __init__(self, ctx: TaskContext, target_conf: dict[str, Any]) -> None:
         self._ctx = ctx

@@ -27,7 +27,7 @@ from replicator.events.model import now_ms
 from replicator.kafka.admin import admin_client, listed_offsets
 from replicator.kafka.position_store import PositionStore
 from replicator.kafka.settings import consumer_group_id
-from replicator.tasks.base import TaskContext
+from replicator.tasks.base import WATERMARKS_LANE, TaskContext
 from replicator.tasks.read_positions import PositionSnapshot
 from replicator.tasks.tails import Tail, TailReader
 
@@ -70,6 +70,7 @@ def partition_watermarks(
 class WatermarkTask:
     name = "watermarks"
     in_final_round = True
+    lane = WATERMARKS_LANE
 
     def __init__(
         self,

@@ -28,7 +28,7 @@ from replicator.flow.syncs.offset_sync import SyncOrigin
 from replicator.flow.syncs.tail_recovery import TopicIds, hashed_range, match_copies, recovery_syncs, topic_pair_ids
 from replicator.kafka.log_bounds import log_bounds, throwaway_reader
 from replicator.tasks.audit import RangeReader
-from replicator.tasks.base import TaskContext
+from replicator.tasks.base import STATE_LANE, TaskContext
 
 __all__ = ["GapRecovery", "downstream_gaps"]
 
@@ -53,6 +53,7 @@ class GapRecovery:
 
     name = "gap_recovery"
     in_final_round = True
+    lane = STATE_LANE
 
     def __init__(
         self,
