@@ -4,12 +4,14 @@ lakehouse on S3, and give the same gold tables as the local build.
 A standalone master and two workers are started on 127.0.0.1 from the pyspark package itself
 (``spark-class ...Master`` / ``...Worker``), like any Spark cluster, and stopped by PID. The
 lakehouse is ``s3://<bucket>/lake`` on moto's S3 API server (``tests.s3_support``), the place
-every executor and the driver reach. The session's events (``built.rounds``) go to a state topic
-of this test's own, round by round: ``mirrorlake lakehouse build`` on the cluster
+every executor and the driver reach. The lakehouse tests' rounds of events (``rounds()``) go to a
+state topic of this test's own, round by round: ``mirrorlake lakehouse build`` on the cluster
 (``spark.master = spark://...``) builds round 1 from scratch; then ``mirrorlake lakehouse serve``
 on the cluster shows rounds 2-4, produced after its first refresh, without a restart (its
-increments: the DuckDB/delta-rs twins, on S3 too), until every gold table equals the session's
-local[2] build of the same events on a local directory (``built``); it stops cleanly on SIGTERM.
+increments: the DuckDB/delta-rs twins, on S3 too), until every gold table equals a local[2]
+``mirrorlake lakehouse build`` of the same events on a local directory (a process of its own, run
+beside the cluster's build: this module then needs no session Spark and runs on a worker beside the
+Spark unit, not after it); it stops cleanly on SIGTERM.
 Meanwhile a second build is refused, naming serve, and leaves the lakehouse whole. Then
 ``mirrorlake sql`` and the dashboard read the S3 lakehouse, and ``maintain`` compacts it. Waits
 are polls with a bound, never timing assertions.
@@ -36,7 +38,6 @@ from mirrorlake.traffic import ensure_topic
 from replicator.config import load_config
 from replicator.errors import ExitCode, MirrorlakeError
 from tests import lakehouse_support as ev
-from tests.lakehouse_support import Built
 from tests.s3_support import S3Server
 from tests.waiting import wait_for
 
@@ -143,11 +144,25 @@ def _cli(*args: str, log: Path) -> subprocess.Popen:
         )
 
 
+def _local_build(kafka_clusters, unique_topic, tmp_path: Path, rounds: list[list]) -> tuple[subprocess.Popen, Path]:
+    """Start ``mirrorlake lakehouse build`` on local[2] of every round at once, on a local directory:
+    the reference (an incremental build equals a clean one: tests/test_lakehouse_incremental.py)."""
+    state_topic = unique_topic("mirrorlake.events")
+    b = kafka_clusters.bootstrap("B")
+    ensure_topic(b, state_topic, 2)
+    ev.produce(b, state_topic, [event for events in rounds for event in events])
+    conf = ev.write_config(tmp_path / "local.yaml", kafka_clusters.bootstraps, state_topic, tmp_path / "local-lake")
+    return _cli("lakehouse", "build", "--config", str(conf), log=tmp_path / "local-build.log"), conf
+
+
+# beside the Spark unit it took up to 686 s in CI (367 s alone): its own waits are bounded (600 s each)
+@pytest.mark.timeout(1800)
 def test_build_then_serve_on_a_standalone_cluster_and_s3_equal_the_local_build(
-    built: Built, standalone_cluster, kafka_clusters, unique_topic, tmp_path, s3_server: S3Server, s3_bucket: str,
-    monkeypatch,
+    standalone_cluster, kafka_clusters, unique_topic, tmp_path, s3_server: S3Server, s3_bucket: str, monkeypatch
 ):  # fmt: skip
     lakehouse = s3_server.lakehouse(f"s3://{s3_bucket}/lake")
+    rounds = ev.rounds()
+    reference, reference_conf = _local_build(kafka_clusters, unique_topic, tmp_path, rounds)
     state_topic = unique_topic("mirrorlake.events")
     b = kafka_clusters.bootstrap("B")
     ensure_topic(b, state_topic, 2)
@@ -166,15 +181,17 @@ def test_build_then_serve_on_a_standalone_cluster_and_s3_equal_the_local_build(
     }
     conf = ev.write_config(tmp_path / "cluster.yaml", kafka_clusters.bootstraps, state_topic, lakehouse, spark)
     on_s3 = Lakehouse(load_config(conf))
-    local = _gold(Lakehouse(built.config))
-    assert local is not None
-    first, *while_serving = built.rounds
+    first, *while_serving = rounds
 
     ev.produce(b, state_topic, first)
     build_log = tmp_path / "build.log"
     build = _cli("lakehouse", "build", "--config", str(conf), log=build_log)
     build.communicate(timeout=600)
     assert build.returncode == 0, build_log.read_text()[-3000:]
+    reference.communicate(timeout=600)
+    assert reference.returncode == 0, (tmp_path / "local-build.log").read_text()[-3000:]
+    local = _gold(Lakehouse(load_config(reference_conf)))
+    assert local is not None
     built_on_cluster = _gold(on_s3)
     assert built_on_cluster is not None and built_on_cluster != local  # round 1 only
 
