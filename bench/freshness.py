@@ -380,6 +380,10 @@ def report(run: Measured, args: argparse.Namespace) -> dict[int, float]:
             mean = {n: statistics.mean(r.get(n, 0.0) for r in refreshes) for n in names}
             spent = ", ".join(f"{n or 'other'} {s:.2f} s" for n, s in mean.items())
             print(f"{rate:>7} refreshes {len(refreshes)}, mean per refresh: {spent}")
+            totals = [sum(r.values()) for r in refreshes]
+            slowest = refreshes[totals.index(max(totals))]
+            worst = ", ".join(f"{n or 'other'} {s:.2f}" for n, s in sorted(slowest.items()))
+            print(f"{rate:>7} each refresh (s): " + " ".join(f"{t:.1f}" for t in totals) + f"; the slowest: {worst}")
             each = stages.tables.get(rate, [])
             names = sorted({n for r in each for n in r})
             slow = sorted(((statistics.mean(r.get(n, 0.0) for r in each), n) for n in names), reverse=True)[:5]

@@ -32,6 +32,7 @@ from mirrorlake.localkafka import down
 from mirrorlake.localkafka.ports import find_free_port_pair
 from mirrorlake.progress import Steps
 from replicator.config import load_config
+from tests.bind_race import on_new_ports_after_a_bind_race
 from tests.browser_support import chromium_page, cut_off, drawn, idle, metric, open_page, screenshot, screenshot_dir
 from tests.dashboard_support import free_port
 from tests.waiting import wait_for
@@ -41,9 +42,9 @@ pytestmark = [pytest.mark.kafka, pytest.mark.spark, pytest.mark.browser]
 FLOW = "A->B"
 
 
-@pytest.fixture(scope="module")
-def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveDemo]:
-    work = tmp_path_factory.mktemp("live")
+def _start(work: Path) -> LiveDemo:
+    """The demo on clusters at ports found free now, its files under ``work``."""
+    work.mkdir(parents=True)
     a = find_free_port_pair()
     b = find_free_port_pair({a, a + 1})
     config_path = work / "live.yaml"
@@ -67,14 +68,25 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveDemo]:
             }
         )
     )
-    config = load_config(config_path)
-    demo = LiveDemo(config_path, config, free_port())
+    demo = LiveDemo(config_path, load_config(config_path), free_port())
     try:
         demo.start(Steps(rich=False))
+    except BaseException:
+        down(demo.config)
+        raise
+    return demo
+
+
+@pytest.fixture(scope="module")
+def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveDemo]:
+    work = tmp_path_factory.mktemp("live")
+    # its brokers start beside other workers' JVMs, which can take a port between the check and the bind
+    demo = on_new_ports_after_a_bind_race(lambda attempt: _start(work / f"attempt-{attempt}"), "the live demo")
+    try:
         yield demo
     finally:
         demo.stop()
-        down(config)
+        down(demo.config)
 
 
 @pytest.fixture(scope="module")
