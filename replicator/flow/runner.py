@@ -61,7 +61,7 @@ from replicator.flow.topics.remote_lives import RemoteLives
 from replicator.flow.topics.topic_follower import TopicFollower
 from replicator.flow.topics.topic_lives import TopicLives
 from replicator.kafka.admin import admin_client
-from replicator.kafka.errors import FATAL_CODES, kafka_error, kafka_error_reason
+from replicator.kafka.errors import FATAL_CODES, PURGED_CODES, kafka_error, kafka_error_reason
 from replicator.kafka.settings import QUEUE_MAX_MESSAGES, consumer_group_id
 from replicator.kafka.state_log import StateLog
 from replicator.metadata.topics import RemoteTopic, flow_topic_selector
@@ -96,7 +96,6 @@ _log = logging.getLogger(__name__)
 _REWINDABLE = TRANSPORT_CODES | {KafkaError.OUT_OF_ORDER_SEQUENCE_NUMBER, KafkaError.UNKNOWN_PRODUCER_ID}
 # a write to a partition the target does not know: its remote topic may be gone (``_remote_topic_gone``)
 _TOPIC_GONE = frozenset({KafkaError._UNKNOWN_PARTITION, KafkaError._UNKNOWN_TOPIC, KafkaError.UNKNOWN_TOPIC_OR_PART})
-_PURGED = frozenset({KafkaError._PURGE_QUEUE, KafkaError._PURGE_INFLIGHT})  # messages a producer dropped on purpose
 # three session timeouts (settings: 10 s) after a loss with no assignment: join the group anew
 _REJOIN_AFTER_S = 30.0
 # a commit refused because the group moved on: the member was fenced or a rebalance runs
@@ -531,7 +530,7 @@ class FlowRunner:
         failure left behind (a fenced producer's queued copies), not the failure (test_fenced_flow saw
         "Local: Purged in queue" named while the state events' deliveries held the fencing)."""
         seen = [e for e in (self._copier.delivery_error, self._state.failed, self._outages.fatal) if e is not None]
-        return min(seen, key=lambda e: (e.code() not in FATAL_CODES, e.code() in _PURGED), default=None)
+        return min(seen, key=lambda e: (e.code() not in FATAL_CODES, e.code() in PURGED_CODES), default=None)
 
     def _queued(self) -> int:
         """Messages not yet acknowledged: copies, syncs and lifecycle events."""

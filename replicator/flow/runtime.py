@@ -13,6 +13,7 @@ import threading
 from dataclasses import dataclass
 from typing import Literal
 
+from confluent_kafka import KafkaError
 from prometheus_client import CollectorRegistry
 
 from replicator.access.permissions import authorization_failure
@@ -22,11 +23,11 @@ from replicator.config.topology import check_loop_free
 from replicator.errors import ConfigError, MirrorlakeError, PortInUseError, ReplicationError
 from replicator.flow.copying.copycore import copies_natively
 from replicator.flow.runner import FlowRunner, FlowStats
-from replicator.kafka.errors import FATAL_CODES, fatal_client_error
+from replicator.kafka.errors import FATAL_CODES, PURGED_CODES, fatal_client_error
 from replicator.kafka.settings import default_replicator_id, transactional_id
 from replicator.metrics.observability import FlowCollector, StatusServer, waiting_for
 
-__all__ = ["Replicator"]
+__all__ = ["Replicator", "named_failure"]
 
 _log = logging.getLogger(__name__)
 
@@ -108,30 +109,8 @@ class Replicator:
             self._stop.set()
 
     def _named(self, running: _Running, exc: BaseException) -> BaseException:
-        """A fatal client error as the flow's ``ReplicationError`` (one raised through a librdkafka
-        callback arrives as ``SystemError: ... returned a result with an exception set``, or with the
-        exception lost, when the flow's own callbacks saw the failure); for an
-        exactly-once producer fenced, with its likeliest cause named. Any other error as it is."""
-        err = fatal_client_error(exc)
-        if err is None and isinstance(exc, SystemError):
-            # confluent-kafka can lose a callback's exception: "returned NULL without setting an
-            # exception" (a fenced exactly-once producer's flush, CI of 2026-11-28)
-            err = running.runner.client_failure
-        if err is None:
-            return exc
-        flow = running.runner.flow
-        text = str(exc) if isinstance(exc, MirrorlakeError) else f"flow {flow.name}: a client failed: {err.str()}"
-        if flow.exactly_once and err.code() in FATAL_CODES:
-            instance = self.config.replicator_id or "main"
-            text += (
-                f"; its transactional id {transactional_id(flow, instance)} was taken over (another process "
-                "running this flow with the same replicator_id: give each its own, --replicator-id; or the "
-                "target's transaction coordinator aborted the transaction): a restart resumes from the "
-                "positions committed on the target"
-            )
-        failed = ReplicationError(text)
-        failed.__cause__ = exc
-        return failed
+        runner = running.runner
+        return named_failure(runner.flow, self.config.replicator_id or "main", exc, runner.client_failure)
 
     def stop(self) -> None:
         """Ask every flow to finish: each drains, publishes its syncs and commits."""
@@ -190,3 +169,36 @@ class Replicator:
     @property
     def alive(self) -> bool:
         return any(r.thread.is_alive() for r in self._running)
+
+
+def named_failure(
+    flow: FlowConfig, instance: str, exc: BaseException, client_failure: KafkaError | None
+) -> BaseException:
+    """A fatal client error as the flow's ``ReplicationError``; for an exactly-once producer fenced,
+    with its likeliest cause named (``instance``: the replicator id of its transactional id). Any
+    other error as it is.
+
+    ``client_failure`` is what the flow's callbacks saw (``FlowRunner.client_failure``, a fatal error
+    first). It stands in where ``exc`` lost its cause (one raised through a librdkafka callback
+    arrives as ``SystemError: ... returned a result with an exception set``, CI of 2026-11-28) and
+    where ``exc`` carries a purge: a fenced producer's purged messages come back flagged fatal, and
+    the flow named "Local: Purged in queue" instead of the fencing (CI of 2026-12-04)."""
+    err = fatal_client_error(exc)
+    behind_a_purge = err is not None and err.code() in PURGED_CODES and client_failure is not None
+    if (err is None and isinstance(exc, SystemError)) or behind_a_purge:
+        err = client_failure
+    if err is None:
+        return exc
+    text = str(exc) if isinstance(exc, MirrorlakeError) else f"flow {flow.name}: a client failed: {err.str()}"
+    if behind_a_purge and err.str() not in text:
+        text += f" after {err.str()}"  # the failure that left the purge behind
+    if flow.exactly_once and err.code() in FATAL_CODES:
+        text += (
+            f"; its transactional id {transactional_id(flow, instance)} was taken over (another process "
+            "running this flow with the same replicator_id: give each its own, --replicator-id; or the "
+            "target's transaction coordinator aborted the transaction): a restart resumes from the "
+            "positions committed on the target"
+        )
+    failed = ReplicationError(text)
+    failed.__cause__ = exc
+    return failed

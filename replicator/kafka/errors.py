@@ -76,6 +76,8 @@ def kafka_error(exc: BaseException) -> KafkaError | None:
 FATAL_CODES = frozenset(
     {KafkaError._FATAL, KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH}
 )
+# messages a producer dropped on purpose (a purge, an abort): what a failure left behind, not the failure
+PURGED_CODES = frozenset({KafkaError._PURGE_QUEUE, KafkaError._PURGE_INFLIGHT})
 
 
 def transaction_failed(err: KafkaError) -> bool:
