@@ -10,6 +10,7 @@ from __future__ import annotations
 import gc
 import logging
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -109,8 +110,8 @@ class Replicator:
             self._stop.set()
 
     def _named(self, running: _Running, exc: BaseException) -> BaseException:
-        runner = running.runner
-        return named_failure(runner.flow, self.config.replicator_id or "main", exc, runner.client_failure)
+        runner = running.runner  # its clients may not exist yet: what they saw is asked only when needed
+        return named_failure(runner.flow, self.config.replicator_id or "main", exc, lambda: runner.client_failure)
 
     def stop(self) -> None:
         """Ask every flow to finish: each drains, publishes its syncs and commits."""
@@ -172,21 +173,22 @@ class Replicator:
 
 
 def named_failure(
-    flow: FlowConfig, instance: str, exc: BaseException, client_failure: KafkaError | None
+    flow: FlowConfig, instance: str, exc: BaseException, client_failure: Callable[[], KafkaError | None]
 ) -> BaseException:
     """A fatal client error as the flow's ``ReplicationError``; for an exactly-once producer fenced,
     with its likeliest cause named (``instance``: the replicator id of its transactional id). Any
     other error as it is.
 
-    ``client_failure`` is what the flow's callbacks saw (``FlowRunner.client_failure``, a fatal error
+    ``client_failure()`` is what the flow's callbacks saw (``FlowRunner.client_failure``, a fatal error
     first). It stands in where ``exc`` lost its cause (one raised through a librdkafka callback
     arrives as ``SystemError: ... returned a result with an exception set``, CI of 2026-11-28) and
     where ``exc`` carries a purge: a fenced producer's purged messages come back flagged fatal, and
     the flow named "Local: Purged in queue" instead of the fencing (CI of 2026-12-04)."""
     err = fatal_client_error(exc)
-    behind_a_purge = err is not None and err.code() in PURGED_CODES and client_failure is not None
-    if (err is None and isinstance(exc, SystemError)) or behind_a_purge:
-        err = client_failure
+    seen = client_failure() if (err is None and isinstance(exc, SystemError)) or _purged(err) else None
+    behind_a_purge = _purged(err) and seen is not None
+    if seen is not None:
+        err = seen
     if err is None:
         return exc
     text = str(exc) if isinstance(exc, MirrorlakeError) else f"flow {flow.name}: a client failed: {err.str()}"
@@ -202,3 +204,7 @@ def named_failure(
     failed = ReplicationError(text)
     failed.__cause__ = exc
     return failed
+
+
+def _purged(err: KafkaError | None) -> bool:
+    return err is not None and err.code() in PURGED_CODES
