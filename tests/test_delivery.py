@@ -6,12 +6,14 @@ kill always lands while records are in flight. Afterwards a fresh process runs u
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
 import sys
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -59,14 +61,17 @@ def write_config(kafka_clusters, tmp_path: Path, topic: str, **flow_options) -> 
     return path
 
 
-def start_replicator(config: Path, *extra: str) -> subprocess.Popen:
-    return subprocess.Popen(
-        [sys.executable, "-m", "mirrorlake.cli", "replicate", str(config), *extra],
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+def start_replicator(config: Path, *extra: str, log: Path | None = None) -> subprocess.Popen:
+    """``mirrorlake replicate`` as a process; its stderr to ``log`` when given (a pipe nobody reads
+    would fill and block a chatty process), else a pipe for ``communicate``."""
+    with log.open("w") if log is not None else contextlib.nullcontext() as err:
+        return subprocess.Popen(
+            [sys.executable, "-m", "mirrorlake.cli", "replicate", str(config), *extra],
+            cwd=ROOT,
+            stdout=subprocess.PIPE if log is None else subprocess.DEVNULL,
+            stderr=err if log is not None else subprocess.PIPE,
+            text=True,
+        )
 
 
 def produce_steadily(bootstrap: str, topic: str, stop: threading.Event, limit: int = 1_500_000) -> int:
@@ -93,12 +98,12 @@ def high_watermarks(bootstrap: str, topic: str) -> int:
         consumer.close()
 
 
-def kill_mid_stream(kafka_clusters, config: Path, topic: str) -> None:
+def kill_mid_stream(kafka_clusters, config: Path, topic: str, log: Path) -> None:
     """Run the replicator while records flow; SIGKILL it once a few thousand arrived, then stop producing."""
     a, b = kafka_clusters.bootstrap("A"), kafka_clusters.bootstrap("B")
     stop = threading.Event()
     producer = threading.Thread(target=produce_steadily, args=(a, topic, stop), daemon=True)
-    proc = start_replicator(config)
+    proc = start_replicator(config, log=log)
     try:
         producer.start()
         deadline = time.monotonic() + 120
@@ -113,14 +118,48 @@ def kill_mid_stream(kafka_clusters, config: Path, topic: str) -> None:
     producer.join(60)
 
 
-def assert_each_copied_once_in_order(a: str, b: str, topic: str) -> tuple[dict, dict]:
+def copy_faults(source: list[bytes], target: list[bytes]) -> str:
+    """What is wrong with ``target`` as the copy of ``source``, in a few words ("" when it is exact):
+    counts, and where the first second copy and the first divergence sit on the target, so that a
+    failure names the offsets to look up in the replicators' logs instead of printing the logs."""
+    if target == source:
+        return ""
+    first_at: dict[bytes, int] = {}
+    second = []  # (offset of the first copy, offset of this one, key)
+    for d, k in enumerate(target):
+        if first_at.setdefault(k, d) != d:
+            second.append((first_at[k], d, k))
+    missing = len(set(source) - set(target))
+    pairs = zip(source, target, strict=False)
+    diverge = next((i for i, (s, t) in enumerate(pairs) if s != t), min(len(source), len(target)))
+    run = [d for _first, d, _k in second]
+    return (
+        f"{len(target)} on the target for {len(source)} on the source: {missing} missing, {len(second)} second"
+        f" copies (first: {second[0][2]!r} at target indexes {second[0][0]} and {second[0][1]}; second copies at"
+        f" indexes {run[0] if run else '-'}..{run[-1] if run else '-'}), first divergence at index {diverge}"
+    )
+
+
+_SAID = ("resumes at", "orphan", "recover", "assigned", "Error", "crash")
+
+
+def log_tails(logs: Sequence[Path], needles: Sequence[str] = _SAID) -> str:
+    """The lines of the replicators' logs that say where copying resumed and why."""
+    out = []
+    for log in logs:
+        lines = log.read_text(errors="replace").splitlines() if log.exists() else []
+        said = [line for line in lines if any(n in line for n in needles)]
+        out.append(f"--- {log.name}: {len(lines)} lines\n" + "\n".join(said[-40:]))
+    return "\n".join(out)
+
+
+def assert_each_copied_once_in_order(a: str, b: str, topic: str, logs: Sequence[Path] = ()) -> tuple[dict, dict]:
     """Each partition's records on the target are the source's, once each, in order; returns both sides."""
     source = {p: read_partition(a, topic, p) for p in range(PARTITIONS)}
     target = {p: read_partition(b, f"A.{topic}", p) for p in range(PARTITIONS)}
-    for p in range(PARTITIONS):
-        keys = [r.key for r in target[p]]
-        assert set(keys) == {r.key for r in source[p]}, p  # nothing lost
-        assert keys == [r.key for r in source[p]], (p, len(keys) - len(set(keys)))  # no second copy, in order
+    faults = {p: copy_faults([r.key for r in source[p]], [r.key for r in target[p]]) for p in range(PARTITIONS)}
+    faults = {p: fault for p, fault in faults.items() if fault}
+    assert not faults, f"{faults}\n{log_tails(logs)}"  # nothing lost, no second copy, in order
     return source, target
 
 
@@ -169,12 +208,13 @@ def test_kill_9_with_at_least_once_loses_nothing_and_the_mapping_stays_exact(
     a, b = kafka_clusters.bootstrap("A"), kafka_clusters.bootstrap("B")
     ensure_topic(a, topic, PARTITIONS)
     config = write_config(kafka_clusters, tmp_path, topic, copy_engine=engine)
-    kill_mid_stream(kafka_clusters, config, topic)
+    logs = (tmp_path / "killed.log", tmp_path / "rerun.log")
+    kill_mid_stream(kafka_clusters, config, topic, logs[0])
     orphans = orphan_copies(kafka_clusters, topic)
 
-    rerun = start_replicator(config, "--until-caught-up")
-    assert rerun.wait(180) == 0, rerun.stderr.read()
-    source, target = assert_each_copied_once_in_order(a, b, topic)
+    rerun = start_replicator(config, "--until-caught-up", log=logs[1])
+    assert rerun.wait(180) == 0, logs[1].read_text()[-3000:]
+    source, target = assert_each_copied_once_in_order(a, b, topic, logs)
     assert_mapping_exact(kafka_clusters, topic, source, target)
     assert_every_copy_reverse_translates(kafka_clusters, topic, source, target)
     if orphans:  # the kill left copies without a sync: the restart recovered them
@@ -187,13 +227,12 @@ def test_kill_9_with_exactly_once_leaves_no_duplicate_for_read_committed(kafka_c
     a, b = kafka_clusters.bootstrap("A"), kafka_clusters.bootstrap("B")
     ensure_topic(a, topic, PARTITIONS)
     config = write_config(kafka_clusters, tmp_path, topic, exactly_once=True, transaction_interval_seconds=0.3)
-    kill_mid_stream(kafka_clusters, config, topic)
-    rerun = start_replicator(config, "--until-caught-up")
-    assert rerun.wait(180) == 0, rerun.stderr.read()
-    source = {p: read_partition(a, topic, p) for p in range(PARTITIONS)}
-    target = {p: read_partition(b, f"A.{topic}", p) for p in range(PARTITIONS)}  # read_committed
-    for p in range(PARTITIONS):
-        assert [r.key for r in target[p]] == [r.key for r in source[p]], p  # no loss, no duplicate, same order
+    logs = (tmp_path / "killed.log", tmp_path / "rerun.log")
+    kill_mid_stream(kafka_clusters, config, topic, logs[0])
+    rerun = start_replicator(config, "--until-caught-up", log=logs[1])
+    assert rerun.wait(180) == 0, logs[1].read_text()[-3000:]
+    # read_committed: no loss, no duplicate, same order
+    source, target = assert_each_copied_once_in_order(a, b, topic, logs)
     assert_mapping_exact(kafka_clusters, topic, source, target)
 
 
@@ -290,7 +329,7 @@ def test_a_live_process_taking_over_a_killed_peers_partitions_copies_nothing_twi
                 proc.send_signal(signal.SIGTERM)
         for proc in procs.values():
             proc.wait(60)
-    source, target = assert_each_copied_once_in_order(a, b, topic)
+    source, target = assert_each_copied_once_in_order(a, b, topic, list(logs.values()))
     assert_mapping_exact(kafka_clusters, topic, source, target)
 
 
@@ -307,7 +346,7 @@ def bring_two_back_and_drain(
     records as A (``where``: A's and B's bootstrap, the topic), and a little longer for second copies."""
     a, b, topic = where
     stop, producer = traffic
-    logs["two"] = tmp_path / "two-again.log"
+    logs["two-first"], logs["two"] = logs["two"], tmp_path / "two-again.log"
     with logs["two"].open("w") as err:
         procs["two"] = subprocess.Popen(
             [sys.executable, "-m", "mirrorlake.cli", "replicate", str(config), "--replicator-id", "two"],
@@ -358,7 +397,7 @@ def test_a_process_back_from_a_clean_stop_after_its_peer_was_killed_copies_nothi
         bring_two_back_and_drain(config, tmp_path, logs, procs, (a, b, topic), (stop, producer), deadline)
     finally:
         stop_all(stop, procs)
-    source, target = assert_each_copied_once_in_order(a, b, topic)
+    source, target = assert_each_copied_once_in_order(a, b, topic, list(logs.values()))
     assert_mapping_exact(kafka_clusters, topic, source, target)
 
 
@@ -390,7 +429,7 @@ def test_a_process_that_held_none_of_a_killed_peers_partitions_stops_cleanly_and
         bring_two_back_and_drain(config, tmp_path, logs, procs, (a, b, topic), (stop, producer), deadline)
     finally:
         stop_all(stop, procs)
-    source, target = assert_each_copied_once_in_order(a, b, topic)
+    source, target = assert_each_copied_once_in_order(a, b, topic, list(logs.values()))
     assert_mapping_exact(kafka_clusters, topic, source, target)
     # the case happened: a partition of "one"'s resumed past its copies (two's own, if any, at their commits)
     assert log_lines(logs["two"], "past the copies its last owner made"), logs["two"].read_text()[-3000:]
