@@ -170,6 +170,43 @@ def test_one_id_for_every_run_judges_its_earlier_runs_syncs_not_this_ones():
     assert _previous(me).verdict()("t", 0)  # nothing known: a crash
 
 
+_EVENT = st.one_of(
+    st.builds(
+        _life,
+        st.sampled_from(["me", "r1", "r2"]),
+        st.sampled_from(["started", "stopped", "error"]),
+        st.integers(min_value=0, max_value=150),
+    ),
+    st.builds(
+        _sync,
+        st.sampled_from(["me", "r1", "r2"]),
+        st.integers(min_value=0, max_value=150),
+        partition=st.integers(min_value=0, max_value=2),
+    ),
+)
+
+
+@given(st.lists(_EVENT, max_size=20), st.lists(st.booleans(), max_size=40))
+def test_two_views_handing_the_same_log_judge_as_one(events, picks):
+    """The state lane's view and the loop's (``StateView.fork``) both hand the log to one
+    ``PreviousRun``, each in log order, at their own pace: every event arrives twice, interleaved.
+    The verdict is the one a single reading gives."""
+    me = _life("me", "started", 100)
+    once, twice = PreviousRun(me), PreviousRun(me)
+    for e in events:
+        once.take(e)
+    lanes = [list(events), list(events)]
+    for pick in picks:
+        lane = lanes[pick] or lanes[not pick]
+        if lane:
+            twice.take(lane.pop(0))
+    for e in (*lanes[0], *lanes[1]):
+        twice.take(e)
+    assert once.crashed == twice.crashed
+    judged_once, judged_twice = once.verdict(), twice.verdict()
+    assert [judged_once("t", p) for p in range(4)] == [judged_twice("t", p) for p in range(4)]
+
+
 def test_every_assignment_holds_its_partitions_for_recovery_but_a_start_of_its_own():
     takeovers = Takeovers()
     # the first assignment too: a peer may have copied on since this process started (seed 197)

@@ -353,8 +353,12 @@ class FlowRunner:
                 # every assigned partition is recovered when assigned (``syncs.takeover``), the first
                 # assignment's after a clean stop at its commits; the loop's view of the state log
                 # starts where the tasks' is now: the state log is read once at start, not twice
+                # ``previous`` hears the loop's view too: the first takeover judges the log as it
+                # stands then, not as the state lane last read it (a slow audit holds that lane)
                 self._previous = previous
-                self._takeover_view = tasks.ctx.view.fork()
+                self._takeover_view = tasks.ctx.view.fork(
+                    {Lifecycle.event_type: [previous.take], OffsetSync.event_type: [previous.take]}
+                )
             self._starting(self.commits.start, stop)
             self.stats.state = "running"
             tasks.start()
@@ -628,9 +632,9 @@ class FlowRunner:
         if self._takeover_view is None:
             self._takeover_view = StateView(self.config, self.flow)
         view = self._takeover_view
-        # judged now, not at start: a peer may have copied (and been killed) since this process started
-        crashed = self._previous.verdict() if self._previous is not None else always_crashed
         try:
+            view.refresh()  # judged now, not at start: a peer may have copied (and been killed) since
+            crashed = self._previous.verdict() if self._previous is not None else always_crashed
             new_starts = self._relive(relive)
             recovery = recover_orphan_copies(
                 self.config, self.flow, self.replicator_id, self._clients.lifecycle_producer, selected, view,

@@ -111,11 +111,16 @@ class StateView:
             start_offsets=start_offsets,
         )
 
-    def fork(self) -> StateView:
+    def fork(self, subscribers: Mapping[str, Sequence[Callable[[Event], None]]] | None = None) -> StateView:
         """A view of its own, for another thread, that starts where this one is: its mapping a copy,
-        its followers at this one's read positions (the state log is not read again). No subscribers.
+        its followers at this one's read positions (the state log is not read again). Its handlers are
+        ``subscribers`` only (event type -> handlers), each handed what the fork reads from then on:
+        a handler subscribed to both views sees an event from each, so it must take one twice alike.
         Call on the thread that refreshes this view."""
         view = StateView(self._config, self._flow)
+        for event_type, handlers in (subscribers or {}).items():
+            for handler in handlers:
+                view.subscribe(event_type, handler)
         view.index = copy.deepcopy(self.index)
         if self._followers is not None:
             view._followers = [

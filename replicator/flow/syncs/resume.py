@@ -166,7 +166,7 @@ class PreviousRun:
     stopped cleanly; one whose last copier was killed resumes past its known copies."""
 
     def __init__(self, own_start: Lifecycle) -> None:
-        self._lock = threading.Lock()  # ``take`` runs on the state tasks' thread, ``verdict`` on the loop's
+        self._lock = threading.Lock()  # ``take`` runs on the state lane's thread and the loop's
         self._own = own_start
         self._newest: Lifecycle | None = None
         self._states: dict[str, Lifecycle] = {}  # replicator id -> its newest lifecycle event
