@@ -40,8 +40,8 @@ PARTITIONS = 3
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def write_config(kafka_clusters, tmp_path: Path, topic: str, **flow_options) -> Path:
-    data = {
+def write_config(kafka_clusters, tmp_path: Path, topic: str, state_topic: str | None = None, **flow_options) -> Path:
+    data: dict = {
         "clusters": {a: {"bootstrap_servers": kafka_clusters.bootstrap(a)} for a in ("A", "B")},
         # no heartbeats: a heartbeat written after the last copy would make the rerun copy 1, not 0
         "flows": [
@@ -56,6 +56,8 @@ def write_config(kafka_clusters, tmp_path: Path, topic: str, **flow_options) -> 
         ],
         "replicator_id": "delivery-test",
     }
+    if state_topic is not None:  # a flow history of its own: no other test's process in it
+        data["state_topic"] = state_topic
     path = tmp_path / "replicate.yaml"
     path.write_text(yaml.safe_dump(data))
     return path

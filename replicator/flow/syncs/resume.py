@@ -163,7 +163,10 @@ class PreviousRun:
     soak: a process killed mid-copy left copies past its commits; a peer that held none of its
     partitions stopped cleanly, came back, read that stop as the flow's and resumed at the killed
     process's commits: 23 second copies.) A rewind is honoured for a partition whose last copier
-    stopped cleanly; one whose last copier was killed resumes past its known copies."""
+    stopped cleanly; one whose last copier was killed resumes past its known copies. The newest sync
+    cannot name a copier that was killed before its first sync of the partition: the recovery that
+    finds its copies past the last sync takes them as the crash they are
+    (``tail_recovery.recover_orphan_copies``)."""
 
     def __init__(self, own_start: Lifecycle) -> None:
         self._lock = threading.Lock()  # ``take`` runs on the state lane's thread and the loop's

@@ -421,7 +421,8 @@ def recover_orphan_copies(
     own it go on from where it stopped, so the state log is read once at start. ``skipped``: the
     records the flow never copies (by their headers: a replication cycle's). ``crashed``: per
     (source topic, partition), whether its copying ended without a clean stop of the process that
-    copied it last (``resume.PreviousRun.verdict``); after a clean stop its committed position stands.
+    copied it last (``resume.PreviousRun.verdict``); after a clean stop its committed position stands,
+    unless copies past the last sync were found: those were made after it, by a process that crashed.
     """
     if not partitions:
         return Recovery()
@@ -444,7 +445,11 @@ def recover_orphan_copies(
     )  # fmt: skip
     if syncs:
         publish_syncs(config, flow, producer, syncs)
-    judged = [(crashed(s, p), (s, t, p)) for s, t, p in partitions]
+    # copies without a sync are a crash's, whoever synced last: a clean stop publishes the syncs of
+    # all its copies before it commits. (A process killed before its first sync of a partition it
+    # was handed leaves the newest sync to the clean stop of the partition's previous owner.)
+    orphaned = {(r.source_topic, r.partition) for r in report if r.matched}
+    judged = [(crashed(s, p) or (s, p) in orphaned, (s, t, p)) for s, t, p in partitions]
     after_crash = [k for was_crash, k in judged if was_crash]
     clean = [f"{s}[{p}]" for was_crash, (s, _t, p) in judged if not was_crash]
     if clean:
