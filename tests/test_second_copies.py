@@ -130,8 +130,9 @@ def _copy_by_hand(a: str, b: str, topic: str, first: int, n: int) -> None:
 def test_copies_a_peer_made_before_its_first_sync_are_not_made_again_after_a_clean_stop(
     kafka_clusters, unique_topic, tmp_path
 ):
-    """The CI failure of 2026-12-06 (10,666 second copies of one partition): "one" and "two" started
-    together; the group handed "one" a partition "two" had copied; "one" copied it for half a second
+    """The previous submission's CI failure (10,666 second copies of one partition when rerun under
+    load here): "one" and "two" started together; the group handed "one" a partition "two" had
+    copied; "one" copied it for half a second
     and was SIGKILLed before its first offset sync; "two" stopped cleanly, and came back. The
     partition's newest sync was "two"'s, followed by "two"'s clean stop, so it resumed at "two"'s
     commit and copied everything "one" had copied again, although tail recovery had just matched
