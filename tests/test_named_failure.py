@@ -53,8 +53,18 @@ def test_a_purge_behind_a_fencing_names_the_fencing_and_the_transactional_id() -
 
 def test_a_purge_with_nothing_behind_it_is_named_as_it_is() -> None:
     exc = _write_failed(PURGED)
-    said = str(named_failure(_flow(), "main", exc, lambda: None))
+    said = str(named_failure(_flow(exactly_once=False), "main", exc, lambda: None))
     assert said == "flow A->B: write to B failed: Local: Purged in queue"
+
+
+@pytest.mark.parametrize("seen", [None, KafkaError(KafkaError._PURGE_QUEUE, "Local: Purged in queue")])
+def test_an_exactly_once_purge_flagged_fatal_names_the_likeliest_cause_before_the_callbacks_do(seen) -> None:
+    """CI of the 2026-12-07 session: librdkafka logged the fencing, but the flow died of the purge
+    (its state events' reports) before the error callback ran, so nothing better had been seen."""
+    flow = _flow()
+    said = str(named_failure(flow, "main", _write_failed(PURGED), lambda: seen))
+    assert said.startswith("flow A->B: write to B failed: Local: Purged in queue")
+    assert f"transactional id {transactional_id(flow, 'main')} was taken over" in said
 
 
 def test_the_fencing_itself_is_named_with_its_transactional_id() -> None:
