@@ -3,10 +3,11 @@
 ``PreviousRun`` (whether a partition's last copier stopped cleanly) was fed by the state tasks'
 view alone, which their lane refreshes between tasks: an audit of a busy partition holds that lane
 for seconds (23.6 s logged in a broker-fault run). A standby process handed a killed peer's
-partitions in that window judged them by a log without the peer's last syncs, and a clean stop
-read before them made it resume at the peer's commits: a second copy of everything the peer copied
-past them. The loop's own view (``StateView.fork`` with subscribers) is refreshed right before the
-judgement and hands ``PreviousRun`` what it reads. Real cluster, real state topic.
+partitions in that window could judge them by a log without the peer's last syncs, and a clean
+stop read before them would make it resume at the peer's commits: a second copy of everything the
+peer copied past them (found by reading the code, not seen in a run). The loop's own view
+(``StateView.fork`` with subscribers) is refreshed right before the judgement and hands
+``PreviousRun`` what it reads. Real cluster, real state topic.
 """
 
 from __future__ import annotations
