@@ -57,14 +57,23 @@ def test_a_purge_with_nothing_behind_it_is_named_as_it_is() -> None:
     assert said == "flow A->B: write to B failed: Local: Purged in queue"
 
 
-@pytest.mark.parametrize("seen", [None, KafkaError(KafkaError._PURGE_QUEUE, "Local: Purged in queue")])
-def test_an_exactly_once_purge_flagged_fatal_names_the_likeliest_cause_before_the_callbacks_do(seen) -> None:
-    """CI of the 2026-12-07 session: librdkafka logged the fencing, but the flow died of the purge
-    (its state events' reports) before the error callback ran, so nothing better had been seen."""
+PLAIN_PURGE = KafkaError(KafkaError._PURGE_QUEUE, "Local: Purged in queue")
+
+
+@pytest.mark.parametrize("seen", [None, PLAIN_PURGE])
+def test_an_exactly_once_purge_names_the_likeliest_cause_before_the_callbacks_do(seen) -> None:
+    """CI of the 2026-12-07 session, twice: librdkafka logged the fencing, but the flow died of the
+    purge (its state events' reports) before the error callback ran, so nothing better had been seen."""
     flow = _flow()
     said = str(named_failure(flow, "main", _write_failed(PURGED), lambda: seen))
     assert said.startswith("flow A->B: write to B failed: Local: Purged in queue")
     assert f"transactional id {transactional_id(flow, 'main')} was taken over" in said
+
+
+def test_an_exception_that_lost_its_cause_behind_a_plain_purge_names_the_likeliest_cause() -> None:
+    lost = SystemError("<cimpl.Producer object> returned NULL without setting an exception")
+    said = str(named_failure(_flow(), "main", lost, lambda: PLAIN_PURGE))
+    assert said.startswith("flow A->B: a client failed: Local: Purged in queue") and "was taken over" in said
 
 
 def test_the_fencing_itself_is_named_with_its_transactional_id() -> None:

@@ -185,12 +185,12 @@ def named_failure(
     where ``exc`` carries a purge: a fenced producer's purged messages come back flagged fatal, and
     the flow named "Local: Purged in queue" instead of the fencing (CI of 2026-12-04). The callbacks
     need not have seen the fencing yet when the flow dies of its purge (a later CI: librdkafka logged
-    the fencing, the error callback had not run): for an exactly-once flow a purge flagged fatal is
-    named with the same likeliest cause, as the producer that purged can no longer commit."""
+    the fencing, the error callback had not run; the purge was not always flagged fatal): an
+    exactly-once flow that dies of a purge is named with the same likeliest cause, since its
+    producer purged what it could no longer commit."""
     err = fatal_client_error(exc)
     seen = client_failure() if (err is None and isinstance(exc, SystemError)) or _purged(err) else None
     behind_a_purge = _purged(err) and seen is not None
-    fatal_purge = any(e is not None and _purged(e) and e.fatal() for e in (err, seen))
     if seen is not None:
         err = seen
     if err is None:
@@ -198,7 +198,7 @@ def named_failure(
     text = str(exc) if isinstance(exc, MirrorlakeError) else f"flow {flow.name}: a client failed: {err.str()}"
     if behind_a_purge and err.str() not in text:
         text += f" after {err.str()}"  # the failure that left the purge behind
-    if flow.exactly_once and (err.code() in FATAL_CODES or (fatal_purge and _purged(err))):
+    if flow.exactly_once and (err.code() in FATAL_CODES or _purged(err)):
         text += (
             f"; its transactional id {transactional_id(flow, instance)} was taken over (another process "
             "running this flow with the same replicator_id: give each its own, --replicator-id; or the "
