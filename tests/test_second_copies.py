@@ -35,14 +35,21 @@ def _produce(bootstrap: str, topic: str, first: int, n: int) -> None:
     assert producer.flush(30) == 0
 
 
-def _late_batch(bootstrap: str, remote: str, first: int, n: int) -> None:
-    """Append again, as they are, the target's copies at offsets ``first`` .. ``first + n - 1``."""
-    copies = [r for r in read_partition(bootstrap, remote, 0) if first <= r.offset < first + n]
-    assert len(copies) == n
+def _write_as_copies(read: tuple[str, str], bootstrap: str, remote: str, first: int, n: int) -> None:
+    """Append to ``remote`` the records at offsets ``first`` .. ``first + n - 1`` of ``read`` (a
+    bootstrap and a topic), as the flow copies them: key, value, headers, timestamp (a copy's
+    provenance header is no part of its content)."""
+    records = [r for r in read_partition(*read, 0) if first <= r.offset < first + n]
+    assert len(records) == n
     producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
-    for r in copies:
+    for r in records:
         producer.produce(remote, key=r.key, value=r.value, headers=list(r.headers), timestamp=r.timestamp, partition=0)
     assert producer.flush(30) == 0
+
+
+def _late_batch(bootstrap: str, remote: str, first: int, n: int) -> None:
+    """Append again, as they are, the target's copies at offsets ``first`` .. ``first + n - 1``."""
+    _write_as_copies((bootstrap, remote), bootstrap, remote, first, n)
 
 
 def _count(bootstrap: str, topic: str) -> int:
@@ -115,28 +122,16 @@ def test_a_late_batch_past_the_last_copy_is_recovered_at_the_next_start(kafka_cl
     assert recovered == [(60, 100), (84, 124)], recovered
 
 
-def _copy_by_hand(a: str, b: str, topic: str, first: int, n: int) -> None:
-    """Write source records ``first`` .. ``first + n - 1`` to the remote topic as the flow copies them
-    (key, value, headers, timestamp; the provenance header is no part of a copy's content)."""
-    records = [r for r in read_partition(a, topic, 0) if first <= r.offset < first + n]
-    assert len(records) == n
-    producer = Producer({"bootstrap.servers": b, "enable.idempotence": True})
-    for r in records:
-        producer.produce(f"A.{topic}", key=r.key, value=r.value, headers=list(r.headers), timestamp=r.timestamp,
-                         partition=0)  # fmt: skip
-    assert producer.flush(30) == 0
-
-
 def test_copies_a_peer_made_before_its_first_sync_are_not_made_again_after_a_clean_stop(
     kafka_clusters, unique_topic, tmp_path
 ):
     """The previous submission's CI failure (10,666 second copies of one partition when rerun under
     load here): "one" and "two" started together; the group handed "one" a partition "two" had
-    copied; "one" copied it for half a second
-    and was SIGKILLed before its first offset sync; "two" stopped cleanly, and came back. The
-    partition's newest sync was "two"'s, followed by "two"'s clean stop, so it resumed at "two"'s
-    commit and copied everything "one" had copied again, although tail recovery had just matched
-    those copies. Copies past the last sync are a crash's, whoever synced last."""
+    copied; "one" copied it for half a second and was SIGKILLed before its first offset sync; "two"
+    stopped cleanly, and came back. The partition's newest sync was "two"'s, followed by "two"'s
+    clean stop, so it resumed at "two"'s commit and copied everything "one" had copied again,
+    although tail recovery had just matched those copies. Copies past the last sync are a crash's,
+    whoever synced last."""
     a, b = kafka_clusters.bootstrap("A"), kafka_clusters.bootstrap("B")
     topic, state_topic = unique_topic("unsynced-peer"), unique_topic("mirrorlake.events")
     ensure_topic(a, topic, partitions=1)
@@ -150,7 +145,7 @@ def test_copies_a_peer_made_before_its_first_sync_are_not_made_again_after_a_cle
     _out, err = two.communicate(timeout=180)
     assert two.returncode == 0, err[-3000:]
     _produce(a, topic, 100, 50)
-    _copy_by_hand(a, b, topic, 100, 30)  # "one"'s copies of 100..129, killed before it synced them
+    _write_as_copies((a, topic), b, f"A.{topic}", 100, 30)  # "one"'s copies of 100..129, killed before it synced them
     again = start_replicator(config, "--until-caught-up", "--replicator-id", "two")
     _out, err = again.communicate(timeout=180)
     assert again.returncode == 0, err[-3000:]
