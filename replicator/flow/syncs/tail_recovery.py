@@ -417,8 +417,8 @@ def recover_orphan_copies(
     Call before the flow copies anything (its new copies would otherwise be taken for orphans'
     neighbours). ``partitions``: (source topic, target topic, partition) of the flow's selection;
     ``producer`` writes to the target's state topic outside any transaction. ``view``: the flow's
-    state view (the state tasks'), refreshed here to read the mapping, not closed: the tasks that
-    own it go on from where it stopped, so the state log is read once at start. ``skipped``: the
+    state view, refreshed by the caller right before (``crashed`` is judged on that same reading),
+    not closed here. ``skipped``: the
     records the flow never copies (by their headers: a replication cycle's). ``crashed``: per
     (source topic, partition), whether its copying ended without a clean stop of the process that
     copied it last (``resume.PreviousRun.verdict``); after a clean stop its committed position stands,
@@ -427,7 +427,6 @@ def recover_orphan_copies(
     if not partitions:
         return Recovery()
     started = time.monotonic()
-    view.refresh()
     origin = SyncOrigin(flow.name, replicator_id, flow.source, flow.target)
     source_conf = config.cluster(flow.source).client_config()
     recovery = TailRecovery(origin, source_conf, config.cluster(flow.target).client_config())
