@@ -7,7 +7,7 @@ Two local clusters S and T of its own; the state topic on T. A writer emits the 
 flow ``S->T`` at ``--rates`` events/s, each rate for ``--seconds``: per step and partition an
 offset sync, a source and a target watermark and a checkpoint (``emitted_at_ms`` is the moment it
 is handed to the producer). Meanwhile ``LakehouseService`` (what ``mirrorlake lakehouse serve``
-runs: the bronze stream every ``--trigger`` seconds, silver and gold every ``--interval``) keeps
+runs: bronze, silver and gold every ``--interval``; Spark's bronze stream every ``--trigger``) keeps
 the lakehouse up to date, and a reader asks gold through DuckDB (``mirrorlake sql``'s engine) every
 ``--poll`` seconds:
 
@@ -27,10 +27,12 @@ Before the first rate, a warm-up at that rate until the service has refreshed ``
 its ``emitted_at_ms`` (so up to ``--poll`` late). For each
 rate: p50, p99 and max per kind, and where the time went (the service's refreshes: silver, gold,
 counting rows; the trigger and interval are waits). After the last rate the writer stops and every
-emitted event must become visible within ``--settle`` seconds. All of it once per silver engine
-(``--silver``): ``auto`` (increments decoded by delta-rs, as ``lakehouse serve`` runs) and ``spark``
-(every increment a Spark stream), each with a state topic and a lakehouse of its own, one after the
-other in one run; the ratio of their p99 per rate, and last ``freshness_p99_s_<engine>_<rate>=<value>``.
+emitted event must become visible within ``--settle`` seconds. All of it once per pair of engines
+(``--engines <bronze>+<silver>``): bronze ``kafka`` (a consumer and a delta-rs append at each
+refresh, as ``lakehouse serve`` runs) or ``spark`` (streams), silver ``auto`` (increments decoded
+by delta-rs, as serve runs) or ``spark`` (every increment a Spark stream), each with a state topic
+and a lakehouse of its own, one after the other in one run; the ratio of their p99 per rate, and
+last ``freshness_p99_s_<bronze>_<silver>_<rate>=<value>``.
 
     .venv/bin/python -m bench.freshness                               # 1,000 and 10,000 events/s
     .venv/bin/python -m bench.freshness --rates 1000 --seconds 30     # a quick look
@@ -282,34 +284,36 @@ def bronze_waits(root: Path, phases: dict[int, tuple[int, int]]) -> dict[int, li
     return {rate: [w for t, w in rows if lo <= t <= hi] for rate, (lo, hi) in phases.items()}
 
 
-def measure(spark: Any, bootstrap: dict[str, str], work: Path, silver: str, args: argparse.Namespace) -> Measured:
-    """Every rate through a ``LakehouseService`` of its own (its own state topic and lakehouse) whose
-    silver runs on ``silver`` (``auto``: delta-rs for increments, as serve does; ``spark``)."""
+def measure(spark: Any, bootstrap: dict[str, str], work: Path, engines: str, args: argparse.Namespace) -> Measured:
+    """Every rate through a ``LakehouseService`` of its own (its own state topic and lakehouse) on
+    ``engines``, ``<bronze>+<silver>``: bronze ``kafka`` (serve's consumer and delta-rs append) or
+    ``spark`` (streams), silver ``auto`` (delta-rs for increments, as serve does) or ``spark``."""
+    bronze, silver = engines.split("+")
     from lakehouse.serve import LakehouseService, ServeSettings
     from mirrorlake.traffic import ensure_topic
     from replicator.config import parse_config
 
-    topic = f"{STATE_TOPIC}-{silver}"
+    topic = f"{STATE_TOPIC}-{bronze}-{silver}"
     ensure_topic(bootstrap["T"], topic, 1)
     config = parse_config(
         {
             "clusters": {a: {"bootstrap_servers": b} for a, b in bootstrap.items()},
             "flows": [{"source": "S", "target": "T", "topics": ["orders"]}],
             "state_topic": topic,
-            "lakehouse": {"path": str(work / f"lakehouse-{silver}")},
+            "lakehouse": {"path": str(work / f"lakehouse-{bronze}-{silver}")},
         },
         source="bench/freshness.py",
     )
-    run = Measured(silver)
+    run = Measured(engines)
     seen, stages = run.seen, run.stages
     ctx = multiprocessing.get_context("spawn")  # this process holds a JVM: no fork
     control = WriterControl(ctx.Value("i", 0), ctx.Value("i", 0), ctx.Event())
-    out = work / f"emitted-{silver}.pickle"
+    out = work / f"emitted-{bronze}-{silver}.pickle"
     writer = ctx.Process(target=write_events, args=(bootstrap["T"], topic, control, out), name="freshness-writer")
     service = LakehouseService(
         spark,
         config,
-        ServeSettings(args.interval, args.trigger, silver=silver),
+        ServeSettings(args.interval, args.trigger, silver=silver, bronze=bronze),  # type: ignore[arg-type]
         on_refresh=stages.refreshed,
         on_stage=stages.started,
     )
@@ -357,7 +361,7 @@ def report(run: Measured, args: argparse.Namespace) -> dict[int, float]:
     """Print one engine's table; its p99 per rate."""
     emitted, stages = run.emitted, run.stages
     delayed = delays(emitted, run.seen)
-    print(f"silver on {run.silver}: {len(run.seen.reads)} reads of gold, {run.seen.missing} source watermarks "
+    print(f"{run.silver}: {len(run.seen.reads)} reads of gold, {run.seen.missing} source watermarks "
           "never in rpo")  # fmt: skip
     for rate in args.rates:
         print(f"  asked {rate}/s: {emitted.count[rate] / args.seconds:.0f} events/s written")
@@ -402,8 +406,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--settle", type=float, default=120.0, help="at most this long for the last events")
     parser.add_argument("--warmup", type=int, default=2, help="refreshes before the first rate is measured")
     parser.add_argument(
-        "--silver", type=lambda s: s.split(","), default=["auto", "spark"],
-        help="silver engines measured one after the other: auto (delta-rs increments, as serve runs), spark",
+        "--engines", type=lambda s: s.split(","), default=["kafka+auto", "spark+auto"],
+        help="<bronze>+<silver> engines measured one after the other: bronze kafka (as serve runs) or spark, "
+        "silver auto (delta-rs increments, as serve runs) or spark",
     )  # fmt: skip
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -418,7 +423,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         bootstrap = {a: fleet.cluster(a).bootstrap_servers for a in ("S", "T")}
         spark = spark_session(parse_config({"clusters": {"T": {"bootstrap_servers": bootstrap["T"]}}}).spark)
-        runs = [measure(spark, bootstrap, work, silver, args) for silver in args.silver]
+        runs = [measure(spark, bootstrap, work, engines, args) for engines in args.engines]
         settings = f"lakehouse serve --interval {args.interval:g} --trigger {args.trigger:g}"
         print(f"{settings}; gold read every {args.poll:g} s; {PARTITIONS} partitions; {args.seconds:g} s per rate; "
               f"load {load_average()}")  # fmt: skip
@@ -426,13 +431,14 @@ def main(argv: list[str] | None = None) -> int:
         for silver, by_rate in p99.items():
             if len(args.rates) > 1:
                 low, high = args.rates[0], args.rates[-1]
-                print(f"silver on {silver}: p99 at {high}/s over p99 at {low}/s: {by_rate[high] / by_rate[low]:.2f}x")
-        if {"auto", "spark"} <= set(p99):
+                print(f"{silver}: p99 at {high}/s over p99 at {low}/s: {by_rate[high] / by_rate[low]:.2f}x")
+        first, *others = list(p99)
+        for other in others:
             for rate in args.rates:
-                print(f"p99 at {rate}/s, silver on spark over auto: {p99['spark'][rate] / p99['auto'][rate]:.2f}x")
+                print(f"p99 at {rate}/s, {other} over {first}: {p99[other][rate] / p99[first][rate]:.2f}x")
         for silver, by_rate in p99.items():
             for rate, value in by_rate.items():
-                print(f"freshness_p99_s_{silver}_{rate}={value:.2f}")
+                print(f"freshness_p99_s_{silver.replace('+', '_')}_{rate}={value:.2f}")
         return 0
     finally:
         down(fleet)

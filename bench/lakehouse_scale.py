@@ -33,22 +33,11 @@ from typing import Any
 import pyarrow as pa
 
 from bench.measure import load_average
+from ingest.kafka_bronze import BRONZE_SCHEMA as _BRONZE
 
 _log = logging.getLogger("bench.lakehouse_scale")
 T0 = 1_700_000_000_000
 STATE_TOPIC = "mirrorlake.events"
-_BRONZE = pa.schema(
-    [
-        ("cluster", pa.string()),
-        ("topic", pa.string()),
-        ("partition", pa.int32()),
-        ("offset", pa.int64()),
-        ("kafka_timestamp", pa.timestamp("us", tz="UTC")),
-        ("key", pa.binary()),
-        ("value", pa.binary()),
-        ("ingested_at", pa.timestamp("us", tz="UTC")),
-    ]
-)
 
 
 def _event(i: int, partitions: int, base: int, touched: int):  # -> replicator.events.Event

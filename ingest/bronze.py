@@ -7,6 +7,8 @@ stops at the current end, otherwise the query keeps running (``mirrorlake lakeho
 A flow's target that has no state topic yet (no flow into it has run) is skipped with a warning:
 Spark's Kafka source would fail the whole build on it, and there is nothing there to ingest. The
 bronze table is created before the queries start, so several of them never race to create it.
+Bronze may also be written by ``ingest.kafka_bronze`` (``lakehouse serve``): a stream then goes on
+from bronze's own positions, not from a checkpoint that is behind them (``spark_start``).
 Bronze keeps the raw bytes: decoding happens downstream, so nothing is lost to a decoder bug.
 """
 
@@ -20,6 +22,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
+from ingest.kafka_bronze import bronze_positions, spark_start
 from ingest.paths import LakehousePaths
 from replicator.config import MirrorlakeConfig
 from replicator.errors import ConfigError, ReplicationError
@@ -87,14 +90,14 @@ def _jaas_quoted(value: str) -> str:
     return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
-def _raw_stream(spark: SparkSession, config: MirrorlakeConfig, alias: str) -> DataFrame:
+def _raw_stream(spark: SparkSession, config: MirrorlakeConfig, alias: str, starting: str | None) -> DataFrame:
     reader = spark.readStream.format("kafka")
     for key, value in kafka_options(config, alias).items():
         reader = reader.option(key, value)
     raw = (
         reader.option("subscribe", config.state_topic)
         .option("kafka.isolation.level", "read_committed")  # exactly-once flows write events in transactions
-        .option("startingOffsets", "earliest")
+        .option("startingOffsets", starting or "earliest")  # used by a new checkpoint only
         .option("maxOffsetsPerTrigger", 2_000_000)
         .load()
     )
@@ -117,12 +120,13 @@ def _create_if_missing(spark: SparkSession, stream: DataFrame, paths: LakehouseP
         spark.createDataFrame([], stream.schema).write.format("delta").mode("append").save(str(paths.bronze))
 
 
-def _has_state_topic(config: MirrorlakeConfig, alias: str) -> bool:
-    """False only when the cluster answers and lists no state topic (unreachable: left to Spark's error)."""
+def _state_partitions(config: MirrorlakeConfig, alias: str) -> int | None:
+    """The state topic's partitions on ``alias``; None only when the cluster answers and lists no state
+    topic (unreachable: 0, and the error is left to Spark's stream)."""
     try:
-        return config.state_topic in partition_counts(admin_client(config.cluster(alias).client_config()))
+        return partition_counts(admin_client(config.cluster(alias).client_config())).get(config.state_topic)
     except ReplicationError:
-        return True
+        return 0
 
 
 def start_bronze_ingest(
@@ -138,20 +142,23 @@ def start_bronze_ingest(
     Otherwise each query runs a micro-batch every ``trigger_seconds`` until stopped.
     """
     queries = []
+    positions = bronze_positions(paths.bronze)  # the Kafka ingest (``lakehouse serve``) may have moved on
     for alias in state_clusters(config):
-        if not _has_state_topic(config, alias):
+        partitions = _state_partitions(config, alias)
+        if partitions is None:
             _log.warning(
                 "cluster %s has no state topic %s yet (no flow into it has run): nothing to ingest from it",
                 alias,
                 config.state_topic,
             )
             continue
-        stream = _raw_stream(spark, config, alias)
+        checkpoint, starting = spark_start(paths, alias, config.state_topic, partitions, positions)
+        stream = _raw_stream(spark, config, alias, starting)
         _create_if_missing(spark, stream, paths)
         writer = (
             stream.writeStream.format("delta")
             .outputMode("append")
-            .option("checkpointLocation", str(paths.checkpoint(f"bronze-{alias}")))
+            .option("checkpointLocation", str(paths.checkpoint(checkpoint)))
             .queryName(f"bronze-{alias}")
         )
         if available_now:

@@ -16,6 +16,7 @@ commit. ``lakehouse.lease`` keeps builds one at a time per lakehouse, with a con
 from __future__ import annotations
 
 import logging
+import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,6 +34,8 @@ __all__ = [
     "describe_store_error",
     "config_error",
     "store_problem",
+    "delta_options",
+    "remove_tree",
 ]
 
 _log = logging.getLogger(__name__)
@@ -224,3 +227,17 @@ def _first_line(exc: BaseException) -> str:
 
 def config_error(uri: str, exc: BaseException) -> ConfigError:
     return ConfigError(f"lakehouse.path: {describe_store_error(uri, exc)}")
+
+
+def delta_options(path: Path) -> dict[str, str] | None:
+    """delta-rs' storage options for a table at ``path`` (None: a local table)."""
+    access = s3_access(path)
+    return None if access is None else access.delta_rs_options()
+
+
+def remove_tree(path: Path) -> None:
+    """Remove the directory ``path`` and everything under it, on either store (gone already: nothing)."""
+    if s3_access(path) is not None:
+        path.fs.rm(path.path, recursive=True)  # type: ignore[attr-defined]  # a UPath
+    else:
+        shutil.rmtree(path, ignore_errors=True)

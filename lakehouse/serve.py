@@ -1,12 +1,14 @@
 """``mirrorlake lakehouse serve``: ingest continuously, rebuild silver and gold every N seconds.
 
-The bronze queries run with a processing-time trigger (each checkpointed, as in a build); a refresh
-brings silver and gold up to date from bronze (incrementally) every ``interval_seconds``, start to
-start: one that takes longer is followed at once by the next (a pause after each would add the
-whole interval to how old gold is, ``bench/freshness.py``). ``stop``
-(called from a SIGTERM/SIGINT handler) ends the loop after the current refresh; the streams are
-then stopped, which waits for their running micro-batch, so no batch is left half-committed
-beyond what the checkpoints already make safe to rerun.
+Each refresh first brings bronze up to date from the state topics (``ingest.kafka_bronze``: a
+librdkafka consumer per state cluster and one delta-rs append, no Spark job), then silver and gold
+from bronze (incrementally), every ``interval_seconds``, start to start: one that takes longer is
+followed at once by the next (a pause after each would add the whole interval to how old gold is,
+``bench/freshness.py``). ``bronze="spark"``: Spark's bronze streams instead, each with a
+processing-time trigger and checkpointed, as in a build. ``stop`` (called from a SIGTERM/SIGINT
+handler) ends the loop after the current refresh; streams are then stopped, which waits for their
+running micro-batch, so no batch is left half-committed beyond what the checkpoints already make
+safe to rerun; the Kafka ingest commits whole pulls only.
 """
 
 from __future__ import annotations
@@ -16,10 +18,12 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Literal
 
 from pyspark.sql import SparkSession
 
-from ingest.bronze import start_bronze_ingest
+from ingest.bronze import start_bronze_ingest, state_clusters
+from ingest.kafka_bronze import KafkaBronzeIngest
 from ingest.paths import LakehousePaths
 from ingest.spark import reach_from_spark
 from lakehouse.build import BuildReport, SilverEngine, check_bronze, refresh
@@ -30,12 +34,15 @@ __all__ = ["LakehouseService", "ServeSettings"]
 
 _log = logging.getLogger(__name__)
 
+BronzeEngine = Literal["kafka", "spark"]
+
 
 @dataclass(frozen=True)
 class ServeSettings:
     interval_seconds: float = 30.0  # from the start of one silver+gold refresh to the next
     trigger_seconds: float = 5.0  # the bronze streams' processing-time trigger
     silver: SilverEngine = "auto"  # spark: never the delta-rs increment (bench.freshness compares them)
+    bronze: BronzeEngine = "kafka"  # spark: Spark's stream (``ingest.bronze``), as a build ingests
 
 
 class LakehouseService:
@@ -68,13 +75,17 @@ class LakehouseService:
             return self._serve(still_held)
 
     def _serve(self, still_held: Callable[[], None]) -> int:
-        queries = start_bronze_ingest(
-            self._spark,
-            self._config,
-            self._paths,
-            available_now=False,
-            trigger_seconds=self._settings.trigger_seconds,
-        )
+        queries, ingest = [], None
+        if self._settings.bronze == "spark":
+            queries = start_bronze_ingest(
+                self._spark,
+                self._config,
+                self._paths,
+                available_now=False,
+                trigger_seconds=self._settings.trigger_seconds,
+            )
+        else:
+            ingest = KafkaBronzeIngest(self._config, self._paths, state_clusters(self._config))
         refreshes = 0
         try:
             while not self._stop.is_set():
@@ -82,6 +93,11 @@ class LakehouseService:
                 for query in queries:
                     check_bronze(query)
                 still_held()
+                if ingest is not None:
+                    if self._on_stage is not None:
+                        self._on_stage("bronze: read the state topics")
+                    rows = ingest.pull()
+                    _log.debug("bronze: %d state-topic records ingested", rows)
                 report = refresh(
                     self._spark, self._config, self._paths, on_stage=self._on_stage, silver=self._settings.silver
                 )
@@ -93,5 +109,7 @@ class LakehouseService:
         finally:
             for query in queries:
                 query.stop()
+            if ingest is not None:
+                ingest.close()
             _log.info("lakehouse serve stopped after %d refreshes", refreshes)
         return refreshes

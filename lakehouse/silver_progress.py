@@ -11,12 +11,11 @@ recorded (``startingVersion``), instead of reading again what delta-rs already d
 from __future__ import annotations
 
 import logging
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
 from ingest.paths import LakehousePaths
-from ingest.storage import s3_access
+from ingest.storage import remove_tree
 from lakehouse.state_file import load_state, save_state
 
 __all__ = ["SilverProgress", "read_progress", "write_progress", "spark_checkpoint", "SPARK_CHECKPOINT"]
@@ -75,7 +74,4 @@ def _stream_checkpoints(paths: LakehousePaths) -> list[Path]:
 
 def _remove(path: Path) -> None:
     _log.info("silver: Spark's stream checkpoint %s is behind the silver tables: removed", path.name)
-    if s3_access(path) is not None:
-        path.fs.rm(path.path, recursive=True)  # type: ignore[attr-defined]  # a UPath
-    else:
-        shutil.rmtree(path, ignore_errors=True)
+    remove_tree(path)

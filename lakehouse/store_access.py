@@ -11,17 +11,11 @@ from pathlib import Path
 
 import duckdb
 
-from ingest.storage import s3_access
+from ingest.storage import delta_options, s3_access
 from lakehouse.sql_quote import duck_string
 from replicator.errors import MirrorlakeError
 
 __all__ = ["delta_options", "extension_path", "reach_from_duckdb"]
-
-
-def delta_options(path: Path) -> dict[str, str] | None:
-    """delta-rs' storage options for a table at ``path`` (None: a local table)."""
-    access = s3_access(path)
-    return None if access is None else access.delta_rs_options()
 
 
 def extension_path(name: str) -> Path:

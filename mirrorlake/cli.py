@@ -386,8 +386,17 @@ def lakehouse_maintain(config_path: Path, retention_hours: float, force_unsafe_r
     show_default=True,
     help="seconds from the start of one silver+gold refresh to the next (a longer one is followed at once)",
 )
-@click.option("--trigger", type=click.FloatRange(min=0.1), default=5.0, show_default=True, help="ingest trigger (s)")
-def lakehouse_serve(config_path: Path, interval: float, trigger: float) -> None:
+@click.option(
+    "--bronze",
+    type=click.Choice(["kafka", "spark"]),
+    default="kafka",
+    show_default=True,
+    help="how bronze is ingested: kafka (a consumer and a delta-rs append at each refresh) or spark (streams)",
+)
+@click.option(
+    "--trigger", type=click.FloatRange(min=0.1), default=5.0, show_default=True, help="--bronze spark's trigger (s)"
+)
+def lakehouse_serve(config_path: Path, interval: float, bronze: str, trigger: float) -> None:
     """Ingest continuously and rebuild silver and gold every --interval seconds until SIGTERM/Ctrl-C."""
     from ingest.paths import LakehousePaths, ensure_writable_root
     from ingest.spark import spark_session
@@ -395,7 +404,7 @@ def lakehouse_serve(config_path: Path, interval: float, trigger: float) -> None:
 
     config = load_config(config_path)
     ensure_writable_root(LakehousePaths.of(config.lakehouse).root)  # before Spark starts
-    service = LakehouseService(spark_session(config.spark), config, ServeSettings(interval, trigger))
+    service = LakehouseService(spark_session(config.spark), config, ServeSettings(interval, trigger, bronze=bronze))  # type: ignore[arg-type]  # a Choice
     with stopping_on_signals(service.stop, grace_s=_FINAL_ROUND_S, what="lakehouse serve"):  # Delta commits atomically
         refreshes = service.run()
     click.echo(f"lakehouse serve stopped after {refreshes} refreshes")

@@ -64,9 +64,7 @@ class LiveDemo:
             "observer": DemoProcess(
                 "observer", ("observe", "-c", c, "--follow", "--interval", "5", "--stale-after", "15"), d
             ),
-            "serve": DemoProcess(
-                "serve", ("lakehouse", "serve", "-c", c, "--interval", f"{SERVE_INTERVAL_S:g}", "--trigger", "2"), d
-            ),
+            "serve": DemoProcess("serve", ("lakehouse", "serve", "-c", c, "--interval", f"{SERVE_INTERVAL_S:g}"), d),
             "dashboard": DemoProcess(  # it becomes Streamlit's server (exec)
                 "dashboard", ("dashboard", "-c", c, "--port", str(self.port)), d, ("streamlit", c, str(self.port))
             ),
