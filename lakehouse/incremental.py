@@ -27,11 +27,13 @@ from pathlib import Path
 from typing import Any, Literal
 
 from delta.tables import DeltaTable
+from deltalake.exceptions import DeltaError
 from pyspark.errors import AnalysisException
 from pyspark.sql import Column, DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 
 from ingest.paths import LakehousePaths
+from lakehouse.duck import delta
 from lakehouse.duck.engine import ArrowChanges
 from lakehouse.duck.engine import update_table as update_on_duckdb
 from lakehouse.duck.tables import TWINS
@@ -65,16 +67,28 @@ class GoldUpdate:
 
 
 def silver_versions(spark: SparkSession, paths: LakehousePaths) -> dict[str, int | None]:
-    """The current version of every silver table (None where a type has no table yet)."""
+    """The current version of every silver table (None where a type has no table yet).
+
+    Read by delta-rs (a log read each): through Spark, a history job per type took about a second of
+    every ``lakehouse serve`` refresh (py-spy over ``bench/freshness.py``). Spark answers for a table
+    delta-rs cannot open (a reader feature it lacks)."""
     out: dict[str, int | None] = {}
     for event_type in registry().event_types():
-        path = str(paths.silver(event_type))
-        if DeltaTable.isDeltaTable(spark, path):
-            history = DeltaTable.forPath(spark, path).history(1).select("version").collect()
-            out[event_type] = int(history[0][0])
-        else:
-            out[event_type] = None
+        path = paths.silver(event_type)
+        try:
+            table = delta.existing_table(path)
+        except DeltaError as exc:
+            _log.info("silver %s: delta-rs cannot open it (%s); Spark reads its version", event_type, exc)
+            out[event_type] = _spark_version(spark, str(path))
+            continue
+        out[event_type] = None if table is None else int(table.version())
     return out
+
+
+def _spark_version(spark: SparkSession, path: str) -> int | None:
+    if not DeltaTable.isDeltaTable(spark, path):
+        return None
+    return int(DeltaTable.forPath(spark, path).history(1).select("version").collect()[0][0])
 
 
 def update_gold(
