@@ -28,6 +28,7 @@ from lakehouse.catalog import table_paths
 from lakehouse.delta_log import REPAIR_HINT, delta_log_problem
 from lakehouse.duck.delta import row_count
 from lakehouse.duck.silver import update_silver_increment
+from lakehouse.duck.silver_decode import DecodePool
 from lakehouse.gold_tables import GOLD_TABLES
 from lakehouse.incremental import GoldUpdate, update_gold
 from lakehouse.lease import writer_lease
@@ -115,10 +116,14 @@ def refresh(
     full: bool = False,
     on_stage: Callable[[str], None] | None = None,
     silver: SilverEngine = "auto",
+    decoder: DecodePool | None = None,
 ) -> BuildReport:
     """Silver and gold from what bronze holds (the part of a build after ingest): silver's increment
-    on delta-rs where it can be (``lakehouse.duck.silver``), else (or with ``silver="spark"``) on Spark."""
-    increment = update_silver_increment(paths, on_stage=on_stage) if silver == "auto" else None  # names its steps
+    on delta-rs where it can be (``lakehouse.duck.silver``; ``decoder``'s processes decode a large
+    one), else (or with ``silver="spark"``) on Spark."""
+    increment = (
+        update_silver_increment(paths, on_stage=on_stage, decoder=decoder) if silver == "auto" else None
+    )  # names its steps
     if increment is not None:
         _log.info(
             "silver: %d bronze rows of versions %d..%d decoded without Spark in %.2f s (%s, %d quarantined)",

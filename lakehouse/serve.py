@@ -27,6 +27,7 @@ from ingest.kafka_bronze import KafkaBronzeIngest
 from ingest.paths import LakehousePaths
 from ingest.spark import reach_from_spark
 from lakehouse.build import BuildReport, SilverEngine, check_bronze, refresh
+from lakehouse.duck.silver_decode import DecodePool
 from lakehouse.lease import writer_lease
 from replicator.config import MirrorlakeConfig
 
@@ -43,6 +44,7 @@ class ServeSettings:
     trigger_seconds: float = 5.0  # the bronze streams' processing-time trigger
     silver: SilverEngine = "auto"  # spark: never the delta-rs increment (bench.freshness compares them)
     bronze: BronzeEngine = "kafka"  # spark: Spark's stream (``ingest.bronze``), as a build ingests
+    decode_workers: int | None = None  # processes decoding a large silver increment (None: one per core, up to 4)
 
 
 class LakehouseService:
@@ -87,6 +89,7 @@ class LakehouseService:
         else:
             ingest = KafkaBronzeIngest(self._config, self._paths, state_clusters(self._config))
         refreshes = 0
+        decoder = DecodePool(self._settings.decode_workers)
         try:
             while not self._stop.is_set():
                 started = time.monotonic()
@@ -99,7 +102,12 @@ class LakehouseService:
                     rows = ingest.pull()
                     _log.debug("bronze: %d state-topic records ingested", rows)
                 report = refresh(
-                    self._spark, self._config, self._paths, on_stage=self._on_stage, silver=self._settings.silver
+                    self._spark,
+                    self._config,
+                    self._paths,
+                    on_stage=self._on_stage,
+                    silver=self._settings.silver,
+                    decoder=decoder,
                 )
                 refreshes += 1
                 _log.info("refresh %d: %d bronze rows, gold %s", refreshes, report.bronze_rows, report.gold_rows)
@@ -111,5 +119,6 @@ class LakehouseService:
                 query.stop()
             if ingest is not None:
                 ingest.close()
+            decoder.close()
             _log.info("lakehouse serve stopped after %d refreshes", refreshes)
         return refreshes

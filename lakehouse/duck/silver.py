@@ -5,8 +5,9 @@ a MERGE per type) took 24-26 s of each refresh (``bench/freshness.py``): the flo
 lakehouse could be. An increment is small, so here it is read from bronze's change feed
 (delta-rs, the rows added after the version silver reached, ``lakehouse.silver_progress``), each
 record decoded by the replicator's own reader (``replicator.events.decode_record``: writer schema
-resolved to the newest, validity rules applied), and appended to its silver table, or to quarantine
-with its reason, by delta-rs.
+resolved to the newest, validity rules applied; ``lakehouse.duck.silver_decode``, in worker
+processes for a large increment when a ``DecodePool`` is given), and appended to its silver table,
+or to quarantine with its reason, by delta-rs.
 
 Contract: the rows Spark's silver writes (``lakehouse.silver``), held equal by
 ``tests/test_silver_engines.py``: per event type one row per event id (an id silver already holds
@@ -40,14 +41,12 @@ from deltalake.exceptions import DeltaError
 from ingest.paths import LakehousePaths
 from lakehouse.duck import delta
 from lakehouse.duck.arrow_types import QUARANTINE_ARROW_SCHEMA, silver_arrow_schema
+from lakehouse.duck.silver_decode import DecodePool, decode_rows
 from lakehouse.silver_progress import SilverProgress, read_progress, write_progress
-from lakehouse.silver_rows import LINEAGE_COLUMNS, NOT_AN_EVENT, event_columns
+from lakehouse.silver_rows import LINEAGE_COLUMNS, event_columns
 from lakehouse.store_access import reach_from_duckdb
-from replicator.errors import EventDecodeError
-from replicator.events import SchemaRegistry, decode_record, registry
-from replicator.events.codec import header_fingerprint
 
-__all__ = ["SilverIncrement", "update_silver_increment", "decode_bronze"]
+__all__ = ["SilverIncrement", "update_silver_increment"]
 
 _log = logging.getLogger(__name__)
 MOST_NEW_ROWS = 2_000_000  # bronze rows an increment holds in memory (as the gold twins' bound)
@@ -65,41 +64,16 @@ class SilverIncrement:
     seconds: float = 0.0
 
 
-@dataclass
-class Decoded:
-    """Bronze rows as silver rows: per event type, and those for quarantine (with their reason)."""
-
-    events: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
-    rejected: list[dict[str, Any]] = field(default_factory=list)
-
-
-def decode_bronze(rows: pa.Table, reg: SchemaRegistry | None = None) -> Decoded:
-    """Each bronze row (``cluster``, ``topic``, ``partition``, ``offset``, ``value``) decoded, in order."""
-    reg = reg or registry()
-    out = Decoded()
-    columns = [rows.column(c).to_pylist() for c in ("cluster", "topic", "partition", "offset", "value")]
-    cluster_, topic_, partition_, offset_ = LINEAGE_COLUMNS
-    for cluster, topic, partition, offset, value in zip(*columns, strict=True):
-        try:
-            writer, record = decode_record(value, reg)
-        except EventDecodeError as exc:  # a body that does not parse, or a rule it breaks (same words as Spark's)
-            fp = header_fingerprint(value)
-            reason = NOT_AN_EVENT if fp is None or reg.by_fingerprint(fp) is None else str(exc)
-            lineage = dict(zip(LINEAGE_COLUMNS, (cluster, topic, partition, offset), strict=True))
-            out.rejected.append({**lineage, "value": value, "reason": reason})
-            continue
-        # the record is decode_record's own new dict: where it came from goes in place (a copy per
-        # event was a tenth of the decode)
-        record[cluster_], record[topic_], record[partition_], record[offset_] = cluster, topic, partition, offset
-        out.events.setdefault(writer.event_type, []).append(record)
-    return out
-
-
 def update_silver_increment(
-    paths: LakehousePaths, *, most: int = MOST_NEW_ROWS, on_stage: Callable[[str], None] | None = None
+    paths: LakehousePaths,
+    *,
+    most: int = MOST_NEW_ROWS,
+    on_stage: Callable[[str], None] | None = None,
+    decoder: DecodePool | None = None,
 ) -> SilverIncrement | None:
     """Bring silver up to bronze's latest version without Spark; None (nothing written) where Spark
-    should. ``on_stage`` hears each step's name as it starts (``bench.freshness`` times them)."""
+    should. ``on_stage`` hears each step's name as it starts (``bench.freshness`` times them);
+    ``decoder``'s workers decode a large increment side by side (else this process does)."""
     stage = on_stage or (lambda _name: None)
     started = time.monotonic()
     stage("silver: read bronze's new rows")
@@ -122,7 +96,7 @@ def update_silver_increment(
         _log.info("silver: delta-rs cannot read bronze's change feed (%s); Spark decodes", exc)
         return None
     stage("silver: decode")
-    decoded = decode_bronze(rows)
+    decoded = decoder.decode(rows) if decoder is not None else decode_rows(rows)
     if quarantine is None and not fresh:
         _log.info("silver: the quarantine table is gone; Spark decodes (and makes it)")
         return None
@@ -158,27 +132,40 @@ def _unwritable(tables: dict[str, DeltaTable]) -> str | None:
     return None
 
 
-def _first_copies(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _first_copies(batch: pa.Table) -> pa.Table:
     """One row per event id, the first in state-topic order (a replayed topic repeats events)."""
-    if len({r["event_id"] for r in rows}) == len(rows):
-        return rows  # the usual increment: nothing repeated, no order to find
+    if pc.count_distinct(batch["event_id"], mode="all").as_py() == batch.num_rows:
+        return batch  # the usual increment: nothing repeated, no order to find
+    order = pc.sort_indices(batch, sort_keys=[(c, "ascending") for c in LINEAGE_COLUMNS]).to_pylist()
+    ids = batch["event_id"].to_pylist()
     seen: set[str] = set()
-    out = []
-    for row in sorted(rows, key=lambda r: tuple(r[c] for c in LINEAGE_COLUMNS)):
-        if row["event_id"] not in seen:
-            seen.add(row["event_id"])
-            out.append(row)
-    return out
+    keep = []
+    for i in order:
+        if ids[i] not in seen:
+            seen.add(ids[i])
+            keep.append(i)
+    return batch.take(keep)
 
 
-def _append_new(con: duckdb.DuckDBPyConnection, table: DeltaTable, rows: list[dict[str, Any]]) -> int:
+def _conformed(batch: pa.Table, schema: pa.Schema) -> pa.Table:
+    """``batch`` with the table's columns, in its order and types (a column the events lack: nulls)."""
+    return pa.table(
+        [
+            batch[f.name].cast(f.type) if f.name in batch.column_names else pa.nulls(batch.num_rows, f.type)
+            for f in schema
+        ],
+        schema=schema,
+    )
+
+
+def _append_new(con: duckdb.DuckDBPyConnection, table: DeltaTable, rows: pa.Table) -> int:
     """Append the ``rows`` whose event id the table lacks, ordered by emission time (each file then
     holds a stretch of time, which the file statistics let later reads skip); how many.
 
     The ids are looked up among the rows emitted within the increment's time span only, in the
     files whose statistics allow it (a replayed event keeps its emission time)."""
     schema = delta.table_schema(table)
-    batch = pa.Table.from_pylist(rows, schema=schema)
+    batch = _conformed(rows, schema)
     times = batch["emitted_at_ms"] if "emitted_at_ms" in schema.names else None
     if times is not None and times.null_count == 0 and len(times):
         low, high = pc.min(times).as_py(), pc.max(times).as_py()
