@@ -68,3 +68,45 @@ def test_one_worker_or_few_rows_give_the_same_rows(pool):
     finally:
         alone.close()
     assert _same(pool.decode(rows), decode_rows(rows))  # below the threshold: decoded here
+
+
+_HOLDS_A_POOL = """
+import os, sys, time
+from lakehouse.duck.silver_decode import DecodePool
+if __name__ == "__main__":
+    pool = DecodePool(workers=2)
+    pool.decode(__import__("pyarrow").table({"cluster": [], "topic": [], "partition": [], "offset": [], "value": []}))
+    time.sleep(2)  # the workers are up (spawned at the pool's start)
+    print(os.getpid(), flush=True)
+    time.sleep(600)
+"""
+
+
+def test_the_workers_end_when_their_process_is_killed(tmp_path):
+    """serve killed by SIGKILL must not leave its decoding processes behind (they hold both ends of
+    their task pipe, so nothing else would end them)."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from tests.waiting import wait_for
+
+    script = tmp_path / "holder.py"
+    script.write_text(_HOLDS_A_POOL)
+    root = str(Path(__file__).resolve().parents[1])
+    holder = subprocess.Popen(
+        [sys.executable, str(script)], stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": root}
+    )
+    try:
+        assert holder.stdout is not None and int(holder.stdout.readline()) == holder.pid
+        children = [
+            int(p)
+            for p in subprocess.run(["pgrep", "-P", str(holder.pid)], capture_output=True, text=True).stdout.split()
+        ]
+        assert len(children) >= 2  # the two workers (and multiprocessing's resource tracker)
+    finally:
+        holder.send_signal(signal.SIGKILL)
+        holder.wait()
+    wait_for(lambda: not any(Path(f"/proc/{c}").exists() for c in children), "the decoding workers gone", 30)

@@ -19,6 +19,8 @@ import logging
 import multiprocessing
 import os
 import signal
+import threading
+import time
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from types import TracebackType
@@ -38,6 +40,7 @@ _log = logging.getLogger(__name__)
 # fewer rows than this are decoded in the calling process: a slice's trip to a worker and back
 # (pickled Arrow) costs milliseconds, a worker's decoding of a few thousand rows about as much
 _FEWEST_FOR_WORKERS = 8_000
+_PARENT_CHECK_S = 1.0
 
 
 @dataclass
@@ -84,10 +87,21 @@ def _joined(parts: list[Decoded]) -> Decoded:
 
 def _worker_start() -> None:
     """A worker's start: signals are its parent's to act on (a Ctrl-C reaches the whole process group,
-    and serve finishes its refresh first), and the schema registry is loaded before an increment waits."""
+    and serve finishes its refresh first); it ends when its parent is gone; the schema registry is
+    loaded before an increment waits on it."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    parent = os.getppid()
+    threading.Thread(target=_end_with, args=(parent,), name="end-with-parent", daemon=True).start()
     registry()
+
+
+def _end_with(parent: int) -> None:
+    """Exit once the process that started this one is gone (killed: a worker holds both ends of its
+    task pipe, so it would wait for tasks forever)."""
+    while os.getppid() == parent:
+        time.sleep(_PARENT_CHECK_S)
+    os._exit(0)
 
 
 def _started() -> None:
@@ -99,8 +113,8 @@ class DecodePool:
     ``with`` block's end) stops them. ``workers`` <= 1 decodes in the calling process only.
 
     Workers are spawned, not forked: the serving process holds a JVM and librdkafka threads. They
-    ignore SIGINT and SIGTERM (the parent stops them) and end when the parent's end of their pipe
-    closes, also when it is killed."""
+    ignore SIGINT and SIGTERM (the parent stops them) and exit within a second of their parent's end,
+    also when it was killed."""
 
     def __init__(self, workers: int | None = None) -> None:
         self._workers = workers if workers is not None else min(4, os.cpu_count() or 1)
