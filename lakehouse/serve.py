@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from pyspark.sql import SparkSession
+from pyspark.sql.streaming import StreamingQuery
 
 from ingest.bronze import start_bronze_ingest, state_clusters
 from ingest.kafka_bronze import KafkaBronzeIngest
@@ -77,20 +78,21 @@ class LakehouseService:
             return self._serve(still_held)
 
     def _serve(self, still_held: Callable[[], None]) -> int:
-        queries, ingest = [], None
-        if self._settings.bronze == "spark":
-            queries = start_bronze_ingest(
-                self._spark,
-                self._config,
-                self._paths,
-                available_now=False,
-                trigger_seconds=self._settings.trigger_seconds,
-            )
-        else:
-            ingest = KafkaBronzeIngest(self._config, self._paths, state_clusters(self._config))
-        refreshes = 0
+        queries: list[StreamingQuery] = []
+        ingest: KafkaBronzeIngest | None = None
         decoder = DecodePool(self._settings.decode_workers)
+        refreshes = 0
         try:
+            if self._settings.bronze == "spark":
+                queries = start_bronze_ingest(
+                    self._spark,
+                    self._config,
+                    self._paths,
+                    available_now=False,
+                    trigger_seconds=self._settings.trigger_seconds,
+                )
+            else:
+                ingest = KafkaBronzeIngest(self._config, self._paths, state_clusters(self._config))
             while not self._stop.is_set():
                 started = time.monotonic()
                 for query in queries:
