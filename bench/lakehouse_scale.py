@@ -233,6 +233,7 @@ def main() -> None:
     from ingest.spark import LOCAL_TUNING, spark_session
     from lakehouse.build import refresh
     from lakehouse.duck.silver import update_silver_increment
+    from lakehouse.duck.silver_decode import DecodePool
     from lakehouse.incremental import update_gold
     from lakehouse.silver import update_silver
     from replicator.config import SparkConfig
@@ -269,11 +270,14 @@ def main() -> None:
     assert last is not None
     n, config, paths, report = last
     print(f"mapping_rows_per_sync={report.mapping_segments / max(1, report.offset_syncs):.4f}")
-    # two increments of the same size: the first decoded by delta-rs (serve's way), the second by Spark
+    # two increments of the same size: the first decoded by delta-rs (serve's way: in its decoding
+    # processes, started with the service, so before the rows arrive), the second by Spark
+    decoder = DecodePool()
     append_bronze(spark, paths, n, args.incremental, args.partitions, args.touched_partitions)
     began = time.monotonic()
-    increment = update_silver_increment(paths)
+    increment = update_silver_increment(paths, decoder=decoder)
     silver_rs = time.monotonic() - began
+    decoder.close()
     assert increment is not None, "silver's increment fell back to Spark (see the log)"
     began = time.monotonic()
     inc_updates = update_gold(spark, paths, config=config)
