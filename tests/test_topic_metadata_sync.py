@@ -281,10 +281,13 @@ def test_the_identity_policy_never_deletes_a_remote_topic(kafka_clusters, unique
 
 
 def _set_topic_config(bootstrap: str, topic: str, name: str, value: str) -> None:
+    """Set a topic config and wait until the broker describes it: the controller accepts the change
+    before the broker has applied it, and a sync that ran in between read the old value (CI of 954ae64)."""
     admin = AdminClient({"bootstrap.servers": bootstrap})
     entry = ConfigEntry(name, value, incremental_operation=AlterConfigOpType.SET)
     change = ConfigResource("topic", topic, incremental_configs=[entry])
     next(iter(admin.incremental_alter_configs([change]).values())).result(30)
+    wait_for(lambda: dynamic_configs(bootstrap, topic).get(name) == value, f"{topic}'s {name}={value} described")
 
 
 @pytest.mark.kafka
