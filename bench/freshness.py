@@ -24,7 +24,8 @@ writer's encoding and a reader fetching every id of ``rpo`` twice a second did).
 
 Before the first rate, a warm-up at that rate until the service has refreshed ``--warmup`` times
 (Spark's first queries compile their plans; not counted). Delay = the read that first saw it minus
-its ``emitted_at_ms`` (so up to ``--poll`` late). For each
+its ``emitted_at_ms`` (so up to ``--poll`` late). Beside it, when an open dashboard shows the
+event: its next rerun after a commit (``watch_as_the_dashboard``). For each
 rate: p50, p99 and max per kind, and where the time went (the service's refreshes: silver, gold,
 counting rows; the trigger and interval are waits). After the last rate the writer stops and every
 emitted event must become visible within ``--settle`` seconds. All of it once per pair of engines
@@ -44,6 +45,7 @@ import argparse
 import logging
 import multiprocessing
 import pickle
+import random
 import statistics
 import tempfile
 import threading
@@ -208,6 +210,27 @@ def read_gold(root: Path, seen: Seen) -> None:
     seen.reads.append((int(time.time() * 1000), dict(marks), {(g, p): t for g, p, t in latest}))
 
 
+def watch_as_the_dashboard(root: Path, seen: Seen, stop: threading.Event) -> None:
+    """When an open dashboard shows what gold holds: its auto-refresh (``dashboards.sidebar``) looks at
+    the Delta logs every ``REFRESH_SECONDS`` and reruns the page when a table got a commit. Here the
+    same check (``dashboards.timetravel.signature``), at the same interval from a random phase (a page
+    opened at any moment), and on a change one read of gold, as the rerun page makes."""
+    from dashboards.sidebar import REFRESH_SECONDS
+    from dashboards.timetravel import signature
+    from ingest.paths import LakehousePaths
+    from lakehouse.catalog import table_paths
+
+    tables = table_paths(LakehousePaths(root))
+    last = signature(tables)
+    stop.wait(random.uniform(0, REFRESH_SECONDS))
+    while not stop.is_set():
+        current = signature(tables)
+        if current != last:
+            last = current
+            read_gold(root, seen)
+        stop.wait(REFRESH_SECONDS)
+
+
 def missing_watermarks(root: Path, emitted: Emitted) -> int:
     """Counted source watermarks that gold's ``rpo`` lacks (one full read, after the run)."""
     from lakehouse.sql import LakehouseSQL
@@ -260,6 +283,7 @@ class Measured:
     silver: str
     emitted: Emitted = field(default_factory=Emitted)
     seen: Seen = field(default_factory=Seen)
+    dashboard: Seen = field(default_factory=Seen)  # what a dashboard's reruns showed (``watch_as_the_dashboard``)
     stages: StageTimes = field(default_factory=StageTimes)
     phases: dict[int, tuple[int, int]] = field(default_factory=dict)  # rate -> (first, last) ms written
     bronze: dict[int, list[float]] = field(default_factory=dict)  # rate -> each row's wait for its batch
@@ -318,9 +342,14 @@ def measure(spark: Any, bootstrap: dict[str, str], work: Path, engines: str, arg
         on_stage=stages.started,
     )
     served = threading.Thread(target=service.run, name="lakehouse-serve", daemon=True)
+    root = Path(config.lakehouse.path)
+    watching = threading.Event()
+    watcher = threading.Thread(
+        target=watch_as_the_dashboard, args=(root, run.dashboard, watching), name="dashboard", daemon=True
+    )
     writer.start()
     served.start()
-    root = Path(config.lakehouse.path)
+    watcher.start()
     try:
         control.set(args.rates[0], 0)  # warm-up: tagged 0, not counted
         warm_until = time.monotonic() + 600
@@ -345,9 +374,12 @@ def measure(spark: Any, bootstrap: dict[str, str], work: Path, engines: str, arg
             if _all_seen(run.emitted, seen):
                 break
             time.sleep(args.poll)
+        while time.monotonic() < settle_until and not _all_seen(run.emitted, run.dashboard):
+            time.sleep(args.poll)  # the dashboard's next rerun after gold showed the last events
         seen.missing = missing_watermarks(root, run.emitted)
         run.bronze = bronze_waits(root, run.phases)
     finally:
+        watching.set()
         control.stop.set()
         service.stop()
         served.join(120)
@@ -375,6 +407,11 @@ def report(run: Measured, args: argparse.Namespace) -> dict[int, float]:
             print(f"{rate:>7} {kind:<10} {total:>7} {len(d):>6} {_pct(d, 0.5):>7.2f} {_pct(d, 0.99):>7.2f} "
                   f"{max(d, default=float('nan')):>7.2f}")  # fmt: skip
             p99[rate] = max(p99.get(rate, 0.0), _pct(d, 0.99))
+        on_page = delays(emitted, run.dashboard)
+        shown = [(kind, on_page.get((kind, rate), [])) for kind in ("watermark", "checkpoint")]
+        print(f"{rate:>7} dashboard (shown by its next rerun): " + ", ".join(
+            f"{kind} p50 {_pct(d, 0.5):.2f} s p99 {_pct(d, 0.99):.2f} s max {max(d, default=float('nan')):.2f} s"
+            for kind, d in shown))  # fmt: skip
         waits = run.bronze.get(rate, [])
         print(f"{rate:>7} bronze: a row's wait for its micro-batch p50 {_pct(waits, 0.5):.2f} s, "
               f"p99 {_pct(waits, 0.99):.2f} s ({len(waits)} rows)")  # fmt: skip
