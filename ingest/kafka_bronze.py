@@ -120,7 +120,6 @@ class KafkaBronzeIngest:
 
     def __init__(self, config: MirrorlakeConfig, paths: LakehousePaths, clusters: Iterable[str]) -> None:
         self._topic = config.state_topic
-        self._bronze = paths.bronze
         self._next = bronze_positions(paths.bronze)
         self._clusters = [
             _Cluster(
@@ -138,8 +137,9 @@ class KafkaBronzeIngest:
         ]
         if _table(paths.bronze) is None:
             write_deltalake(str(paths.bronze), BRONZE_SCHEMA.empty_table(), storage_options=delta_options(paths.bronze))
-        table = DeltaTable(str(paths.bronze), storage_options=delta_options(paths.bronze))
-        self._schema = pa.schema(table.schema().to_arrow())  # Spark's, when Spark created it (nullability)
+        # opened once: each append moves it to its new version (no log replay per pull)
+        self._table = DeltaTable(str(paths.bronze), storage_options=delta_options(paths.bronze))
+        self._schema = pa.schema(self._table.schema().to_arrow())  # Spark's, when Spark created it (nullability)
 
     def close(self) -> None:
         for cluster in self._clusters:
@@ -150,16 +150,10 @@ class KafkaBronzeIngest:
         batches = [self._drain(cluster) for cluster in self._clusters]
         rows = pa.concat_tables(batches) if batches else BRONZE_SCHEMA.empty_table()
         if rows.num_rows:
-            write_deltalake(
-                str(self._bronze),
-                rows.select(self._schema.names).cast(self._schema),
-                mode="append",
-                storage_options=delta_options(self._bronze),
-            )
+            write_deltalake(self._table, rows.select(self._schema.names).cast(self._schema), mode="append")
             self._next.update(_after_highest(rows))
-            table = DeltaTable(str(self._bronze), storage_options=delta_options(self._bronze))
-            if table.version() % _CHECKPOINT_EVERY == 0:  # Spark's interval: its readers replay at most ten
-                table.create_checkpoint()
+            if self._table.version() % _CHECKPOINT_EVERY == 0:  # Spark's interval: its readers replay at most ten
+                self._table.create_checkpoint()
         return rows.num_rows
 
     def _drain(self, cluster: _Cluster) -> pa.Table:
