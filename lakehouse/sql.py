@@ -1,8 +1,9 @@
-"""SQL over the lakehouse with DuckDB: every Delta table as a view, read through ``delta_scan``.
+"""SQL over the lakehouse with DuckDB: every Delta table as a view, on a connection that cannot write.
 
 Reading a Delta table's parquet files directly gives wrong answers (removed files, deletion
-vectors), so views always go through DuckDB's delta extension, loaded from the
-``duckdb-extension-delta`` package (the extension host is not reachable from here).
+vectors), so each view is the table's version as delta-rs resolves it (``lakehouse.sql_views``:
+an Arrow dataset of that version's files, or, for deletion vectors and column mapping, the rows read
+through DuckDB's delta extension on a connection of its own).
 """
 
 from __future__ import annotations
@@ -18,12 +19,14 @@ from pathlib import Path
 from typing import Literal
 
 import duckdb
+from deltalake.exceptions import DeltaError
 
 from ingest.paths import LakehousePaths
 from ingest.storage import as_root, describe_store_error, s3_access, store_problem
 from lakehouse.catalog import table_paths
 from lakehouse.delta_log import REPAIR_HINT, delta_log_problem
-from lakehouse.sql_quote import duck_ident, duck_string
+from lakehouse.sql_quote import duck_string
+from lakehouse.sql_views import open_without_files, register_table
 from lakehouse.store_access import extension_path, reach_from_duckdb
 from lakehouse.tables.macros import install_macros
 from replicator.errors import ExitCode, MirrorlakeError
@@ -125,16 +128,19 @@ def _version_at(table: Path, as_of: int | datetime) -> int | None:
 class LakehouseSQL:
     """A DuckDB connection with a view per existing lakehouse table and the named macros.
 
-    ``as_of`` (a version or a timestamp) reads every table as it was then, through
-    ``delta_scan(path, version := N)``; a timestamp picks, per table, the last version committed
-    at or before it (commit times from the Delta log), so the tables agree with each other. A
-    table that did not exist then (or has no such version) has no view.
+    ``as_of`` (a version or a timestamp) reads every table as it was then; a timestamp picks, per
+    table, the last version committed at or before it (commit times from the Delta log), so the
+    tables agree with each other. A table that did not exist then (or has no such version) has no view.
 
-    Sandboxed unless ``unrestricted``: once the views and macros exist, DuckDB may open files only
-    under the lakehouse directory (``allowed_directories``, external access off), loads no more
-    extensions (installs none: no network), and its configuration is locked, so no query can give
-    any of that back; ``query`` and ``arrow`` take one statement, a ``SELECT`` (or ``EXPLAIN``):
-    no ``COPY``, ``ATTACH``, ``CREATE`` or ``INSTALL``, and so no write, even inside the lakehouse.
+    Read-only by construction unless ``unrestricted``: the connection is opened with external access
+    off and no allowed directory (``lakehouse.sql_views``), and its configuration is locked once the
+    views and macros exist. It cannot open, write or list any file, the lakehouse's included, load
+    or install an extension, or attach a database, whatever the statement (``EXPLAIN ANALYZE COPY``,
+    ``PRAGMA``, ``CALL``, ``EXPORT``...): the tables reach it as Arrow data that delta-rs resolves.
+    ``query`` and ``arrow`` also take one statement only, a ``SELECT`` (or ``EXPLAIN``), for a clear
+    message: the guarantee is the connection, not that check. ``unrestricted`` gives DuckDB's full
+    access beside the same views (files, network, extensions; the delta extension and the store's
+    credentials loaded), for a person who means it.
     """
 
     def __init__(
@@ -159,9 +165,22 @@ class LakehouseSQL:
                 f"{self.paths.root} is not a mirrorlake lakehouse (no tables/ directory): "
                 "run `mirrorlake lakehouse build` first or check lakehouse.path"
             )
-        self.con = duckdb.connect()
-        self.con.execute(f"LOAD {duck_string(str(extension_path('delta')))}")
-        reach_from_duckdb(self.con, self.paths.root)
+        if unrestricted:
+            self.con = duckdb.connect()
+            self.con.execute(f"LOAD {duck_string(str(extension_path('delta')))}")
+            reach_from_duckdb(self.con, self.paths.root)
+        else:
+            self.con = open_without_files()
+        try:
+            self._views(as_of)
+        except BaseException:
+            self.con.close()
+            raise
+        if not unrestricted:
+            self.con.execute("SET lock_configuration = true")
+
+    def _views(self, as_of: int | datetime | None) -> None:
+        """A view per table there is (at ``as_of``), then the macros over them."""
         self.views: list[str] = []
         for view, path in table_paths(self.paths).items():
             if not is_delta_table(path):
@@ -171,11 +190,9 @@ class LakehouseSQL:
             version = None if as_of is None else _version_at(path, as_of)
             if as_of is not None and version is None:
                 continue
-            at = "" if version is None else f", version := {version}"
             try:
-                scan = f"delta_scan({duck_string(str(path))}{at})"
-                self.con.execute(f"CREATE VIEW {duck_ident(view)} AS SELECT * FROM {scan}")
-            except duckdb.Error as exc:
+                register_table(self.con, view, path, version)
+            except (DeltaError, duckdb.Error, OSError) as exc:
                 raise TableNotFoundError(f"{path} is not a readable Delta table: {_reason(exc)}") from None
             self.views.append(view)
         if as_of is not None and not self.views:
@@ -186,23 +203,10 @@ class LakehouseSQL:
             raise TableNotFoundError(
                 f"{self.paths.root} is not a lakehouse of this mirrorlake: {_reason(exc)}{REPAIR_HINT}"
             ) from None
-        if not unrestricted:
-            self._sandbox()
-
-    def _sandbox(self) -> None:
-        """Only the lakehouse directory, no more extensions, configuration locked (see the class doc)."""
-        root = duck_string(str(self.paths.root) + "/")
-        for setting in (
-            f"SET allowed_directories = [{root}]",
-            "SET enable_external_access = false",
-            "SET autoinstall_known_extensions = false",
-            "SET autoload_known_extensions = false",
-            "SET lock_configuration = true",
-        ):
-            self.con.execute(setting)
 
     def _one_read(self, sql: str) -> None:
-        """Refuse, in the sandbox, anything but one ``SELECT``/``EXPLAIN`` statement, naming what was given."""
+        """Refuse, in the sandbox, anything but one ``SELECT``/``EXPLAIN`` statement, naming what was given
+        (a clear message; what holds the lakehouse safe is the connection, see the class doc)."""
         try:
             statements = duckdb.extract_statements(sql)
         except duckdb.Error as exc:
@@ -229,6 +233,11 @@ class LakehouseSQL:
             yield
         except duckdb.CatalogException as exc:
             raise SQLError(f"{exc} (tables available: {', '.join(self.views) or 'none'})") from None
+        except duckdb.PermissionException as exc:  # the connection has no file system (``sql_views``)
+            raise SQLError(
+                f"{_reason(exc)}: mirrorlake sql reads the lakehouse's tables and no file, the lakehouse's own "
+                "included; --unrestricted gives DuckDB's full access"
+            ) from None
         except duckdb.Error as exc:
             raise SQLError(_reason(exc)) from None
 

@@ -10,6 +10,7 @@ import subprocess
 import sys
 from datetime import UTC, datetime
 
+import duckdb
 import pytest
 
 from tests import lakehouse_support as ev
@@ -40,6 +41,32 @@ def test_every_gold_table_has_a_view_and_the_macros_answer(built: Built):
         assert dict(failover)["g2"] == 19
     finally:
         sql.close()
+
+
+def test_no_statement_of_mirrorlake_sql_changes_a_byte_of_the_built_lakehouse(built: Built):
+    """Issue 59 item 1 on the lakehouse Spark built: every writing statement, the one that once
+    emptied gold offset_mapping first, is refused with an error, and every file is unchanged."""
+    from pathlib import Path
+
+    from lakehouse.sql import LakehouseSQL
+    from tests.test_sql_safety import tree_digest, writing_statements
+
+    root = Path(built.config.lakehouse.path)
+    before = tree_digest(root)
+    statements = writing_statements(root, root / "tables" / "gold" / "offset_mapping")
+    for statement in statements:
+        done = _cli("sql", statement, "--lakehouse", str(root))
+        assert done.returncode == 11 and done.stderr.startswith("error: "), (statement, done.stderr)
+        assert "Traceback" not in done.stderr
+    sql = LakehouseSQL(root)
+    try:
+        for statement in statements:
+            with pytest.raises(duckdb.Error):
+                sql.con.execute(statement)  # past the statement check: the connection itself refuses
+        assert sql.query("SELECT translate_offset('A->B', 'orders', 0, 0)").rows[0][0] is not None
+    finally:
+        sql.close()
+    assert tree_digest(root) == before
 
 
 def test_time_travel_by_version_and_timestamp_agrees_with_spark(built: Built, spark):

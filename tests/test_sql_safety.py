@@ -7,13 +7,17 @@ issue's case: a lakehouse in a directory named ``a'); COPY (SELECT 'injected') T
 SELECT ('`` is read by ``mirrorlake sql`` like any other, and nothing is written. Spark's
 ``delta.`path``` quoting is held to a real Spark in ``tests/test_lakehouse_decode.py``.
 
-``mirrorlake sql`` reads the lakehouse and nothing else: one SELECT, files only under the
-lakehouse directory, no write even there, no extension installed or loaded, its configuration
-locked; ``--unrestricted`` lifts it, said so in its help.
+``mirrorlake sql`` reads the lakehouse and nothing else (issue 59, item 1): its DuckDB connection
+has no file system at all (the tables reach it as Arrow data delta-rs resolves), so no statement
+can write, even inside the lakehouse and even one the statement check lets through
+(``EXPLAIN ANALYZE COPY`` once emptied gold ``offset_mapping``); no extension installed or loaded,
+its configuration locked; ``--unrestricted`` lifts it, said so in its help. The same statements are
+held to the lakehouse the session builds with Spark in ``tests/test_lakehouse_sql.py``.
 """
 
 from __future__ import annotations
 
+import hashlib
 import sys
 from pathlib import Path
 
@@ -24,7 +28,7 @@ from deltalake import write_deltalake
 from hypothesis import given
 from hypothesis import strategies as st
 
-from lakehouse.sql import SQLError
+from lakehouse.sql import LakehouseSQL, SQLError
 from lakehouse.sql_quote import duck_ident, duck_string, duck_value
 from mirrorlake.cli import main
 
@@ -127,3 +131,55 @@ def test_unrestricted_gives_duckdb_s_full_access(tmp_path: Path, monkeypatch, ca
     assert code == 0 and Path(OUTSIDE).read_text().strip() in out, err
     code, _out, err = _sql(monkeypatch, capsys, "SELECT 1; SELECT 2", "--lakehouse", str(root), "--unrestricted")
     assert code == SQLError.exit_code and "one statement at a time" in err
+
+
+def tree_digest(root: Path) -> dict[str, str]:
+    """Every file under ``root`` by relative path, with the SHA-256 of its bytes."""
+    files = (p for p in root.rglob("*") if p.is_file())
+    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest() for p in files}
+
+
+def writing_statements(root: Path, table: Path) -> list[str]:
+    """Statements that would change ``root`` (the lakehouse) given a connection that can write.
+    ``table`` is one of its Delta tables: its next commit file is a target."""
+    log = table / "_delta_log"
+    next_commit = log / f"{max(int(p.stem) for p in log.glob('*.json')) + 1:020d}.json"
+    return [
+        f"EXPLAIN ANALYZE COPY (SELECT 1 AS a) TO '{next_commit}' (FORMAT json)",  # the one that wiped gold
+        f"EXPLAIN ANALYZE COPY (SELECT 1 AS a) TO '{root}/x.parquet' (FORMAT parquet)",
+        f"EXPLAIN ANALYZE COPY (SELECT 1 AS a) TO '{table}/part-0.parquet' (FORMAT parquet)",
+        f"COPY (SELECT 1 AS a) TO '{next_commit}'",
+        f"ATTACH '{root}/attached.duckdb'",
+        f"EXPORT DATABASE '{root}/exported'",
+        "INSTALL httpfs",
+        "LOAD httpfs",
+        "CREATE PERSISTENT SECRET s (TYPE s3, KEY_ID 'a', SECRET 'b')",
+        "SET enable_external_access = true",
+        f"SET temp_directory = '{root}/tmp'",
+        f"SELECT * FROM glob('{root}/**')",
+        f"SELECT * FROM read_text('{next_commit.parent}/*.json')",
+        "PRAGMA enable_profiling = 'json'",
+        f"PRAGMA profiling_output = '{root}/profile.json'",
+        f"CALL pragma_storage_info('{table}')",
+    ]
+
+
+def test_no_statement_writes_a_byte_of_the_lakehouse(tmp_path: Path, monkeypatch, capsys):
+    """Each writing statement exits with one clear error, through the CLI (statement check included)
+    and straight on the connection (no check): the lakehouse is unchanged byte for byte and still reads."""
+    root = _lakehouse(tmp_path / "lh")
+    monkeypatch.chdir(tmp_path)
+    table = root / "tables" / "silver" / "lifecycle"
+    before = tree_digest(tmp_path)
+    for statement in writing_statements(root, table):
+        code, _out, err = _sql(monkeypatch, capsys, statement, "--lakehouse", str(root))
+        assert code == SQLError.exit_code and err.startswith("error: ") and "Traceback" not in err, (statement, err)
+    sql = LakehouseSQL(root)
+    try:
+        for statement in writing_statements(root, table):
+            with pytest.raises(duckdb.Error):
+                sql.con.execute(statement)  # past the statement check: only the connection stands in the way
+        assert sql.query("SELECT flow, state FROM lifecycle").rows == [("A->B", "started")]
+    finally:
+        sql.close()
+    assert tree_digest(tmp_path) == before
