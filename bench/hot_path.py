@@ -29,8 +29,8 @@ from confluent_kafka import Message, Producer
 from replicator.client.provenance import Provenance
 from replicator.events import Event, encode
 from replicator.flow.copying.copier import PythonCopier
-from replicator.flow.syncs.offset_sync import SyncOrigin
-from replicator.flow.syncs.sync_ledger import SyncLedger
+from replicator.flow.core.offset_sync import SyncOrigin
+from replicator.flow.core.sync_ledger import SyncLedger
 from replicator.metadata.topics import RemoteTopic
 from replicator.metrics.stats import FlowStats
 

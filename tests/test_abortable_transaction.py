@@ -18,9 +18,9 @@ import pytest
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
 from mirrorlake.traffic import ensure_topic
+from replicator.flow.core.offset_sync import SyncOrigin
+from replicator.flow.core.sync_ledger import SyncLedger
 from replicator.flow.syncs.commits import TransactionalCommits
-from replicator.flow.syncs.offset_sync import SyncOrigin
-from replicator.flow.syncs.sync_ledger import SyncLedger
 from replicator.kafka.clients import new_consumer, new_producer
 from replicator.kafka.position_store import PositionStore
 

@@ -74,3 +74,25 @@ def test_a_loop_is_found_when_there_is_one():
     for a, b in (("p.a", "p.b"), ("p.b", "p.c"), ("p.c", "p.a"), ("p.c", "p.d")):
         graph.add_import(importer=a, imported=b)
     assert _cycles(graph) == [["p.a", "p.b", "p.c"]]
+
+
+# What the flow's core may import: the standard library's pure parts, and the project's pure layers
+_CORE_MAY_IMPORT = re.compile(
+    r"^(__future__|bisect|collections(\.abc)?|dataclasses|enum|logging|typing|"
+    r"replicator\.(client|events|errors|text)(\..*)?|replicator\.flow\.core(\..*)?)$"
+)
+
+
+def test_the_flow_core_has_no_io_no_thread_and_no_clock():
+    """``replicator/flow/core`` is driven by the runner and by the simulator alike: it may not reach a
+    client, a thread, a clock or a socket, directly or through another module of the project."""
+    import ast
+
+    found = []
+    for path in sorted((ROOT / "replicator" / "flow" / "core").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names = [node.module]
+            found += [(path.name, n) for n in names if not _CORE_MAY_IMPORT.match(n)]
+    assert found == []

@@ -20,9 +20,9 @@ from replicator.client.provenance import PROVENANCE_HEADER, Provenance
 from replicator.events import Event, OffsetSync, SyncReason
 from replicator.flow.control.caught_up import CaughtUpCheck
 from replicator.flow.copying.copier import PythonCopier
+from replicator.flow.core.offset_sync import SyncOrigin
+from replicator.flow.core.sync_ledger import SyncLedger
 from replicator.flow.syncs.commits import AtLeastOnceCommits
-from replicator.flow.syncs.offset_sync import SyncOrigin
-from replicator.flow.syncs.sync_ledger import SyncLedger
 from replicator.flow.topics.topic_follower import TopicFollower
 from replicator.metadata.filters import RegexTopicFilter
 from replicator.metadata.topics import RemoteTopic, TopicSelector

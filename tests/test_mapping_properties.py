@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from mirrorlake.groundtruth import expected_translation
 from replicator.client.mapping import Point, build_segments, points_from_sync, translate
-from replicator.flow.syncs.offset_sync import OffsetSyncTracker
+from replicator.flow.core.offset_sync import OffsetSyncTracker
 
 
 def points_of(syncs) -> list[Point]:

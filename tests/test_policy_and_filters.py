@@ -7,7 +7,7 @@ import pytest
 from replicator.client.policy import DefaultReplicationPolicy, IdentityReplicationPolicy, policy_from_config
 from replicator.config import PolicyConfig, parse_config
 from replicator.errors import ConfigError
-from replicator.flow.syncs.offset_sync import OffsetSyncTracker
+from replicator.flow.core.offset_sync import OffsetSyncTracker
 from replicator.metadata.filters import RegexGroupFilter, RegexTopicFilter
 from replicator.metadata.topics import TopicSelector
 

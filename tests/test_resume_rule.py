@@ -3,14 +3,13 @@ never past a record it has not copied (issue 39 item 1)."""
 
 from __future__ import annotations
 
-from confluent_kafka import OFFSET_INVALID, TopicPartition
 from hypothesis import given
 from hypothesis import strategies as st
 
 from replicator.client.mapping import Segment
 from replicator.events import Lifecycle, OffsetSync, SyncReason
-from replicator.flow.syncs.resume import LEFT_COPIES, Coverage, PreviousRun, resume_point
-from replicator.flow.syncs.takeover import Takeovers
+from replicator.flow.core.ownership import Ownership
+from replicator.flow.core.resume import LEFT_COPIES, Coverage, PreviousRun, resume_point
 
 
 def _seg(lo: int, hi: int, delta: int = 0) -> Segment:
@@ -208,21 +207,41 @@ def test_two_views_handing_the_same_log_judge_as_one(events, picks):
 
 
 def test_every_assignment_holds_its_partitions_for_recovery_but_a_start_of_its_own():
-    takeovers = Takeovers()
+    own = Ownership(exactly_once=False)
     # the first assignment too: a peer may have copied on since this process started (seed 197)
-    now, held = takeovers.split([TopicPartition("t", 0, OFFSET_INVALID), TopicPartition("u", 0, OFFSET_INVALID)])
-    assert now == [] and held == [("t", 0), ("u", 0)]
-    now, held = takeovers.split([TopicPartition("t", 1, OFFSET_INVALID), TopicPartition("t", 2, 40)], hold=[("t", 2)])
-    assert now == [] and held == [("t", 1), ("t", 2)]  # a re-created topic's is held whatever its start
-    now, held = takeovers.split([TopicPartition("t", 3, 40)])
-    assert [(tp.topic, tp.partition, tp.offset) for tp in now] == [("t", 3, 40)] and held == []
-    assert takeovers.pending == [("t", 0), ("u", 0), ("t", 1), ("t", 2)]
+    assert own.assign([(("t", 0), None), (("u", 0), None)]) == []
+    assert own.held == [("t", 0), ("u", 0)]
+    assert own.assign([(("t", 1), None), (("t", 2), 40)], relive=[("t", 2)]) == []  # a re-created topic's: held
+    assert own.assign([(("t", 3), 40)]) == [(("t", 3), 40)]
+    assert own.held == [("t", 0), ("u", 0), ("t", 1), ("t", 2)] and own.assigned == {("t", 3)}
 
 
-def test_a_held_partition_taken_away_is_dropped_and_named_as_never_assigned():
-    takeovers = Takeovers()
-    takeovers.split([TopicPartition("t", 0, OFFSET_INVALID), TopicPartition("t", 1, OFFSET_INVALID)])
-    assert takeovers.revoked(iter([("t", 1), ("t", 5)])) == {("t", 1)}
-    assert takeovers.pending == [("t", 0)]
-    takeovers.release([("t", 0)])
-    assert takeovers.pending == []
+def test_a_held_partition_taken_away_is_dropped_named_as_never_assigned_and_the_stop_is_not_clean():
+    own = Ownership(exactly_once=False)
+    own.assign([(("t", 0), None), (("t", 1), None)])
+    assert own.revoke(iter([("t", 1), ("t", 5)])) == {("t", 1)}
+    assert own.held == [("t", 0)] and own.left_copies  # this run never reconciled t[1]'s commit
+    assert own.taken_over([("t", 0)], {("t", 0): 70}, {}) == [(("t", 0), 70)]
+    assert own.held == [] and own.assigned == {("t", 0)}
+
+
+def test_a_resume_revoked_before_its_commit_or_a_loss_makes_the_stop_unclean_a_plain_revoke_does_not():
+    own = Ownership(exactly_once=False)
+    own.assign([(("t", 0), None), (("t", 1), 5)])
+    own.taken_over([("t", 0)], {("t", 0): 70}, {})
+    own.revoke([("t", 1)])  # assigned at a start of its own, nothing due: a clean revoke
+    assert not own.left_copies
+    due = own.resets(now=0.0)
+    assert due == ([], [(("t", 0), 70)])
+    own.resets_refused(*due, now=0.0)  # the coordinator moved: asked again a second later
+    assert own.resets(now=0.5) is None and own.resume_due == [(("t", 0), 70)]
+    own.revoke([("t", 0)])  # revoked with its resume still uncommitted
+    assert own.left_copies and own.resume_due == []
+    lost = Ownership(exactly_once=False)
+    lost.assign([(("t", 0), 3)])
+    lost.lose([("t", 0)])
+    assert lost.left_copies
+    once = Ownership(exactly_once=True)
+    assert once.assign([(("t", 0), None)]) == [(("t", 0), None)]  # nothing held: an aborted transaction left nothing
+    once.lose([("t", 0)])
+    assert not once.left_copies

@@ -8,9 +8,9 @@ from hypothesis import strategies as st
 from mirrorlake.groundtruth import GroundTruth
 from replicator.client.mapping_index import MappingIndex
 from replicator.events import OffsetSync, SyncReason
+from replicator.flow.core.matching import match_copies, recovery_syncs
+from replicator.flow.core.offset_sync import SyncOrigin
 from replicator.flow.syncs.gap_recovery import downstream_gaps
-from replicator.flow.syncs.offset_sync import SyncOrigin
-from replicator.flow.syncs.tail_recovery import match_copies, recovery_syncs
 
 ORIGIN = SyncOrigin("A->B", "r1", "A", "B")
 

@@ -19,7 +19,7 @@ from confluent_kafka import Producer
 
 from mirrorlake.traffic import ensure_topic
 from replicator.events import Lifecycle, OffsetSync, SyncReason
-from replicator.flow.syncs.resume import PreviousRun
+from replicator.flow.core.resume import PreviousRun
 from replicator.kafka.state_log import StateLog
 from replicator.tasks.base import StateView
 

@@ -49,7 +49,7 @@ from replicator.events import Failback, FailbackRange, OffsetSync, encode
 from replicator.failover.api import STALE_AFTER_S, running_replicators, user_name
 from replicator.failover.export import export_file
 from replicator.failover.state import FlowState, read_flow_state
-from replicator.flow.syncs.offset_sync import SyncOrigin
+from replicator.flow.core.offset_sync import SyncOrigin
 from replicator.flow.syncs.tail_recovery import TailRecovery
 from replicator.kafka.clients import new_producer
 from replicator.kafka.connectivity import wait_for_cluster

@@ -37,8 +37,9 @@ from replicator.config import MirrorlakeConfig
 from replicator.errors import FailoverError
 from replicator.events import OffsetSync
 from replicator.failover.state import FlowState
-from replicator.flow.syncs.offset_sync import SyncOrigin
-from replicator.flow.syncs.tail_recovery import TailRecovery, recovery_syncs
+from replicator.flow.core.matching import recovery_syncs
+from replicator.flow.core.offset_sync import SyncOrigin
+from replicator.flow.syncs.tail_recovery import TailRecovery
 from replicator.kafka.connectivity import answers_metadata
 from replicator.kafka.errors import kafka_error_reason
 from replicator.kafka.log_bounds import log_bounds, throwaway_reader

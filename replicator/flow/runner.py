@@ -5,12 +5,14 @@ provenance header where enabled); the remote topic has at least the source's par
 Source partitions are shared among the processes of one flow by the consumer group
 ``mirrorlake.<source>-><target>`` with cooperative-sticky assignment; a revoked partition is
 drained and its position committed before it is given up, and a partition handed over while the
-process runs is copied only once its last owner's copies are recovered (``syncs.takeover``).
+process runs is copied only once its last owner's copies are recovered (``core.takeover``).
 
 Delivery: ``AtLeastOnceCommits`` by default, ``TransactionalCommits`` with ``exactly_once``
 (``replicator.flow.syncs.commits`` states both contracts).
 
-The runner wires pieces that each have one job: its clients come from a factory it is given
+The decisions (which partitions are held, recovered, resumed where, whether a stop is clean) are
+``replicator.flow.core``'s; this runner performs them with real clients. It wires pieces that each
+have one job: its clients come from a factory it is given
 (``replicator.flow.clients``), the copy hot path is ``NativeCopier`` (the compiled produce path,
 ``copy_engine`` auto or native) or ``PythonCopier`` (pure Python; exactly-once), topic following is
 ``TopicFollower``, the stop condition of a batch run is ``CaughtUpCheck``, and the offset syncs
@@ -49,13 +51,14 @@ from replicator.flow.copying.backpressure import Backpressure
 from replicator.flow.copying.batching import BATCH_MAX, Batcher
 from replicator.flow.copying.copier import PythonCopier
 from replicator.flow.copying.native_copier import NativeCopier
+from replicator.flow.core.offset_sync import SyncOrigin
+from replicator.flow.core.ownership import Ownership, Start
+from replicator.flow.core.resume import LEFT_COPIES
+from replicator.flow.core.sync_ledger import TP, SyncLedger
 from replicator.flow.syncs.commits import AbortTransaction, AtLeastOnceCommits, Commits, TransactionalCommits
 from replicator.flow.syncs.gap_recovery import GapRecovery
-from replicator.flow.syncs.offset_sync import SyncOrigin
-from replicator.flow.syncs.resume import LEFT_COPIES, PreviousRun, always_crashed
-from replicator.flow.syncs.sync_ledger import TP, SyncLedger
+from replicator.flow.syncs.previous_runs import SharedPreviousRun
 from replicator.flow.syncs.tail_recovery import TailRecovery, publish_syncs, recover_orphan_copies
-from replicator.flow.syncs.takeover import Takeovers
 from replicator.flow.topics.metadata_sync import TopicMetadataSync
 from replicator.flow.topics.remote_lives import RemoteLives
 from replicator.flow.topics.topic_follower import TopicFollower
@@ -144,24 +147,13 @@ class FlowRunner:
         self._provenance = Provenance(flow.source, flow.target, enabled=provenance_enabled(config, self.policy))
         self._client_factory = clients
         self._task_factory = state_tasks
-        self._assigned: set[TP] = set()
-        self._reset_due: list[TopicPartition] = []  # a re-created topic's starts, assigned and to commit
-        # the syncs of a re-created topic's copies matched at assignment, published once its start is committed
-        self._new_life_syncs: dict[TP, list[OffsetSync]] = {}
-        # at-least-once: starts past the copies the flow knows (``syncs.resume``), assigned, to commit
-        self._resume_due: list[TopicPartition] = []
-        self._takeovers = Takeovers()  # at-least-once: assigned partitions, held until recovered
+        self._own = Ownership(exactly_once=flow.exactly_once)  # held, assigned, starts to commit, clean stop
         # how the runs before this one ended, for its first recovery (None: every partition resumes
         # past its known copies; a clean stop speaks for the commits of the first assignment only)
-        self._previous: PreviousRun | None = None
-        self._left_copies = False  # lost partitions, or a resume revoked uncommitted: copies past a commit left behind
+        self._previous: SharedPreviousRun | None = None
         self._takeover_view: StateView | None = None  # the loop's own view of the state log, for them
-        self._takeover_retry_at = 0.0
-        self._resets_retry_at = 0.0  # after a commit refused in a rebalance (monotonic seconds)
-        self._closing = False  # the consumer is being closed: its last revoke commits nothing
         self._decided_topics: set[str] = set()  # source topics whose latest topic metadata_change decided a deletion
         self._created_topics: dict[str, str] = {}  # source -> remote topics the flow's events say it created
-        self._newly_assigned: set[TP] = set()  # at-least-once: assigned, commit not yet held to the log start
         self._known_at_start: dict[TP, int] = {}  # one past the last copy the mapping knew at start
         # per partition, the target offset before which every copy is of the topic the flow knows (its
         # id confirmed by a check after the copy): a re-created topic's copies are looked for past it
@@ -249,7 +241,7 @@ class FlowRunner:
             )
         else:
             self.commits = AtLeastOnceCommits(
-                self._consumer, self.ledger, self._drain, self.flow.name, lambda: self._assigned
+                self._consumer, self.ledger, self._drain, self.flow.name, lambda: self._own.assigned
             )
         self._follower = TopicFollower(
             self.flow.name,
@@ -286,7 +278,7 @@ class FlowRunner:
             # from a half-known state. And librdkafka 2.16 aborted the process (SIGABRT, CI of
             # 2026-11-28) in a synchronous commit inside close()'s revoke after a source topic was
             # re-created: close() revokes without committing.
-            self._closing = True
+            self._own.closing = True
             self._leave_group()
             self._consumer.close()
             self._copier.close()
@@ -321,7 +313,7 @@ class FlowRunner:
             requested.set,
         )
         watcher.start()  # before `started`: whoever sees this run started can reach it
-        previous = PreviousRun(self._emit_lifecycle("started"))
+        previous = SharedPreviousRun(self._emit_lifecycle("started"))
         tasks = self._task_factory(
             self.config,
             self.flow,
@@ -350,7 +342,7 @@ class FlowRunner:
                 self._guarded(lambda: self._check_lives("start"), "source")
                 self._guarded(lambda: self._check_remote_lives("start"), "target")
             if not self.flow.exactly_once:  # exactly-once: copies without a sync were never committed
-                # every assigned partition is recovered when assigned (``syncs.takeover``), the first
+                # every assigned partition is recovered when assigned (``core.takeover``), the first
                 # assignment's after a clean stop at its commits; the loop's view of the state log
                 # starts where the tasks' is now: the state log is read once at start, not twice
                 # ``previous`` hears the loop's view too: the first takeover judges the log as it
@@ -377,7 +369,7 @@ class FlowRunner:
                     tasks.stop(final_round=True)
                 else:
                     tasks.stop(final_round=True, join_s=max(left, _FINAL_ROUND_MIN_S), flush_s=_FINAL_ROUND_MIN_S)
-                unclean = self._left_copies or self.commits.left_behind
+                unclean = self._own.left_copies or self.commits.left_behind
                 self._emit_lifecycle("stopped", reason=LEFT_COPIES if unclean else None)
             self.stats.state = "stopped"
             stats = self.stats
@@ -437,12 +429,12 @@ class FlowRunner:
                 messages = keep_member(BATCH_MAX, timeout=0)
             else:
                 messages = next_batch()
-            if self._takeovers.pending and now >= self._takeover_retry_at:
+            if self._own.takeover_due(now):
                 self._take_over()
-            if self._newly_assigned:  # before the resets are committed: it reads the commits they replace
+            if self._own.newly_assigned:  # before the resets are committed: it reads the commits they replace
                 self._check_newly_assigned()
-            if (self._reset_due or self._resume_due) and now >= self._resets_retry_at:
-                self._commit_resets()
+            if (due := self._own.resets(now)) is not None:
+                self._commit_resets(*due)
             if messages:
                 copy_batch(messages)
             poll(0)
@@ -463,7 +455,7 @@ class FlowRunner:
             if (
                 until_caught_up
                 and not messages
-                and not self._takeovers.pending  # held partitions are not the consumer's yet
+                and not self._own.held  # held partitions are not the consumer's yet
                 and self._caught_up(copier.in_flight, bool(self._remote))
             ):
                 break
@@ -595,37 +587,30 @@ class FlowRunner:
 
     def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         _log.info("flow %s: assigned %s", self.flow.name, _names(partitions))
-        if self._closing:  # a join that ended while leaving (``_leave_group``): the client assigns them
+        if self._own.closing:  # a join that ended while leaving (``_leave_group``): the client assigns them
             return
         self._rejoin.assigned()
         if self.flow.exactly_once:
             self.commits.on_assign(consumer, partitions)
-            self._took([(tp.topic, tp.partition) for tp in partitions])
-            return
-        relive = self._lives.relive((tp.topic, tp.partition) for tp in partitions)  # a re-created topic's
-        starts, held = self._takeovers.split(partitions, hold=relive)  # their copies recovered first
-        consumer.incremental_assign(starts)
-        if held:
-            _log.info("flow %s: %s held until the copies their last owner left are recovered",
-                      self.flow.name, _names([TopicPartition(t, p) for t, p in held]))  # fmt: skip
-        self._took([(tp.topic, tp.partition) for tp in starts])
-
-    def _took(self, keys: list[TP]) -> None:
-        """``keys`` are assigned to the consumer now."""
-        if not self.flow.exactly_once:
-            self._newly_assigned.update(keys)
-        self._assigned.update(keys)
-        self.stats.assigned = sorted(self._assigned)
+            self._own.assign([((tp.topic, tp.partition), None) for tp in partitions])
+        else:
+            relive = self._lives.relive((tp.topic, tp.partition) for tp in partitions)  # a re-created topic's
+            starts = [((tp.topic, tp.partition), _start(tp)) for tp in partitions]
+            consumer.incremental_assign(_positions(self._own.assign(starts, relive)))
+            if held := self._own.held:
+                _log.info("flow %s: %s held until the copies their last owner left are recovered",
+                          self.flow.name, _names([TopicPartition(t, p) for t, p in held]))  # fmt: skip
+        self.stats.assigned = sorted(self._own.assigned)
 
     def _take_over(self) -> None:
-        """Recover the held partitions' copies (``syncs.takeover``), then assign them past those copies.
+        """Recover the held partitions' copies (``core.takeover``), then assign them past those copies.
 
         On the loop's thread, outside any rebalance callback, against the state log as it stands now:
         a recovery made at start, before the group assigned anything, could be overtaken by a peer
         that copied on and was then killed (seed 197 of the soak: 139 second copies of a partition
         whose start recovery ran while its owner still copied). A cluster that does not answer keeps
         them held and is asked again after its back-off (they would only wait for it anyway)."""
-        held = self._takeovers.pending
+        held = self._own.held
         assert self._clients is not None  # wired
         relive = [k for k in held if k in self._lives.reliving]
         selected = [(t, self._remote[t].target_topic, p) for t, p in held if t in self._remote and (t, p) not in relive]
@@ -633,49 +618,44 @@ class FlowRunner:
             self._takeover_view = StateView(self.config, self.flow)
         view = self._takeover_view
         try:
-            view.refresh()  # judged now, not at start: a peer may have copied (and been killed) since
-            crashed = self._previous.verdict() if self._previous is not None else always_crashed
             new_starts = self._relive(relive)
+            # judged on the state log as it stands now, not at start: a peer may have copied (and
+            # been killed) since (``core.takeover``)
             recovery = recover_orphan_copies(
                 self.config, self.flow, self.replicator_id, self._clients.lifecycle_producer, selected, view,
-                skipped=lambda headers: not self._provenance.stamp(headers)[0], crashed=crashed,
+                skipped=lambda headers: not self._provenance.stamp(headers)[0], previous=self._previous,
             )  # fmt: skip
         except (KafkaException, MirrorlakeError) as exc:
             if not self._outages.blame(("source", "target"), exc):
                 raise
-            self._takeover_retry_at = time.monotonic() + max(
-                1.0, self._outages.delay_left("source"), self._outages.delay_left("target")
-            )
+            wait = max(1.0, self._outages.delay_left("source"), self._outages.delay_left("target"))
+            self._own.takeover_failed(time.monotonic(), wait)
             return
         self._previous = None  # a clean stop speaks for the commits of the first assignment only
-        starts = [TopicPartition(t, p, recovery.resume_at.get((t, p), OFFSET_INVALID)) for t, p in held
-                  if (t, p) not in new_starts]  # fmt: skip
-        self._takeovers.release(held)
-        self._consumer.incremental_assign(starts + list(new_starts.values()))
-        self._reset_due += new_starts.values()  # committed (then their syncs published) by the loop
-        for tp in starts:
-            if tp.offset != OFFSET_INVALID:
+        starts = self._own.taken_over(held, recovery.resume_at, new_starts)
+        self._consumer.incremental_assign(_positions(starts))
+        for (t, p), offset in starts:
+            if offset is not None and (t, p) not in new_starts:
                 _log.info("flow %s: %s[%d] resumes at %d, past the copies its last owner made",
-                          self.flow.name, tp.topic, tp.partition, tp.offset)  # fmt: skip
-                self._resume_due.append(tp)
-        self._took(held)
+                          self.flow.name, t, p, offset)  # fmt: skip
+        self.stats.assigned = sorted(self._own.assigned)
 
-    def _relive(self, keys: list[TP]) -> dict[TP, TopicPartition]:
+    def _relive(self, keys: list[TP]) -> dict[TP, int]:
         """Where each of a re-created topic's partitions (assigned, held) starts: past the copies of its
         new topic's records on the target, matched by content from the target's log start (at most
-        ``max_tail`` records back); their syncs wait in ``_new_life_syncs`` for the start's commit."""
-        out: dict[TP, TopicPartition] = {}
-        matched: dict[TP, list[OffsetSync]] = {}
+        ``max_tail`` records back); their syncs wait in the ownership's ``new_life_syncs`` for the
+        start's commit."""
+        out: dict[TP, int] = {}
+        matched: list[OffsetSync] = []
         for topic in sorted({t for t, _p in keys if t in self._remote}):  # else dropped from the selection
             mine = {k: 0 for k in keys if k[0] == topic}
             syncs, at = self._match_new_life(topic, self._lives.ids[topic], mine)
-            for sync in syncs:
-                matched.setdefault((sync.source_topic, sync.partition), []).append(sync)
+            matched += syncs
             for t, p in mine:  # one missing on either cluster: from the log start (offset 0 is reset to it)
-                out[(t, p)] = TopicPartition(t, p, at.get((t, p), 0))
+                out[(t, p)] = at.get((t, p), 0)
                 _log.info("flow %s: %s[%d], of a re-created topic, starts at %d, past the copies of its new records",
                           self.flow.name, t, p, at.get((t, p), 0))  # fmt: skip
-        self._new_life_syncs.update(matched)  # all at once: a failed attempt is made again whole
+        self._own.matched(matched)  # all at once: a failed attempt is made again whole
         return out
 
     def _recovery(self) -> TailRecovery:
@@ -709,7 +689,7 @@ class FlowRunner:
         readers count it once). On the loop's thread, before the partition's first copy. The copies
         known are those of the mapping at start (the view is the state tasks' meanwhile): copies a
         process killed since left past its commit may be counted lost."""
-        tps, self._newly_assigned = [TopicPartition(t, p) for t, p in self._newly_assigned], set()
+        tps = [TopicPartition(t, p) for t, p in self._own.take_newly_assigned()]
         try:
             committed = self._consumer.committed(tps, timeout=10)
         except KafkaException as exc:
@@ -722,29 +702,19 @@ class FlowRunner:
 
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         _log.info("flow %s: revoked %s", self.flow.name, _names(partitions))
-        held = self._takeovers.revoked((tp.topic, tp.partition) for tp in partitions)
-        if held and not self.flow.exactly_once:
-            # taken away before their recovery: this run never reconciled their commits with the
-            # copies past them, so its stop cannot vouch for them (the 2026-12-02 soak: a process
-            # assigned everything while stopping, revoked 3 ms later, stopped "cleanly", and the next
-            # read that as leave to resume at the commits)
-            self._left_copies = True
-        if not self._closing:
-            self.commits.before_revoke(partitions)
+        if not self._own.closing:
+            self.commits.before_revoke([tp for tp in partitions if (tp.topic, tp.partition) in self._own.assigned])
+        held = self._own.revoke((tp.topic, tp.partition) for tp in partitions)
         self._forget(partitions)
-        self._backpressure.forget(partitions)
         self.stats.revoked += len(partitions)
         self._unassign_all_but(consumer, partitions, held)
 
     def _on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         _log.warning("flow %s: lost %s", self.flow.name, _names(partitions))
-        # copies of them past their commit stay behind: this run's stop is no clean stop for them
-        self._left_copies = not self.flow.exactly_once
-        held = self._takeovers.revoked((tp.topic, tp.partition) for tp in partitions)
         self._rejoin.lost(time.monotonic())
         self.commits.after_lost(partitions)
+        held = self._own.lose((tp.topic, tp.partition) for tp in partitions)
         self._forget(partitions)
-        self._backpressure.forget(partitions)
         self._unassign_all_but(consumer, partitions, held)
 
     @staticmethod
@@ -770,23 +740,13 @@ class FlowRunner:
         self._subscribe(list(self._remote))
 
     def _forget(self, partitions: list[TopicPartition]) -> None:
+        """What the runner's pieces keep for partitions no longer this process's (the ownership forgot them)."""
         gone = {(tp.topic, tp.partition) for tp in partitions}
-        self._reset_due = [tp for tp in self._reset_due if (tp.topic, tp.partition) not in gone]
-        if any((tp.topic, tp.partition) in gone for tp in self._resume_due):
-            # revoked before its resume past known copies was committed (the coordinator down, say):
-            # its commit stays behind those copies, so this run's stop is no clean stop for it (the
-            # 30-minute soak: a process revoked 0.5 s after a takeover, stopped "cleanly", came back and
-            # resumed at the commits: 30 second copies of its dead peer's last transactions)
-            self._left_copies = True
-        self._resume_due = [tp for tp in self._resume_due if (tp.topic, tp.partition) not in gone]
-        self._newly_assigned -= gone
         self._lives.relived(gone, committed=False)  # matched again at their next assignment here
-        for tp in gone:
-            self._new_life_syncs.pop(tp, None)
         self._copier.forget(gone)  # before the ledger: what was delivered is handed over first
         self.ledger.forget(gone)
-        self._assigned -= gone
-        self.stats.assigned = sorted(self._assigned)
+        self._backpressure.forget(partitions)
+        self.stats.assigned = sorted(self._own.assigned)
         for tp in gone:
             self.stats.lag.pop(tp, None)
 
@@ -815,7 +775,7 @@ class FlowRunner:
             _log.warning(
                 "flow %s: %s (%d partitions assigned, reading %s, %d records queued for the target, %d in "
                 "flight): resuming every partition",
-                self.flow.name, stats.stalled, len(self._assigned), "paused" if stats.paused else "not paused",
+                self.flow.name, stats.stalled, len(self._own.assigned), "paused" if stats.paused else "not paused",
                 len(self._data), self._copier.in_flight,
             )  # fmt: skip
             self._backpressure.resume_all()
@@ -883,7 +843,7 @@ class FlowRunner:
 
     def _check_lives(self, noticed: str) -> None:
         """Re-created topics (``flow.topic_lives``); records deleted before their copy (``ledger.gaps``)."""
-        copied = {tp: self.ledger.last_copy(tp) for tp in self._assigned}  # before the check: of the topic it sees
+        copied = {tp: self.ledger.last_copy(tp) for tp in self._own.assigned}  # before the check: of the topic it sees
         recreated = self._lives.check(self._remote, noticed)
         for tp, last in copied.items():
             if last is not None and tp[0] in self._lives.confirmed:
@@ -897,7 +857,7 @@ class FlowRunner:
             self._lives.adopt(r.topic)
             if noticed == "running":  # at start: each partition is matched when assigned (``_relive``)
                 self._restart_topic(r.topic, r.topic_id)  # said (``announce``) once its starts are committed
-                if not any(t == r.topic for t, _p in self._assigned):
+                if not any(t == r.topic for t, _p in self._own.assigned):
                     self._lives.announce(r.topic)
         gaps, self.ledger.gaps = self.ledger.gaps, []
         self._lives.check_gaps(gaps)
@@ -922,22 +882,21 @@ class FlowRunner:
         the copies of its records made before the flow noticed it (under the old id), found by content
         (``TailRecovery.new_life``). Their syncs of the new life are published after the start is
         committed: a crash in between finds the old id at restart and matches them again."""
-        mine = [tp for tp in self._assigned if tp[0] == topic]
+        mine = [tp for tp in self._own.assigned if tp[0] == topic]
         # a new remote topic holds nothing of the old: matched from its offset 0
         since = {key: 0 if remote else self._sure_until.get(key, 0) for key in mine}
         for key in mine:
             self._sure_until.pop(key, None)
         syncs, starts = self._match_new_life(topic, topic_id, since)
-        moved = [TopicPartition(t, p, starts.get((t, p), 0)) for t, p in mine]
+        moved = {key: starts.get(key, 0) for key in mine}
         self._copier.forget(set(mine))
         self.ledger.forget(mine)
-        for tp in moved:
+        for tp in _positions(list(moved.items())):
             self._consumer.seek(tp)
-        for sync in syncs:
-            self._new_life_syncs.setdefault((sync.source_topic, sync.partition), []).append(sync)
+        self._own.moved(moved, syncs)
         self._lives.relive(mine)  # the others are matched when assigned; these, again if revoked uncommitted
-        self._reset_due += moved
-        self._commit_resets()  # now, or again in 1 s when a rebalance refuses it (then its syncs wait)
+        if (due := self._own.resets(now=None)) is not None:  # now, or again in 1 s when a rebalance refuses it
+            self._commit_resets(*due)
 
     def _match_new_life(
         self, topic: str, topic_id: str | None, since: dict[TP, int]
@@ -953,37 +912,30 @@ class FlowRunner:
         if syncs and self._clients is not None:
             publish_syncs(self.config, self.flow, self._clients.lifecycle_producer, syncs)
 
-    def _commit_resets(self) -> None:
+    def _commit_resets(self, reset: list[tuple[TP, int]], resumed: list[tuple[TP, int]]) -> None:
         """Commit a re-created topic's partitions' new starts, then publish the syncs of the copies
         matched before them and say so (``announce``); and the starts past known copies (the flow's
         position then says where it stands). Refused in a rebalance or an outage: again in 1 s."""
-        reset, self._reset_due = self._reset_due, []
-        resumed, self._resume_due = self._resume_due, []
-        if not reset and not resumed:
-            return  # (a commit of nothing would commit the stored offsets, and fail with none stored)
         if reset and not self.flow.exactly_once:
             # stored too: the auto-commit would otherwise commit the old life's stored position over
             # this one (a seek keeps it), and a crash before the next copy would resume there
             try:
-                self._consumer.store_offsets(offsets=reset)
+                self._consumer.store_offsets(offsets=_positions(reset))
             except KafkaException as exc:  # not assigned any more: its next owner positions it
                 _log.debug("flow %s: store_offsets: %s", self.flow.name, exc)
         try:
-            self._consumer.commit(offsets=reset + resumed, asynchronous=False)
+            self._consumer.commit(offsets=_positions(reset + resumed), asynchronous=False)
         except KafkaException as exc:
             if not _refused_for_now(exc):
                 raise
-            # fenced in a rebalance or the coordinator moved: kept for partitions still assigned
-            # (``_forget`` drops the others; their next owner positions them itself)
             _log.warning("flow %s: start positions not committed yet (%s): trying again in 1 s",
                          self.flow.name, kafka_error_reason(exc))  # fmt: skip
-            self._reset_due, self._resume_due = reset + self._reset_due, resumed + self._resume_due
-            self._resets_retry_at = time.monotonic() + 1.0
+            self._own.resets_refused(reset, resumed, time.monotonic())
             return
-        keys = [(tp.topic, tp.partition) for tp in reset]
+        keys = [key for key, _offset in reset]
         self._lives.relived(keys, committed=True)
-        self._publish_matched([sync for k in keys for sync in self._new_life_syncs.pop(k, [])])
-        for topic in sorted({tp.topic for tp in reset}):
+        self._publish_matched(self._own.resets_committed(reset))
+        for topic in sorted({t for t, _p in keys}):
             self._lives.announce(topic)
 
     def _read_committed(self, topics: set[str]) -> dict[tuple[str, int], int]:
@@ -1043,3 +995,13 @@ class FlowRunner:
 
 def _names(partitions: list[TopicPartition]) -> str:
     return ", ".join(f"{tp.topic}[{tp.partition}]" for tp in partitions) or "nothing"
+
+
+def _positions(starts: list[Start] | list[tuple[TP, int]]) -> list[TopicPartition]:
+    """The consumer's view of ``starts`` (None: no start of its own, the committed position)."""
+    return [TopicPartition(t, p, OFFSET_INVALID if offset is None else offset) for (t, p), offset in starts]
+
+
+def _start(tp: TopicPartition) -> int | None:
+    """A partition's start as the group gave it (None: no start of its own)."""
+    return None if tp.offset == OFFSET_INVALID else tp.offset

@@ -13,8 +13,8 @@ from typing import Protocol
 
 from confluent_kafka import OFFSET_INVALID, TopicPartition
 
+from replicator.flow.core.sync_ledger import TP, SyncLedger
 from replicator.flow.syncs.commits import Commits
-from replicator.flow.syncs.sync_ledger import TP, SyncLedger
 
 __all__ = ["CaughtUpCheck", "PositionReader"]
 

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Protocol
 from confluent_kafka import KafkaError, Message, Producer
 
 if TYPE_CHECKING:
-    from replicator.flow.syncs.sync_ledger import SyncLedger
+    from replicator.flow.core.sync_ledger import SyncLedger
     from replicator.metadata.topics import RemoteTopic
 
 __all__ = ["Copier"]

@@ -26,7 +26,7 @@ from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
 from replicator.client.provenance import Provenance
 from replicator.errors import ReplicationError
-from replicator.flow.syncs.sync_ledger import SyncLedger
+from replicator.flow.core.sync_ledger import SyncLedger
 from replicator.kafka.errors import kafka_error
 from replicator.metadata.topics import RemoteTopic
 from replicator.metrics.mm2_metrics import SourcePartitionMetrics

@@ -24,7 +24,7 @@ from confluent_kafka import KafkaError, KafkaException, Message
 from replicator.client.provenance import Provenance
 from replicator.errors import ReplicationError
 from replicator.flow.copying.copycore import core_settings, load_copycore
-from replicator.flow.syncs.sync_ledger import TP, SyncLedger
+from replicator.flow.core.sync_ledger import TP, SyncLedger
 from replicator.kafka.clients import refused_config
 from replicator.kafka.settings import RDKAFKA_LOG
 from replicator.metadata.topics import RemoteTopic

@@ -24,7 +24,7 @@ from confluent_kafka import OFFSET_INVALID, Consumer, KafkaError, KafkaException
 from replicator.errors import ReplicationError
 from replicator.flow.control.outage import Outages
 from replicator.flow.control.shutdown import StopBudget
-from replicator.flow.syncs.sync_ledger import TP, SyncLedger
+from replicator.flow.core.sync_ledger import TP, SyncLedger
 from replicator.kafka.errors import kafka_error, transaction_failed
 from replicator.kafka.position_store import PositionStore
 from replicator.metrics.mm2_metrics import WindowedValue

@@ -10,7 +10,7 @@ the earlier copies while the latest copy of those records, the one the exact tra
 
 ``GapRecovery`` reads each such gap of an at-least-once flow (exactly-once: a dead writer's
 transaction is aborted, and every commit marker is a one-offset gap), matches its records to the
-source by content (``tail_recovery.match_copies``, second copies included) and publishes their
+source by content (``core.matching.match_copies``, second copies included) and publishes their
 syncs with reason ``recovered``, as the start does for the copies past the last sync. Records that
 match nothing (another producer's, a marker of an earlier exactly-once run) stay a gap. Gaps are
 examined once per process, partition by partition, at most ``max_gaps`` gaps and ``budget`` target
@@ -24,10 +24,11 @@ import logging
 from typing import Any
 
 from replicator.client.mapping import Segment
-from replicator.flow.syncs.offset_sync import SyncOrigin
-from replicator.flow.syncs.tail_recovery import TopicIds, hashed_range, match_copies, recovery_syncs, topic_pair_ids
-from replicator.kafka.log_bounds import log_bounds, throwaway_reader
-from replicator.tasks.audit import RangeReader
+from replicator.flow.core.logs import hashed_range
+from replicator.flow.core.matching import TopicIds, match_copies, recovery_syncs
+from replicator.flow.core.offset_sync import SyncOrigin
+from replicator.flow.core.takeover import topic_pair_ids
+from replicator.flow.syncs.kafka_logs import KafkaLogs
 from replicator.tasks.base import STATE_LANE, TaskContext
 
 __all__ = ["GapRecovery", "downstream_gaps"]
@@ -71,10 +72,10 @@ class GapRecovery:
         self._max_gap = max_gap
         flow = ctx.flow
         self._origin = SyncOrigin(flow.name, ctx.replicator_id, flow.source, flow.target)
-        self._source_conf: dict[str, Any] = ctx.config.cluster(flow.source).client_config()
-        self._target_conf: dict[str, Any] = ctx.config.cluster(flow.target).client_config()
-        self._source = RangeReader(self._source_conf, f"{ctx.replicator_id}-{flow.name}-gaps-source")
-        self._target = RangeReader(self._target_conf, f"{ctx.replicator_id}-{flow.name}-gaps-target")
+        source_conf: dict[str, Any] = ctx.config.cluster(flow.source).client_config()
+        target_conf: dict[str, Any] = ctx.config.cluster(flow.target).client_config()
+        self._source = KafkaLogs(source_conf, f"{ctx.replicator_id}-{flow.name}-gaps-source")
+        self._target = KafkaLogs(target_conf, f"{ctx.replicator_id}-{flow.name}-gaps-target")
         self._examined: dict[
             tuple[str, int, str | None, str | None], int
         ] = {}  # downstream offset examined up to, per life
@@ -121,7 +122,7 @@ class GapRecovery:
         yet by the flow: the gap holds another topic's records)."""
         key = (topic, target_topic)
         if key not in known:
-            known.update(topic_pair_ids(self._source_conf, self._target_conf, [key]))
+            known.update(topic_pair_ids(self._source, self._target, [key]))
         now = known[key]
         if any(a is not None and a != b for a, b in zip(life, now, strict=True)):
             return None
@@ -129,10 +130,8 @@ class GapRecovery:
 
     def _bounds(self, topic: str, target_topic: str, partition: int) -> tuple[int, int, int] | None:
         """(source log start, source log end, target log start); None when either partition is gone."""
-        with throwaway_reader(self._source_conf, f"{self._origin.flow}-gaps") as consumer:
-            source = log_bounds(consumer, [(topic, partition)], skip_missing=True).get((topic, partition))
-        with throwaway_reader(self._target_conf, f"{self._origin.flow}-gaps") as consumer:
-            target = log_bounds(consumer, [(target_topic, partition)], skip_missing=True).get((target_topic, partition))
+        source = self._source.bounds([(topic, partition)]).get((topic, partition))
+        target = self._target.bounds([(target_topic, partition)]).get((target_topic, partition))
         return None if source is None or target is None else (source[0], source[1], target[0])
 
     def _recover(
@@ -148,18 +147,19 @@ class GapRecovery:
         """Publish the syncs of the copies between ``before`` and ``after`` (the source as it is now)."""
         s_low, s_end, t_low = bounds
         start = max(t_low, before.downstream_end + 1)  # retention
-        gap = hashed_range(self._target, target_topic, partition, start, after.downstream_start)
+        tail = hashed_range(self._target, target_topic, partition, start, after.downstream_start)
+        gap = [(r.offset, r.hash) for r in tail]
         if not gap:
             return  # markers, aborted or compacted records only
         expect = before.upstream_end + 1
         lo = max(s_low, expect - len(gap) - _LOOKBACK)
         hi = min(s_end, max(expect, after.upstream_start) + len(gap))
-        source = hashed_range(self._source, topic, partition, lo, hi, keep_ts=True)
-        pairs = match_copies(gap, [(o, h) for o, h, _ts in source], expect_from=expect)
+        source = hashed_range(self._source, topic, partition, lo, hi)
+        pairs = match_copies(gap, [(r.offset, r.hash) for r in source], expect_from=expect)
         if not pairs:
             return
         last = (before.upstream_end, before.downstream_end)
-        timestamps = {o: ts for o, _h, ts in source}
+        timestamps = {r.offset: r.timestamp for r in source}
         for sync in recovery_syncs(self._origin, topic, target_topic, partition, last, pairs, timestamps, ids):
             self._ctx.emit(sync)
         _log.info(

@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable
 from typing import Protocol
 
 from replicator.events import Event, OffsetSync
-from replicator.flow.syncs.offset_sync import OffsetSyncTracker, SyncOrigin
+from replicator.flow.core.offset_sync import OffsetSyncTracker, SyncOrigin
 
 __all__ = ["SyncLedger", "StateEmitter", "TP"]
 

@@ -24,21 +24,16 @@ that tail recovery could not match (a tail past its bound, a source record delet
 from __future__ import annotations
 
 import bisect
-import logging
-import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 
 from replicator.client.failover_cost import interval_union
 from replicator.client.mapping import Segment
 from replicator.events import Event, Lifecycle, OffsetSync
-from replicator.tasks.audit import RangeReader
+from replicator.flow.core.logs import TP, Headers, PartitionLogs
 
-__all__ = ["Coverage", "Headers", "LEFT_COPIES", "always_crashed", "resume_point", "ResumeScan", "PreviousRun"]
-
-_log = logging.getLogger(__name__)
+__all__ = ["Coverage", "LEFT_COPIES", "PreviousRun", "always_crashed", "resume_point", "walk_resume"]
 
 _CHUNK = 20_000  # records per read
-Headers = list[tuple[str, bytes | None]] | None
 
 
 class Coverage:
@@ -72,62 +67,27 @@ def resume_point(start: int, records: Iterable[tuple[int, bool]], known: Coverag
     return position
 
 
-class ResumeScan:
-    """Reads the source from each partition's commit to its last known copy and applies ``resume_point``."""
-
-    def __init__(
-        self,
-        source_conf: dict[str, object],
-        client_id: str,
-        skipped: Callable[[Headers], bool],
-        *,
-        max_scan: int = 1_000_000,
-    ) -> None:
-        self._conf = dict(source_conf)
-        self._client_id = client_id
-        self._skipped = skipped
-        self._max_scan = max_scan
-
-    def run(
-        self, wanted: Sequence[tuple[str, int, int, Coverage]], source_end: dict[tuple[str, int], int]
-    ) -> dict[tuple[str, int], int]:
-        """Per ``(topic, partition, start, known)``: the resume offset, where it is past ``start``."""
-        out: dict[tuple[str, int], int] = {}
-        reader: RangeReader | None = None
-        try:
-            for topic, partition, start, known in wanted:
-                last = known.last
-                if last is None or last < start:
-                    continue
-                end = min(last + 1, source_end.get((topic, partition), last + 1))
-                if end - start > self._max_scan:
-                    _log.warning(
-                        "%s[%d]: %d records between the commit and the last known copy, more than %d: resuming "
-                        "at the commit (they are copied again)",
-                        topic, partition, end - start, self._max_scan,
-                    )  # fmt: skip
-                    continue
-                reader = reader or RangeReader(self._conf, self._client_id)
-                at = self._walk(reader, topic, partition, start, end, known)
-                if at > start:
-                    out[(topic, partition)] = at
-        finally:
-            if reader is not None:
-                reader.close()
-        return out
-
-    def _walk(self, reader: RangeReader, topic: str, partition: int, start: int, end: int, known: Coverage) -> int:
-        position = start
-        while position < end:
-            msgs = reader.read(topic, partition, position, min(end, position + _CHUNK))
-            if not msgs:
-                return position  # nothing returned: markers to the end, or a read cut short; never skip
-            records = [(m.offset(), self._skipped(m.headers())) for m in msgs]  # type: ignore[arg-type]
-            at = resume_point(position, records, known)  # type: ignore[arg-type]
-            if at <= records[-1][0]:  # type: ignore[operator]
-                return at  # a record the flow has not copied
-            position = at
-        return position
+def walk_resume(
+    logs: PartitionLogs,
+    key: TP,
+    start: int,
+    end: int,
+    known: Coverage,
+    skipped: Callable[[Headers], bool],
+) -> int:
+    """``resume_point`` over the source's records of ``[start, end)``, read in chunks through ``logs``:
+    the first record neither known nor ``skipped``, else where the reading ended (never past it)."""
+    topic, partition = key
+    position = start
+    while position < end:
+        records = logs.read(topic, partition, position, min(end, position + _CHUNK))
+        if not records:
+            return position  # nothing returned: markers to the end, or a read cut short; never skip
+        at = resume_point(position, [(r.offset, skipped(r.headers)) for r in records], known)
+        if at <= records[-1].offset:
+            return at  # a record the flow has not copied
+        position = at
+    return position
 
 
 # The ``reason`` of a ``stopped`` that is no clean stop for every partition the run copied: it lost
@@ -165,11 +125,10 @@ class PreviousRun:
     process's commits: 23 second copies.) A rewind is honoured for a partition whose last copier
     stopped cleanly; one whose last copier was killed resumes past its known copies. The newest sync
     cannot name a copier that was killed before its first sync of the partition: the recovery that
-    finds its copies past the last sync takes them as the crash they are
-    (``tail_recovery.recover_orphan_copies``)."""
+    finds its copies past the last sync takes them as the crash they are (``takeover.crash_left``).
+    Not thread-safe (``syncs.previous_runs`` shares it)."""
 
     def __init__(self, own_start: Lifecycle) -> None:
-        self._lock = threading.Lock()  # ``take`` runs on the state lane's thread and the loop's
         self._own = own_start
         self._newest: Lifecycle | None = None
         self._states: dict[str, Lifecycle] = {}  # replicator id -> its newest lifecycle event
@@ -177,10 +136,6 @@ class PreviousRun:
         self._last_sync: dict[tuple[str, int], tuple[int, str]] = {}  # partition -> its newest sync's (at, emitter)
 
     def take(self, event: Event) -> None:
-        with self._lock:
-            self._take(event)
-
-    def _take(self, event: Event) -> None:
         own = self._own
         if event.flow != own.flow:
             return
@@ -207,10 +162,6 @@ class PreviousRun:
     @property
     def crashed(self) -> bool:
         """Whether the flow as a whole ended without a clean stop (then every partition resumes past its copies)."""
-        with self._lock:
-            return self._crashed()
-
-    def _crashed(self) -> bool:
         if self._newest is None or self._newest.state != "stopped" or self._newest.reason == LEFT_COPIES:
             return True
         stop = self._newest.emitted_at_ms
@@ -231,10 +182,9 @@ class PreviousRun:
         """Per ``(source topic, partition)``, as the state log stands now: whether its copying ended
         in a crash (resume past its known copies) rather than at its commit. A partition no process
         ever synced follows the flow's ``crashed``."""
-        with self._lock:
-            if self._crashed():
-                return always_crashed
-            after = {key for key, (at, rid) in self._last_sync.items() if not self._stopped_after(rid, at)}
+        if self.crashed:
+            return always_crashed
+        after = {key for key, (at, rid) in self._last_sync.items() if not self._stopped_after(rid, at)}
         return lambda topic, partition: (topic, partition) in after
 
 
