@@ -32,10 +32,12 @@ from replicator.events.model import (
     TopicRecreated,
     Watermark,
     fact_event_id,
+    stamped_by,
 )
 
 __all__ = [
     "fact_event_id",
+    "stamped_by",
     "EVENT_TYPES",
     "MAGIC",
     "AuditWindow",

@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, fields
 from enum import StrEnum
 from typing import Any, ClassVar, Self
@@ -37,11 +40,31 @@ __all__ = [
     "fact_event_id",
     "new_event_id",
     "now_ms",
+    "stamped_by",
 ]
 
 
+# Where an event's id and time come from. Real processes: a random id and the wall clock. The
+# deterministic simulator (``mirrorlake.simulation``) sets both for the events made inside its run
+# (``stamped_by``), so the same seed makes the same events.
+_STAMP: ContextVar[tuple[Callable[[], str], Callable[[], int]] | None] = ContextVar(
+    "mirrorlake_event_stamp", default=None
+)
+
+
+@contextmanager
+def stamped_by(event_id: Callable[[], str], clock_ms: Callable[[], int]) -> Iterator[None]:
+    """Events made inside take their id from ``event_id`` and their time from ``clock_ms``."""
+    token = _STAMP.set((event_id, clock_ms))
+    try:
+        yield
+    finally:
+        _STAMP.reset(token)
+
+
 def new_event_id() -> str:
-    return str(uuid.uuid4())
+    stamp = _STAMP.get()
+    return str(uuid.uuid4()) if stamp is None else stamp[0]()
 
 
 def fact_event_id(*parts: object) -> str:
@@ -50,7 +73,8 @@ def fact_event_id(*parts: object) -> str:
 
 
 def now_ms() -> int:
-    return time.time_ns() // 1_000_000
+    stamp = _STAMP.get()
+    return time.time_ns() // 1_000_000 if stamp is None else stamp[1]()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
