@@ -169,6 +169,24 @@ def test_one_id_for_every_run_judges_its_earlier_runs_syncs_not_this_ones():
     assert _previous(me).verdict()("t", 0)  # nothing known: a crash
 
 
+def test_a_run_killed_after_its_syncs_is_not_vouched_for_by_a_later_run_of_its_id():
+    """The simulator's seed 5, cut down: r1's run copies t[0] and is killed; the next run of r1 (a
+    pod restarted under its name) starts and stops cleanly holding nothing. That stop is its own run's,
+    not the killed one's: t[0] resumes past its known copies."""
+    me = _life("r0", "started", 200)
+    previous = _previous(me, _life("r1", "started", 10), _life("r1", "started", 50), _life("r1", "stopped", 60))
+    previous.take(_sync("r1", 30))
+    assert not previous.crashed  # the flow's newest word is a clean stop, and nobody copied after it
+    assert previous.verdict()("t", 0)  # but t[0]'s copier never stopped: its run ended at r1's next start
+    previous = _previous(me, _life("r1", "started", 10), _life("r1", "stopped", 40), _life("r1", "started", 50))
+    previous.take(_sync("r1", 30))
+    assert previous.verdict()("t", 0)  # a later run of r1 still going (or killed): the flow crashed
+    previous = _previous(me, _life("r1", "started", 10), _life("r1", "stopped", 40), _life("r1", "started", 50))
+    previous.take(_life("r1", "stopped", 70))
+    previous.take(_sync("r1", 30))
+    assert not previous.verdict()("t", 0)  # the run that copied stopped cleanly at 40
+
+
 _EVENT = st.one_of(
     st.builds(
         _life,

@@ -126,13 +126,17 @@ class PreviousRun:
     stopped cleanly; one whose last copier was killed resumes past its known copies. The newest sync
     cannot name a copier that was killed before its first sync of the partition: the recovery that
     finds its copies past the last sync takes them as the crash they are (``takeover.crash_left``).
-    Not thread-safe (``syncs.previous_runs`` shares it)."""
+    A process's runs may share one replicator id: each run is judged by its own end, never by a
+    later run's stop (``_ended_cleanly``). Not thread-safe (``syncs.previous_runs`` shares it)."""
 
     def __init__(self, own_start: Lifecycle) -> None:
         self._own = own_start
         self._newest: Lifecycle | None = None
-        self._states: dict[str, Lifecycle] = {}  # replicator id -> its newest lifecycle event
-        self._copied: dict[str, int] = {}  # replicator id -> its newest offset sync's time
+        # replicator id -> its lifecycle events, (emitted at, state, reason), in time order: with one id
+        # for every run of a process (a StatefulSet's pod, a fixed --id), a run is what lies between
+        # a ``started`` and the next lifecycle event of that id
+        self._timeline: dict[str, list[tuple[int, str, str | None]]] = {}
+        self._copied: dict[str, int] = {}  # replicator id -> its newest offset sync's time (this run's left out)
         self._last_sync: dict[tuple[str, int], tuple[int, str]] = {}  # partition -> its newest sync's (at, emitter)
 
     def take(self, event: Event) -> None:
@@ -141,10 +145,9 @@ class PreviousRun:
             return
         if isinstance(event, OffsetSync):
             rid, at = event.replicator_id, event.emitted_at_ms
-            if rid != own.replicator_id:
-                self._copied[rid] = max(self._copied.get(rid, 0), at)
-            elif at >= own.emitted_at_ms:
+            if rid == own.replicator_id and at >= own.emitted_at_ms:
                 return  # this run's own (one id for every run: an earlier run's are before its start)
+            self._copied[rid] = max(self._copied.get(rid, 0), at)
             key = (event.source_topic, event.partition)
             if at >= self._last_sync.get(key, (-1, ""))[0]:
                 self._last_sync[key] = (at, rid)
@@ -155,9 +158,10 @@ class PreviousRun:
             return  # this run's own start, read back
         if self._newest is None or event.emitted_at_ms >= self._newest.emitted_at_ms:
             self._newest = event
-        known = self._states.get(event.replicator_id)
-        if known is None or event.emitted_at_ms >= known.emitted_at_ms:
-            self._states[event.replicator_id] = event
+        timeline = self._timeline.setdefault(event.replicator_id, [])
+        entry = (event.emitted_at_ms, event.state, event.reason)
+        if entry not in timeline:  # a view may hand an event twice
+            bisect.insort(timeline, entry, key=lambda e: e[0])
 
     @property
     def crashed(self) -> bool:
@@ -165,18 +169,19 @@ class PreviousRun:
         if self._newest is None or self._newest.state != "stopped" or self._newest.reason == LEFT_COPIES:
             return True
         stop = self._newest.emitted_at_ms
-        return any(at > stop and self._newest_state(rid) != "stopped" for rid, at in self._copied.items())
+        return any(at > stop and not self._ended_cleanly(rid, at) for rid, at in self._copied.items())
 
-    def _newest_state(self, rid: str) -> str | None:
-        state = self._states.get(rid)
-        return state.state if state is not None else None
-
-    def _stopped_after(self, rid: str, at: int) -> bool:
-        """Whether ``rid``'s newest lifecycle event is a clean stop at or after ``at``."""
-        state = self._states.get(rid)
-        return (
-            state is not None and state.state == "stopped" and state.emitted_at_ms >= at and state.reason != LEFT_COPIES
-        )
+    def _ended_cleanly(self, rid: str, at: int) -> bool:
+        """Whether the run of ``rid`` that copied at ``at`` ended with a clean stop: the first lifecycle
+        event of ``rid`` after ``at`` is a ``stopped`` without ``LEFT_COPIES``. A ``started`` there is
+        a new run of the same id: the one that copied ended without a word (killed), whatever the new
+        run said later (the simulator, seed 5: a run killed after its syncs, the next run of its id
+        started and stopped cleanly holding nothing, and a peer resumed at the killed run's commits)."""
+        for ms, state, reason in self._timeline.get(rid, ()):
+            if ms < at or (ms == at and state == "started"):
+                continue
+            return state == "stopped" and reason != LEFT_COPIES
+        return False
 
     def verdict(self) -> Callable[[str, int], bool]:
         """Per ``(source topic, partition)``, as the state log stands now: whether its copying ended
@@ -184,7 +189,7 @@ class PreviousRun:
         ever synced follows the flow's ``crashed``."""
         if self.crashed:
             return always_crashed
-        after = {key for key, (at, rid) in self._last_sync.items() if not self._stopped_after(rid, at)}
+        after = {key for key, (at, rid) in self._last_sync.items() if not self._ended_cleanly(rid, at)}
         return lambda topic, partition: (topic, partition) in after
 
 
