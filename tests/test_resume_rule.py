@@ -263,3 +263,19 @@ def test_a_resume_revoked_before_its_commit_or_a_loss_makes_the_stop_unclean_a_p
     assert once.assign([(("t", 0), None)]) == [(("t", 0), None)]  # nothing held: an aborted transaction left nothing
     once.lose([("t", 0)])
     assert not once.left_copies
+
+
+def test_a_start_not_committed_makes_the_stop_unclean():
+    """The simulator's seed 324: a takeover's resume past known copies refused while the coordinator
+    was away, then a SIGTERM: the stop cannot vouch for that partition's commit."""
+    own = Ownership(exactly_once=False)
+    own.assign([(("t", 0), None)])
+    own.taken_over([("t", 0)], {("t", 0): 5}, {})
+    assert not own.clean
+    due = own.resets(now=0.0)
+    assert due is not None
+    own.resets_refused(*due, now=0.0)
+    assert not own.clean and not own.left_copies
+    due = own.resets(now=None)  # the stop's last try, whatever the back-off
+    assert due == ([], [(("t", 0), 5)])
+    assert own.clean  # committed now (the caller gives nothing back)

@@ -128,11 +128,14 @@ class SimProcess:
             if self.ledger.has_pending:
                 self.ledger.publish()
             self._store(self.ledger.advanced_positions(self.own.assigned))
-        # the clean stop: commits.close (drain, store every covered position, commit), then stopped
+        # the clean stop: the starts still due, commits.close (drain, store every covered position,
+        # commit), then stopped
+        if (due := self.own.resets(None)) is not None:
+            self._commit_resets(*due)
         yield from self._drain()
         self._store(self.ledger.commit_positions(self.own.assigned))
         self._commit_sync()
-        unclean = self.own.left_copies or self.left_behind
+        unclean = not self.own.clean or self.left_behind
         stopped = Lifecycle(
             flow=self.origin.flow,
             replicator_id=self.replicator_id,

@@ -357,6 +357,8 @@ class FlowRunner:
             try:
                 self._loop(self._stop_flag, until_caught_up)
                 self._metadata_sync.finish()
+                if (due := self._own.resets(now=None)) is not None:  # a last try: else the stop is not clean
+                    self._commit_resets(*due)
                 self.commits.close()
             except StopTimedOut as exc:
                 self._give_up(exc, tasks)
@@ -369,7 +371,7 @@ class FlowRunner:
                     tasks.stop(final_round=True)
                 else:
                     tasks.stop(final_round=True, join_s=max(left, _FINAL_ROUND_MIN_S), flush_s=_FINAL_ROUND_MIN_S)
-                unclean = self._own.left_copies or self.commits.left_behind
+                unclean = not self._own.clean or self.commits.left_behind
                 self._emit_lifecycle("stopped", reason=LEFT_COPIES if unclean else None)
             self.stats.state = "stopped"
             stats = self.stats
