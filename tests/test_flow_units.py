@@ -396,6 +396,27 @@ def test_the_copier_maps_every_delivery_back_to_its_source_record_exactly():
     assert reasons[(0, 7)] == SyncReason.DELTA_CHANGE  # the marker at 6 shifts the delta
 
 
+def test_reports_of_copies_in_flight_when_a_partition_is_given_up_are_dropped():
+    """A partition lost to a session expiry (no drain): the reports of its copies still in flight are of
+    a session that ended; handed to the ledger they made syncs of a partition the process no longer
+    held (the simulator: a late sync hid a killed peer's copies, and a late 'first' split the mapping).
+    Their copies are recovered by content by the partition's next owner; a copy made after is tracked."""
+    state = FakeState()
+    led = ledger(lag_max=1000, state=state)
+    producer = FakeProducer()
+    copier, _stats = copier_for(producer, led)
+    copier.copy_batch([FakeMessage("orders", p, u) for p in (0, 1) for u in range(4)])  # type: ignore[arg-type]
+    copier.forget({("orders", 0)})
+    led.forget([("orders", 0)])
+    copier.copy_batch([FakeMessage("orders", 0, u) for u in (10, 11)])  # type: ignore[arg-type]  # taken again
+    producer.deliver_all(copier)
+    assert copier.in_flight == 0
+    led.flush()
+    led.publish()
+    synced = sorted((s.partition, s.upstream_offset) for s in state.emitted if isinstance(s, OffsetSync))
+    assert synced == [(0, 10), (0, 11), (1, 0), (1, 3)]  # nothing of partition 0 before it was given up
+
+
 class FailingTxProducer(FakeProducer):
     """A transactional producer whose open transaction fails after ``ok`` produces: every later
     ``produce`` says ``_STATE``, and the abort purges what was produced (librdkafka's behaviour)."""

@@ -153,6 +153,34 @@ def test_every_sync_and_translation_is_exact_among_foreign_writes(kafka_clusters
     assert stats.mm2.partition(target, 0).record_count == len(offsets) + 2  # MM2's per-partition metrics
 
 
+def test_reports_of_copies_in_flight_when_a_partition_is_given_up_are_dropped(kafka_clusters, unique_topic):
+    """As ``test_flow_units``' test of the same name, on the compiled path and a real target: the copies
+    land, their reports of the partition given up are not handed to the ledger."""
+    target = unique_topic("native-forget")
+    bootstrap = kafka_clusters.bootstrap("B")
+    state = FakeState()
+    led = ledger(lag_max=100, state=state)
+    settings = producer_config(FlowConfig(source="A", target="B"), {"bootstrap.servers": bootstrap}, "forget", "main")
+    copier = NativeCopier("A->B", FlowStats(), Provenance("A", "B", enabled=False), settings, list().append)
+    remote = RemoteTopic("orders", target, PARTITIONS)
+    copier.connect(None, led, lambda _t, _p: remote, list().append)
+    try:
+        ensure_topic(bootstrap, target, PARTITIONS)
+        copier.list_topics(target)
+        copier.copy_batch([Record("orders", p, u, ts=recent_ms()) for p in (0, 1) for u in range(50)])  # type: ignore[arg-type]
+        copier.forget({("orders", 0)})  # before any report was served
+        led.forget([("orders", 0)])
+        assert copier.flush(30) == 0
+    finally:
+        copier.close()
+    led.flush()
+    led.publish()
+    synced = {s.partition for s in state.emitted if isinstance(s, OffsetSync)}
+    assert synced == {1}
+    landed, _records = _read_back(bootstrap, target)
+    assert len(landed) == 100  # the copies themselves are on the target
+
+
 def test_a_setting_the_compiled_producer_refuses_is_a_config_error_with_values_scrubbed():
     flow = FlowConfig(source="A", target="B")
     target = {"bootstrap.servers": "127.0.0.1:1", "sasl.password": "pw-secret-1", "security.protocol": "pw-secret-1"}

@@ -70,6 +70,7 @@ class SimProcess:
         self.origin = SyncOrigin(s.flow, self.replicator_id, "A", "B")
         self.state = _Emitter()
         self.copies: dict[int, deque[InFlight]] = {p: deque() for p in range(s.partitions)}
+        self.stale = dict.fromkeys(range(s.partitions), 0)  # copies in flight whose report is dropped
         self.reports: deque[tuple[InFlight, int]] = deque()  # (copy, downstream offset), served at the next poll
         self.durable: deque[Callable[[], None]] = deque()  # acknowledged state events' callbacks, likewise
         self.ledger = SyncLedger(self.origin, s.offset_lag_max, self.state, lambda _s: None)
@@ -182,9 +183,15 @@ class SimProcess:
             self.world.group.join(self.member)  # librdkafka rejoins after a session it lost
 
     def _forget(self, partitions: tuple[int, ...]) -> None:
+        """The copier's and ledger's ``forget``: reports not handed over yet, and those of copies still
+        in flight, are of a session that ended; they are dropped (their copies are orphans, recovered
+        by content by the partition's next owner), as the copiers drop them."""
+        gone = set(partitions)
+        self.reports = deque((c, d) for c, d in self.reports if c.partition not in gone)
         for p in partitions:
             self.positions.pop(p, None)
             self.stored.pop(p, None)
+            self.stale[p] = len(self.copies[p])
         self.ledger.forget([self._key(p) for p in partitions])
 
     def _start(self, starts: list[tuple[TP, int | None]]) -> None:
@@ -280,7 +287,10 @@ class SimProcess:
         while queue and done < n:
             copy = queue.popleft()
             downstream = self.world.land_copy(copy, self.member)
-            self.reports.append((copy, downstream))
+            if self.stale[partition]:
+                self.stale[partition] -= 1  # of a session that ended: its report is dropped
+            else:
+                self.reports.append((copy, downstream))
             done += 1
         return done
 

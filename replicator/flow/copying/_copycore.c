@@ -147,6 +147,7 @@ typedef struct Lane {
     int32_t partition;
     Ring inflight;
     int has_last;          /* a delivery was handed over since the lane started or was forgotten */
+    size_t stale;          /* the oldest copies in flight were produced before the lane was forgotten */
     int64_t last_u, last_d; /* the lane's last delivery (handed over or in the open segment) */
     I64Vec open_ts;         /* timestamps of the open segment (deliveries not yet handed over) */
     int64_t copied, bytes, last_ts; /* produced since the last take_metrics */
@@ -227,6 +228,9 @@ static void on_delivery(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaqu
     r->head = (r->head + 1) % r->cap;
     r->len--;
     c->in_flight--;
+    int stale = lane->stale > 0;
+    if (stale)
+        lane->stale--;
     if (m->err) {
         if (m->err != RD_KAFKA_RESP_ERR__PURGE_QUEUE && m->err != RD_KAFKA_RESP_ERR__PURGE_INFLIGHT &&
             !c->delivery_err) {
@@ -235,6 +239,8 @@ static void on_delivery(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaqu
         }
         return;
     }
+    if (stale)
+        return; /* of a session that ended (forget): not handed over, its copy is recovered by content */
     int64_t d = m->offset;
     int contiguous = lane->has_last && u == lane->last_u + 1 && d == lane->last_d + 1;
     if (!contiguous || (int64_t)lane->open_ts.n >= c->every)
@@ -926,6 +932,7 @@ static PyObject *CopyCore_forget(CopyCore *c, PyObject *args) {
         if (l->partition == partition && PyUnicode_Compare(l->source_topic, source_topic) == 0) {
             add_segment(c, l);
             l->has_last = 0;
+            l->stale = l->inflight.len;
         }
     }
     Py_RETURN_NONE;

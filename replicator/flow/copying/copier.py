@@ -44,9 +44,11 @@ _PURGED = frozenset({KafkaError._PURGE_QUEUE, KafkaError._PURGE_INFLIGHT})
 class _Lane:
     """What is in flight to one target partition, oldest first: the timestamp of every copy, and per
     *tracked* copy (the one a delivery report comes back for) its upstream offset and how many copies
-    its report acknowledges (``counts``: it and the untracked ones produced since the previous one)."""
+    its report acknowledges (``counts``: it and the untracked ones produced since the previous one).
+    ``stale``: how many of the oldest tracked copies were produced before the partition was given up
+    (``forget``): their reports are dropped."""
 
-    __slots__ = ("source_topic", "upstream", "timestamps", "counts", "metrics")
+    __slots__ = ("source_topic", "upstream", "timestamps", "counts", "metrics", "stale")
 
     def __init__(self, source_topic: str, metrics: SourcePartitionMetrics) -> None:
         self.source_topic = source_topic
@@ -54,6 +56,7 @@ class _Lane:
         self.timestamps: deque[int] = deque()
         self.counts: deque[int] = deque()
         self.metrics = metrics
+        self.stale = 0
 
 
 class PythonCopier:
@@ -211,7 +214,14 @@ class PythonCopier:
         }
 
     def forget(self, partitions: set[tuple[str, int]]) -> None:
-        """Partitions given up: nothing to do, a partition's next copy starts a run (and is tracked)."""
+        """Partitions given up: the reports of their copies still in flight are of a session that ended
+        and are dropped, not handed to the ledger (a partition lost to a session expiry is recovered by
+        its next owner; a late report taken as this process's next session made a sync that hid a killed
+        peer's copies, and split the mapping: the simulator, seeds 75 and 888). A revoke drains first:
+        nothing is in flight then. The partition's next copy starts a run (and is tracked)."""
+        for (_target, p), lane in self._lanes.items():
+            if (lane.source_topic, p) in partitions:
+                lane.stale = len(lane.upstream)
 
     def close(self) -> None:
         """Nothing to close: the flow's clients own the producer."""
@@ -227,10 +237,15 @@ class PythonCopier:
         stamps = [pop() for _ in range(n)]
         ts = stamps[-1]
         self.in_flight -= n
+        stale = lane.stale > 0
+        if stale:
+            lane.stale -= 1
         if err is not None:
             if err.code() not in _PURGED:  # purged by an aborted transaction: copied again from its position
                 self.delivery_error = err
-        elif self._delivered(lane.source_topic, partition, upstream, out.offset(), stamps, target) and ts > 0:  # type: ignore[arg-type]
+        elif stale:
+            return  # of a session that ended (``forget``)
+        elif self._delivered(lane.source_topic, partition, upstream, out.offset(), stamps, target) and ts > 0:  # type: ignore[arg-type]  # noqa: E501
             latency_s = max(0.0, time.time() - ts / 1000)  # sampled: syncs are rare
             self._stats.latency.observe(latency_s)
             lane.metrics.replication_latency_ms.add(latency_s * 1000)

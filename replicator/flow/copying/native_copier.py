@@ -119,7 +119,8 @@ class NativeCopier:
         return dict(self._core.oldest_in_flight())
 
     def forget(self, partitions: set[TP]) -> None:
-        """Partitions given up: hand over what they delivered, and start their next copy anew."""
+        """Partitions given up: hand over what they delivered, drop the reports of their copies still
+        in flight (``PythonCopier.forget`` says why), and start their next copy anew."""
         self._serve()
         for topic, partition in partitions:
             self._core.forget(topic, partition)
