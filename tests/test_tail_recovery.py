@@ -108,3 +108,22 @@ def test_gaps_read_back_make_the_mapping_the_latest_copy_of_every_record(n, data
     for c in range(n + 1):
         got = index.translate("A->B", "t", 0, c)
         assert (got.downstream if got else None) == truth.translate(c), (c, index.segments("A->B", "t", 0))
+
+
+def test_the_stretches_no_known_copy_holds_past_the_commit_are_all_searched():
+    """A killed peer's copies can sit before a synced copy: a process frozen past its session drained
+    its late copies after them and synced those (the simulator, seed 1914). Recovery searches every
+    stretch the mapping does not hold, from the floor of the commit: past the oldest known copy of
+    the newest record before the commit."""
+    from replicator.client.mapping import Segment
+    from replicator.flow.core.takeover import unmapped
+
+    zombie = Segment(downstream_start=4, upstream_start=0, upstream_end=2, downstream_end=6)
+    assert unmapped([zombie], (0, 7), commit=0) == [(0, 4, None)]  # the peer's copies before the zombie's
+    assert unmapped([zombie], (0, 9), commit=0) == [(0, 4, None), (7, 9, (2, 6))]  # and the tail
+    assert unmapped([], (3, 9), commit=5) == [(3, 9, None)]  # no mapping: the whole partition
+    early = Segment(downstream_start=0, upstream_start=0, upstream_end=9, downstream_end=9)
+    late = Segment(downstream_start=15, upstream_start=10, upstream_end=19, downstream_end=24)
+    # a foreign write (10..14) between two runs: searched while the commit is below it, not once past it
+    assert unmapped([early, late], (0, 25), commit=10) == [(10, 15, (9, 9))]
+    assert unmapped([early, late], (0, 30), commit=20) == [(25, 30, (19, 24))]

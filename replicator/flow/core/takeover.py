@@ -29,6 +29,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from replicator.client.mapping import Segment
 from replicator.client.mapping_index import MappingIndex
 from replicator.events import OffsetSync
 from replicator.flow.core.logs import TP, Bounds, Headers, PartitionLogs, hashed_range
@@ -145,7 +146,9 @@ def orphan_syncs(
     *,
     max_tail: int = 1_000_000,
 ) -> tuple[list[OffsetSync], list[Recovered]]:
-    """Syncs for every orphan copy of ``partitions`` (step 1 of the module's doc)."""
+    """Syncs for every orphan copy of ``partitions`` (step 1 of the module's doc): in each stretch of
+    the target no known copy holds (``unmapped``), the tail past the last known copy and, when a
+    mapping exists, the stretches before and between known copies past the commit's floor."""
     flow = origin.flow
     syncs: list[OffsetSync] = []
     report: list[Recovered] = []
@@ -159,28 +162,60 @@ def orphan_syncs(
             continue
         (t_low, t_end), (s_low, s_end) = t_bounds[(target_topic, partition)], s_bounds[(topic, partition)]
         segments = index.segments(flow, topic, partition)
-        last: tuple[int, int] | None = None
-        if segments:
-            seg = max(segments, key=lambda s: s.downstream_end)
-            last = (seg.upstream_end, seg.downstream_end)
-        d_from = max(t_low, last[1] + 1) if last else t_low
-        u_from = last[0] + 1 if last else max(s_low, committed.get((topic, partition), s_low))
-        if t_end <= d_from:
-            continue
-        if t_end - d_from > max_tail:
+        start = max(s_low, committed.get((topic, partition), s_low))
+        stretches = unmapped(segments, (t_low, t_end), start)
+        if sum(hi - lo for lo, hi, _before in stretches) > max_tail:
             _log.warning(
-                "flow %s: %s[%d] has %d target records past its last offset sync; not recovered",
-                flow, target_topic, partition, t_end - d_from,
+                "flow %s: %s[%d] has %d target records no offset sync names past its commit; only its tail is "
+                "recovered", flow, target_topic, partition, sum(hi - lo for lo, hi, _b in stretches),
             )  # fmt: skip
-            continue
-        m = match_tail(
-            origin, source, target, (topic, target_topic, partition), (d_from, t_end), (u_from, s_low, s_end), last,
-            ids.get((topic, target_topic), (None, None)),
-        )  # fmt: skip
-        if m.tail:  # else markers or aborted records only
+            stretches = [x for x in stretches if x[1] == t_end and x[1] - x[0] <= max_tail]
+        tail = matched = 0
+        for lo, hi, before in stretches:
+            u_from = before[0] + 1 if before else start
+            m = match_tail(
+                origin, source, target, (topic, target_topic, partition), (lo, hi), (u_from, s_low, s_end), before,
+                ids.get((topic, target_topic), (None, None)),
+            )  # fmt: skip
             syncs += m.syncs
-            report.append(Recovered(topic, partition, m.tail, len(m.pairs)))
+            tail, matched = tail + m.tail, matched + len(m.pairs)
+        if tail:  # else markers or aborted records only
+            report.append(Recovered(topic, partition, tail, matched))
     return _still(origin, source, target, ids, syncs, report)
+
+
+def unmapped(segments: Sequence[Segment], bounds: Bounds, commit: int) -> list[tuple[int, int, tuple[int, int] | None]]:
+    """The target offsets ``[lo, hi)`` of ``bounds`` that no known copy holds, each with the copy
+    before it ``(U, D)`` (None: none), from the floor of ``commit`` on: past the oldest known copy of
+    the newest record before the commit that has one (a copy of a record past the commit was made
+    after it), else from the log start. With no mapping, the whole partition; the tail past the last
+    known copy always.
+
+    Copies past the last known one are a killed writer's; stretches before it hold them too when
+    another writer's copies landed after them and were synced (a process frozen past its session
+    while it drained: the simulator, seed 1914, found a killed peer's copies before them made again)."""
+    t_low, t_end = bounds
+    if not segments:
+        return [(t_low, t_end, None)] if t_end > t_low else []
+    ordered = sorted(segments, key=lambda s: s.downstream_start)
+    floor = t_low
+    before_commit = [s for s in ordered if s.upstream_start < commit]
+    if before_commit:  # the newest record before the commit with a copy, and its oldest copy
+        u = max(min(s.upstream_end, commit - 1) for s in before_commit)
+        floor = max(floor, min(s.downstream_start + u - s.upstream_start for s in before_commit if s.covers(u)) + 1)
+    out: list[tuple[int, int, tuple[int, int] | None]] = []
+    position, before = t_low, None
+    for seg in ordered:
+        lo, hi = max(position, floor), min(seg.downstream_start, t_end)
+        if hi > lo:
+            out.append((lo, hi, before))
+        position = max(position, seg.downstream_end + 1)
+        before = (seg.upstream_end, seg.downstream_end)
+    last = max(ordered, key=lambda s: s.downstream_end)
+    lo = max(t_low, last.downstream_end + 1)
+    if t_end > lo:
+        out.append((lo, t_end, (last.upstream_end, last.downstream_end)))
+    return out
 
 
 def _still(
