@@ -110,3 +110,39 @@ def test_the_workers_end_when_their_process_is_killed(tmp_path):
         holder.send_signal(signal.SIGKILL)
         holder.wait()
     wait_for(lambda: not any(Path(f"/proc/{c}").exists() for c in children), "the decoding workers gone", 30)
+
+
+_NO_MAIN_GUARD = """
+import sys
+from pathlib import Path
+with open(sys.argv[1], "a") as runs:  # a script without a __main__ guard: each run leaves a line
+    runs.write("ran\\n")
+from lakehouse.duck import silver_decode
+from lakehouse.duck.silver_decode import DecodePool, decode_rows
+from tests.test_lakehouse_decode import _records
+from tests.test_silver_decode import _bronze, _same
+silver_decode._FEWEST_FOR_WORKERS = 1  # the workers decode even these few rows
+rows = _bronze(list(_records().values()))
+with DecodePool(workers=2) as pool:
+    assert _same(pool.decode(rows), decode_rows(rows))
+"""
+
+
+def test_the_workers_never_run_the_callers_main(tmp_path):
+    """Issue 60: a library user's script without a ``__main__`` guard (or a Streamlit AppTest, which
+    points ``__main__`` at its script) ran again in every spawned worker, and the pool broke. The
+    script below decodes through workers and runs once."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script, runs = tmp_path / "unguarded.py", tmp_path / "runs.txt"
+    script.write_text(_NO_MAIN_GUARD)
+    root = str(Path(__file__).resolve().parents[1])
+    done = subprocess.run(
+        [sys.executable, str(script), str(runs)], capture_output=True, text=True, timeout=300,
+        env={**os.environ, "PYTHONPATH": root},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert runs.read_text() == "ran\n"

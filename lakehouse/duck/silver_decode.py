@@ -19,11 +19,14 @@ import logging
 import multiprocessing
 import os
 import signal
+import sys
 import threading
 import time
+from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from types import TracebackType
+from types import ModuleType, TracebackType
 from typing import Any
 
 import pyarrow as pa
@@ -108,23 +111,41 @@ def _started() -> None:
     """A no-op task: submitted once per worker so that they all start with the pool."""
 
 
+@contextmanager
+def _main_hidden() -> Iterator[None]:
+    """A spawned process imports its parent's ``__main__`` again (by module name or file path) before
+    it runs anything, so that functions defined there unpickle: an application that uses the
+    lakehouse from a script without a ``__main__`` guard would run its script again in every worker
+    (a Streamlit AppTest pointed ``__main__`` at its script and the workers died on its ``NameError``:
+    issue 60). The workers run only this module's functions: while they start, ``__main__`` is a bare
+    module with neither name nor file, and multiprocessing imports nothing for it."""
+    main = sys.modules.get("__main__")
+    sys.modules["__main__"] = ModuleType("__main__")
+    try:
+        yield
+    finally:
+        if main is not None:
+            sys.modules["__main__"] = main
+
+
 class DecodePool:
     """Worker processes that decode large increments side by side (``decode``); ``close`` (or the
     ``with`` block's end) stops them. ``workers`` <= 1 decodes in the calling process only.
 
     Workers are spawned, not forked: the serving process holds a JVM and librdkafka threads. They
-    ignore SIGINT and SIGTERM (the parent stops them) and exit within a second of their parent's end,
-    also when it was killed."""
+    never run the caller's ``__main__`` (``_main_hidden``). They ignore SIGINT and SIGTERM (the parent
+    stops them) and exit within a second of their parent's end, also when it was killed."""
 
     def __init__(self, workers: int | None = None) -> None:
         self._workers = workers if workers is not None else min(4, os.cpu_count() or 1)
         self._pool: ProcessPoolExecutor | None = None
         if self._workers > 1:
-            self._pool = ProcessPoolExecutor(
-                self._workers, mp_context=multiprocessing.get_context("spawn"), initializer=_worker_start
-            )
-            for _ in range(self._workers):
-                self._pool.submit(_started)
+            with _main_hidden():  # every worker starts here: one startup task each, none idle yet
+                self._pool = ProcessPoolExecutor(
+                    self._workers, mp_context=multiprocessing.get_context("spawn"), initializer=_worker_start
+                )
+                for _ in range(self._workers):
+                    self._pool.submit(_started)
 
     def decode(self, rows: pa.Table) -> Decoded:
         """``decode_rows(rows)``, in slices on the workers when there are enough rows."""
