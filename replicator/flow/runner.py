@@ -24,15 +24,14 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
+from functools import partial
 from typing import Protocol, TypeVar
 
-from confluent_kafka import OFFSET_INVALID, Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import KafkaError, KafkaException, Producer, TopicPartition
 
 from replicator.access.permissions import AUTHORIZATION_CODES
-from replicator.client.group_offsets import committed_offsets
-from replicator.client.mapping import Segment
-from replicator.client.mapping_index import Life, MappingIndex
+from replicator.client.mapping_index import MappingIndex
 from replicator.client.policy import ReplicationPolicy, policy_from_config
 from replicator.client.provenance import Provenance
 from replicator.config import FlowConfig, MirrorlakeConfig
@@ -41,7 +40,7 @@ from replicator.errors import MirrorlakeError, ReplicationError
 from replicator.events import Event, Lifecycle, MetadataChange, OffsetSync
 from replicator.flow.clients import ClientFactory, FlowClients, kafka_clients
 from replicator.flow.control.caught_up import CaughtUpCheck
-from replicator.flow.control.outage import ADMIN_ERRORS, TRANSPORT_CODES, Side, transient
+from replicator.flow.control.outage import ADMIN_ERRORS, Side
 from replicator.flow.control.rejoin import RejoinWatchdog
 from replicator.flow.control.shutdown import StopBudget, StopTimedOut
 from replicator.flow.control.stall import REJOIN, RESUME, StallWatch
@@ -52,19 +51,18 @@ from replicator.flow.copying.batching import BATCH_MAX, Batcher
 from replicator.flow.copying.copier import PythonCopier
 from replicator.flow.copying.native_copier import NativeCopier
 from replicator.flow.core.offset_sync import SyncOrigin
-from replicator.flow.core.ownership import Ownership, Start
+from replicator.flow.core.ownership import Ownership
 from replicator.flow.core.resume import LEFT_COPIES
 from replicator.flow.core.sync_ledger import TP, SyncLedger
+from replicator.flow.rebalance import Rebalance
 from replicator.flow.syncs.commits import AbortTransaction, AtLeastOnceCommits, Commits, TransactionalCommits
+from replicator.flow.syncs.deliveries import Deliveries
 from replicator.flow.syncs.gap_recovery import GapRecovery
 from replicator.flow.syncs.previous_runs import SharedPreviousRun
-from replicator.flow.syncs.tail_recovery import TailRecovery, publish_syncs, recover_orphan_copies
+from replicator.flow.syncs.tail_recovery import Recovery, recover_orphan_copies
+from replicator.flow.topics.lives_keeper import LivesKeeper
 from replicator.flow.topics.metadata_sync import TopicMetadataSync
-from replicator.flow.topics.remote_lives import RemoteLives
 from replicator.flow.topics.topic_follower import TopicFollower
-from replicator.flow.topics.topic_lives import TopicLives
-from replicator.kafka.admin import admin_client
-from replicator.kafka.errors import FATAL_CODES, PURGED_CODES, kafka_error, kafka_error_reason
 from replicator.kafka.settings import QUEUE_MAX_MESSAGES, consumer_group_id
 from replicator.kafka.state_log import StateLog
 from replicator.metadata.topics import RemoteTopic, flow_topic_selector
@@ -93,19 +91,8 @@ class _Either:
 
 _log = logging.getLogger(__name__)
 
-# exactly-once: a record not acknowledged within the transaction timeout (a long outage), or one
-# whose batch the target refused after an outage for its producer sequence (librdkafka then fails
-# the transaction abortably and bumps the epoch at the abort), is copied again from the committed position
-_REWINDABLE = TRANSPORT_CODES | {KafkaError.OUT_OF_ORDER_SEQUENCE_NUMBER, KafkaError.UNKNOWN_PRODUCER_ID}
-# a write to a partition the target does not know: its remote topic may be gone (``_remote_topic_gone``)
-_TOPIC_GONE = frozenset({KafkaError._UNKNOWN_PARTITION, KafkaError._UNKNOWN_TOPIC, KafkaError.UNKNOWN_TOPIC_OR_PART})
 # three session timeouts (settings: 10 s) after a loss with no assignment: join the group anew
 _REJOIN_AFTER_S = 30.0
-# a commit refused because the group moved on: the member was fenced or a rebalance runs
-_REBALANCE_CODES = frozenset(
-    {KafkaError.UNKNOWN_MEMBER_ID, KafkaError.ILLEGAL_GENERATION, KafkaError.REBALANCE_IN_PROGRESS}
-)
-_DRAIN_SLICE_S = 1.0  # a drain waits in slices, watching outages between them
 _T = TypeVar("_T")
 _TASKS_JOIN_S = 5.0  # a stop that gave up on the target waits this long for a state task in progress
 _LEAVE_S = 5.0  # at most this long serving the last rebalance before close() (``_leave_group``)
@@ -113,12 +100,6 @@ _FINAL_ROUND_MIN_S = 10.0  # the state tasks' last round after a stop, even when
 _PAUSED_WAIT_S = 0.1  # while reading is paused, the loop waits on deliveries this long per turn
 
 TaskFactory = Callable[..., StateTasks]
-
-
-def _refused_for_now(exc: KafkaException) -> bool:
-    """A commit refused by an outage or because the group moved on (to try again, not to fail for)."""
-    err = kafka_error(exc)
-    return transient(exc) or (err is not None and err.code() in _REBALANCE_CODES)
 
 
 class FlowRunner:
@@ -154,10 +135,6 @@ class FlowRunner:
         self._takeover_view: StateView | None = None  # the loop's own view of the state log, for them
         self._decided_topics: set[str] = set()  # source topics whose latest topic metadata_change decided a deletion
         self._created_topics: dict[str, str] = {}  # source -> remote topics the flow's events say it created
-        self._known_at_start: dict[TP, int] = {}  # one past the last copy the mapping knew at start
-        # per partition, the target offset before which every copy is of the topic the flow knows (its
-        # id confirmed by a check after the copy): a re-created topic's copies are looked for past it
-        self._sure_until: dict[TP, int] = {}
         self._rejoin = RejoinWatchdog(_REJOIN_AFTER_S)
         self._stall = StallWatch(self.flow.stall_seconds)
         self._tasks: StateTasks | None = None
@@ -203,28 +180,29 @@ class FlowRunner:
             self._data = self._producer
         # the syncs' and lifecycle events' producer where it is not the data producer: polled, flushed
         # and purged beside it
-        self._beside: tuple[Producer, ...] = () if self._data is self._producer else (self._producer,)
+        beside: tuple[Producer, ...] = () if self._data is self._producer else (self._producer,)
         self._backpressure = Backpressure(
             self.flow.name, self._consumer, self._data, self._outages,
             lambda: self.stats.records - self._copier.in_flight, lambda: self._copier.in_flight,
             high=QUEUE_MAX_MESSAGES // 2, low=QUEUE_MAX_MESSAGES // 4,
         )  # fmt: skip
-        self._state = StateLog(self._producer, self.config.state_topic)
+        state = StateLog(self._producer, self.config.state_topic)
         origin = SyncOrigin(self.flow.name, self.replicator_id, self.flow.source, self.flow.target)
         topic_ids: dict[str, str] = {}  # the source topics' ids every sync carries (flow.topic_lives)
         remote_ids: dict[str, str] = {}  # and their remote topics' ids (flow.remote_lives)
-        self.ledger = SyncLedger(
-            origin, self.flow.offset_lag_max, self._state, self._producer.poll, topic_ids, remote_ids
-        )
-        self._lives_admin = admin_client(self.config.cluster(self.flow.source).client_config())
-        self._lives = TopicLives(
-            self.flow, self.replicator_id, self._lives_admin, self._known_topic_id, self._emit_durably, self.stats,
-            topic_ids, self._unproven_life, self._stopped_life,
+        self.ledger = SyncLedger(origin, self.flow.offset_lag_max, state, self._producer.poll, topic_ids, remote_ids)
+        self._deliveries = Deliveries(
+            self.flow, self._copier, self._data, beside, self.ledger, state, self.stats, self._stop_budget,
+            self._watch_outages, lambda err: self._lives.remote_topic_gone(err), lambda: self._outages.fatal,
         )  # fmt: skip
-        self._remote_lives = RemoteLives(
-            self.flow, self.replicator_id, admin_client(self.config.cluster(self.flow.target).client_config()),
-            self._known_remote_id, self._copied_until, self._emit_durably, self.stats, remote_ids,
-            self._stopped_life,
+        self._drain = self._deliveries.drain
+        self._lives = LivesKeeper(
+            self.config, self.flow, self.replicator_id, self.stats,
+            mapping=lambda: self._tasks.ctx.view.index if self._tasks is not None else None,
+            remote=lambda: self._remote, own=self._own, ledger=self.ledger, forget=self._forget_copies,
+            drain=self._drain, commit_starts=lambda: self._rebalance.commit_due(None), emit_durably=self._emit_durably,
+            matched_producer=lambda: self._clients.lifecycle_producer if self._clients is not None else None,
+            topic_ids=topic_ids, remote_ids=remote_ids,
         )  # fmt: skip
         self.commits: Commits
         if clients.positions is not None:
@@ -251,6 +229,11 @@ class FlowRunner:
             lambda topic: self._data.list_topics(topic, timeout=10),  # the producer sees new partitions
             lambda made: self._metadata_sync.created(made),
         )
+        self._rebalance = Rebalance(
+            self.flow, self._consumer, self._own, self.commits, self._lives, self._rejoin, self._outages, self.stats,
+            recover=self._recover, remote=lambda: {t: r.target_topic for t, r in self._remote.items()},
+            forget=self._forget,
+        )  # fmt: skip
         self._copier.connect(
             self._producer,
             self.ledger,
@@ -339,8 +322,8 @@ class FlowRunner:
             known = self._copied_topics(tasks.ctx.view.index) | self._created_topics
             self._metadata_sync.seed(known, self._decided_topics)
             if self._guarded(self._follower.refresh, "source", "target"):
-                self._guarded(lambda: self._check_lives("start"), "source")
-                self._guarded(lambda: self._check_remote_lives("start"), "target")
+                self._guarded(lambda: self._lives.check_source(self._consumer, "start"), "source")
+                self._guarded(lambda: self._lives.check_target(self._consumer, "start"), "target")
             if not self.flow.exactly_once:  # exactly-once: copies without a sync were never committed
                 # every assigned partition is recovered when assigned (``core.takeover``), the first
                 # assignment's after a clean stop at its commits; the loop's view of the state log
@@ -357,11 +340,11 @@ class FlowRunner:
             try:
                 self._loop(self._stop_flag, until_caught_up)
                 self._metadata_sync.finish()
-                if (due := self._own.resets(now=None)) is not None:  # a last try: else the stop is not clean
-                    self._commit_resets(*due)
+                self._rebalance.commit_due(None)  # a last try: else the stop is not clean
                 self.commits.close()
             except StopTimedOut as exc:
-                self._give_up(exc, tasks)
+                self._deliveries.give_up(exc, self.commits)
+                tasks.stop(flush_s=0, join_s=_TASKS_JOIN_S)
             else:
                 self.read_positions.publish(self._replicated_positions(), final=True)
                 # checkpoints and audits of everything copied; after a stop, within what is left of
@@ -410,7 +393,7 @@ class FlowRunner:
         next_flush = time.monotonic() + self.flow.sync_interval_seconds
         at_least_once = not self.flow.exactly_once
         next_batch, keep_member = Batcher(self._consumer.consume).next, self._consumer.consume
-        copy_batch, poll, beside = self._copier.copy_batch, self._data.poll, self._beside
+        copy_batch, poll, deliveries = self._copier.copy_batch, self._data.poll, self._deliveries
         ledger, commits, copier = self.ledger, self.commits, self._copier
         while not stop.is_set():
             now = time.monotonic()
@@ -419,8 +402,8 @@ class FlowRunner:
                 self._rejoin_group()
             if now >= next_refresh and self._guarded(self._follower.refresh, "source", "target"):
                 self._measure_lag()
-                self._guarded(lambda: self._check_lives("running"), "source")
-                self._guarded(lambda: self._check_remote_lives("running"), "target")
+                self._guarded(lambda: self._lives.check_source(self._consumer, "running"), "source")
+                self._guarded(lambda: self._lives.check_target(self._consumer, "running"), "target")
                 next_refresh = now + self.flow.refresh_topics_interval_seconds
             if now >= next_metadata_sync and self._metadata_sync.start_if_due():
                 next_metadata_sync = now + self.flow.sync_topic_configs_interval_seconds
@@ -432,25 +415,23 @@ class FlowRunner:
             else:
                 messages = next_batch()
             if self._own.takeover_due(now):
-                self._take_over()
+                self._rebalance.take_over()
             if self._own.newly_assigned:  # before the resets are committed: it reads the commits they replace
-                self._check_newly_assigned()
-            if (due := self._own.resets(now)) is not None:
-                self._commit_resets(*due)
+                check = partial(self._lives.check_committed, self._consumer, self._own.take_newly_assigned())
+                self._guarded(check, "source")
+            self._rebalance.commit_due(now)
             if messages:
                 copy_batch(messages)
-            poll(0)
-            for producer in beside:
-                producer.poll(0)
+            deliveries.poll()
             try:
-                self._check_failures()
+                deliveries.check()
             except AbortTransaction as exc:
                 commits.abort(str(exc))
             if at_least_once:
                 if now >= next_flush:
                     ledger.flush()
                     next_flush = now + self.flow.sync_interval_seconds
-                self._publish_syncs()
+                deliveries.publish_syncs()
             commits.after_batch()
             if self.read_positions.wanted:
                 self.read_positions.publish(self._replicated_positions())
@@ -495,237 +476,21 @@ class FlowRunner:
             return False
         return True
 
-    # -- offset syncs ------------------------------------------------------------------------
-    def _publish_syncs(self) -> None:
-        if self.ledger.has_pending:
-            self.ledger.publish()
-            self.stats.syncs = self.ledger.published
-
-    def _drain(self) -> None:
-        """Wait for every record and sync in flight, publishing the syncs they produce.
-
-        Once the flow is asked to stop, it waits ``stop_timeout_seconds`` at most (``StopTimedOut``).
-        """
-        while True:
-            self._data.flush(_DRAIN_SLICE_S)
-            for producer in self._beside:
-                producer.flush(_DRAIN_SLICE_S if len(self._data) == 0 else 0)
-            self._check_failures()
-            if self._queued():
-                self._watch_outages()  # the target is down or slow: say so (health, metrics) and keep waiting
-                self._stop_budget.check(f"acknowledgement by {self.flow.target} of what is in flight")
-                continue
-            self.ledger.flush()
-            if not self.ledger.has_pending and self._queued() == 0:
-                return
-            self._publish_syncs()
-
     @property
     def client_failure(self) -> KafkaError | None:
-        """What made a client of the flow unusable, as its callbacks saw it: a write refused (a fenced
-        producer's reports, of copies or of state events) or a fatal client error. For an exception that
-        lost its cause (``runtime._named``). A fatal error first, a purged message last: a purge is what a
-        failure left behind (a fenced producer's queued copies), not the failure (test_fenced_flow saw
-        "Local: Purged in queue" named while the state events' deliveries held the fencing)."""
-        seen = [e for e in (self._copier.delivery_error, self._state.failed, self._outages.fatal) if e is not None]
-        return min(seen, key=lambda e: (e.code() not in FATAL_CODES, e.code() in PURGED_CODES), default=None)
-
-    def _queued(self) -> int:
-        """Messages not yet acknowledged: copies, syncs and lifecycle events."""
-        return len(self._data) + sum(len(producer) for producer in self._beside)
-
-    def _give_up(self, exc: StopTimedOut, tasks: StateTasks) -> None:
-        """Stop without what the target has not acknowledged: commit only what is durable, drop the rest."""
-        records, queued = self._copier.in_flight, self._queued()
-        if isinstance(self.commits, TransactionalCommits):  # everything since the last commit is dropped
-            span, unknown = self.commits.open_transaction_span()
-            _log.warning(
-                "flow %s: stopping without committing the open transaction (%s): %d source offsets consumed "
-                "since the last commit%s are dropped (%d of its records not acknowledged by %s); a restart "
-                "resumes from the positions committed on %s",
-                self.flow.name, exc, span,
-                f" (plus {unknown} partitions with no committed position yet)" if unknown else "",
-                records, self.flow.target, self.flow.target,
-            )  # fmt: skip
-        else:
-            _log.warning(
-                "flow %s: stopping without flushing %d copied records (%d messages with offset syncs) that %s "
-                "did not acknowledge (%s): source offsets were committed only up to what durable offset syncs "
-                "cover; a restart copies the rest again",
-                self.flow.name, records, queued, self.flow.target, exc,
-            )  # fmt: skip
-        self.commits.give_up()
-        for producer in (self._data, *self._beside):
-            producer.purge()  # nothing waits on them now: the producer closes at once
-        tasks.stop(flush_s=0, join_s=_TASKS_JOIN_S)
-
-    def _check_failures(self) -> None:
-        """Raise for a failed write; ``AbortTransaction`` if an exactly-once flow can retry it by rewinding."""
-        err = self._copier.delivery_error
-        failed = self._copier.transaction_failed
-        # a refusal that is not rewindable is raised below, even when the transaction it failed is known
-        if self.flow.exactly_once and (err.code() in _REWINDABLE if err is not None else failed is not None):
-            self._copier.delivery_error = self._copier.transaction_failed = None  # one abort rewinds both
-            why = err.str() if err is not None else f"the open transaction failed: {failed and failed.str()}"
-            raise AbortTransaction(f"records not acknowledged by {self.flow.target}: {why}")
-        err = self._copier.delivery_error
-        if err is not None and err.code() in _TOPIC_GONE:
-            self._remote_topic_gone(err)
-        for err in (self._copier.delivery_error, self._copier.transaction_failed, self._state.failed):
-            if err is not None:
-                raise ReplicationError(
-                    f"flow {self.flow.name}: write to {self.flow.target} failed: {err.str()}"
-                ) from KafkaException(err)
+        """What made a client of the flow unusable, as its callbacks saw it (``Deliveries.client_failure``)."""
+        return self._deliveries.client_failure
 
     # -- rebalances and topics ---------------------------------------------------------------
     def _subscribe(self, topics: list[str]) -> None:
         self.stats.subscribed = bool(topics)
         if topics:
+            rebalance = self._rebalance
             self._consumer.subscribe(
-                topics, on_assign=self._on_assign, on_revoke=self._on_revoke, on_lost=self._on_lost
+                topics, on_assign=rebalance.on_assign, on_revoke=rebalance.on_revoke, on_lost=rebalance.on_lost
             )
         else:
             self._consumer.unsubscribe()
-
-    def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        _log.info("flow %s: assigned %s", self.flow.name, _names(partitions))
-        if self._own.closing:  # a join that ended while leaving (``_leave_group``): the client assigns them
-            return
-        self._rejoin.assigned()
-        if self.flow.exactly_once:
-            self.commits.on_assign(consumer, partitions)
-            self._own.assign([((tp.topic, tp.partition), None) for tp in partitions])
-        else:
-            relive = self._lives.relive((tp.topic, tp.partition) for tp in partitions)  # a re-created topic's
-            starts = [((tp.topic, tp.partition), _start(tp)) for tp in partitions]
-            consumer.incremental_assign(_positions(self._own.assign(starts, relive)))
-            if held := self._own.held:
-                _log.info("flow %s: %s held until the copies their last owner left are recovered",
-                          self.flow.name, _names([TopicPartition(t, p) for t, p in held]))  # fmt: skip
-        self.stats.assigned = sorted(self._own.assigned)
-
-    def _take_over(self) -> None:
-        """Recover the held partitions' copies (``core.takeover``), then assign them past those copies.
-
-        On the loop's thread, outside any rebalance callback, against the state log as it stands now:
-        a recovery made at start, before the group assigned anything, could be overtaken by a peer
-        that copied on and was then killed (seed 197 of the soak: 139 second copies of a partition
-        whose start recovery ran while its owner still copied). A cluster that does not answer keeps
-        them held and is asked again after its back-off (they would only wait for it anyway)."""
-        held = self._own.held
-        assert self._clients is not None  # wired
-        relive = [k for k in held if k in self._lives.reliving]
-        selected = [(t, self._remote[t].target_topic, p) for t, p in held if t in self._remote and (t, p) not in relive]
-        if self._takeover_view is None:
-            self._takeover_view = StateView(self.config, self.flow)
-        view = self._takeover_view
-        try:
-            new_starts = self._relive(relive)
-            # judged on the state log as it stands now, not at start: a peer may have copied (and
-            # been killed) since (``core.takeover``)
-            recovery = recover_orphan_copies(
-                self.config, self.flow, self.replicator_id, self._clients.lifecycle_producer, selected, view,
-                skipped=lambda headers: not self._provenance.stamp(headers)[0], previous=self._previous,
-            )  # fmt: skip
-        except (KafkaException, MirrorlakeError) as exc:
-            if not self._outages.blame(("source", "target"), exc):
-                raise
-            wait = max(1.0, self._outages.delay_left("source"), self._outages.delay_left("target"))
-            self._own.takeover_failed(time.monotonic(), wait)
-            return
-        self._previous = None  # a clean stop speaks for the commits of the first assignment only
-        starts = self._own.taken_over(held, recovery.resume_at, new_starts)
-        self._consumer.incremental_assign(_positions(starts))
-        for (t, p), offset in starts:
-            if offset is not None and (t, p) not in new_starts:
-                _log.info("flow %s: %s[%d] resumes at %d, past the copies its last owner made",
-                          self.flow.name, t, p, offset)  # fmt: skip
-        self.stats.assigned = sorted(self._own.assigned)
-
-    def _relive(self, keys: list[TP]) -> dict[TP, int]:
-        """Where each of a re-created topic's partitions (assigned, held) starts: past the copies of its
-        new topic's records on the target, matched by content from the target's log start (at most
-        ``max_tail`` records back); their syncs wait in the ownership's ``new_life_syncs`` for the
-        start's commit."""
-        out: dict[TP, int] = {}
-        matched: list[OffsetSync] = []
-        for topic in sorted({t for t, _p in keys if t in self._remote}):  # else dropped from the selection
-            mine = {k: 0 for k in keys if k[0] == topic}
-            syncs, at = self._match_new_life(topic, self._lives.ids[topic], mine)
-            matched += syncs
-            for t, p in mine:  # one missing on either cluster: from the log start (offset 0 is reset to it)
-                out[(t, p)] = at.get((t, p), 0)
-                _log.info("flow %s: %s[%d], of a re-created topic, starts at %d, past the copies of its new records",
-                          self.flow.name, t, p, at.get((t, p), 0))  # fmt: skip
-        self._own.matched(matched)  # all at once: a failed attempt is made again whole
-        return out
-
-    def _recovery(self) -> TailRecovery:
-        origin = SyncOrigin(self.flow.name, self.replicator_id, self.flow.source, self.flow.target)
-        source, target = (self.config.cluster(alias).client_config() for alias in (self.flow.source, self.flow.target))
-        return TailRecovery(origin, source, target)
-
-    def _current_lives(self, topic: str | None = None) -> Iterator[tuple[TP, Life, list[Segment]]]:
-        """Each partition of the flow (of ``topic`` only, if given) with its mapping's current life and
-        that life's segments, as the state tasks' view knows them (nothing before the view is made)."""
-        if self._tasks is None:
-            return
-        index = self._tasks.ctx.view.index
-        for _f, t, partition in index.partitions(self.flow.name):
-            if topic is None or t == topic:
-                yield (
-                    (t, partition),
-                    index.life(self.flow.name, t, partition),
-                    index.segments(self.flow.name, t, partition),
-                )
-
-    def _known_copied(self) -> dict[TP, int]:
-        """Per source partition of the flow, one past the last copy its mapping (current life) knows."""
-        return {tp: max(s.upstream_end for s in segs) + 1 for tp, _life, segs in self._current_lives() if segs}
-
-    def _check_newly_assigned(self) -> None:
-        """Each newly assigned partition's commit, against the source's log start: past it, the records
-        between were deleted before their copy (the consumer resets to the log start and goes on). The
-        check at start looks once, through the group's committed offsets; this one sees every
-        assignment, in whichever process it lands (each says it under the loss's own event id:
-        readers count it once). On the loop's thread, before the partition's first copy. The copies
-        known are those of the mapping at start (the view is the state tasks' meanwhile): copies a
-        process killed since left past its commit may be counted lost."""
-        tps = [TopicPartition(t, p) for t, p in self._own.take_newly_assigned()]
-        try:
-            committed = self._consumer.committed(tps, timeout=10)
-        except KafkaException as exc:
-            _log.warning("flow %s: committed positions unreadable (%s): a deletion before the copy may go unsaid",
-                         self.flow.name, exc)  # fmt: skip
-            return
-        found = {(tp.topic, tp.partition): tp.offset for tp in committed if tp.error is None and tp.offset >= 0}
-        if found:
-            self._guarded(lambda: self._lives.check_committed(found, self._known_at_start, "running"), "source")
-
-    def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        _log.info("flow %s: revoked %s", self.flow.name, _names(partitions))
-        if not self._own.closing:
-            self.commits.before_revoke([tp for tp in partitions if (tp.topic, tp.partition) in self._own.assigned])
-        held = self._own.revoke((tp.topic, tp.partition) for tp in partitions)
-        self._forget(partitions)
-        self.stats.revoked += len(partitions)
-        self._unassign_all_but(consumer, partitions, held)
-
-    def _on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        _log.warning("flow %s: lost %s", self.flow.name, _names(partitions))
-        self._rejoin.lost(time.monotonic())
-        self.commits.after_lost(partitions)
-        held = self._own.lose((tp.topic, tp.partition) for tp in partitions)
-        self._forget(partitions)
-        self._unassign_all_but(consumer, partitions, held)
-
-    @staticmethod
-    def _unassign_all_but(consumer: Consumer, partitions: list[TopicPartition], held: set[TP]) -> None:
-        """Partitions taken away while held for recovery were never assigned to the consumer: only
-        the others are unassigned (the client would refuse the whole list). Last in the callback:
-        the positions of the others are committed first."""
-        if held:
-            consumer.incremental_unassign([tp for tp in partitions if (tp.topic, tp.partition) not in held])
 
     def _rejoin_group(self) -> None:
         """Subscribe anew: librdkafka did not rejoin after losing the partitions (``flow.rejoin``)."""
@@ -741,16 +506,27 @@ class FlowRunner:
         self._consumer.unsubscribe()
         self._subscribe(list(self._remote))
 
-    def _forget(self, partitions: list[TopicPartition]) -> None:
+    def _forget_copies(self, keys: set[TP]) -> None:
+        self._copier.forget(keys)  # before the ledger: what was delivered is handed over first
+        self.ledger.forget(keys)
+
+    def _forget(self, gone: set[TP], partitions: list[TopicPartition]) -> None:
         """What the runner's pieces keep for partitions no longer this process's (the ownership forgot them)."""
-        gone = {(tp.topic, tp.partition) for tp in partitions}
-        self._lives.relived(gone, committed=False)  # matched again at their next assignment here
-        self._copier.forget(gone)  # before the ledger: what was delivered is handed over first
-        self.ledger.forget(gone)
+        self._forget_copies(gone)
         self._backpressure.forget(partitions)
-        self.stats.assigned = sorted(self._own.assigned)
-        for tp in gone:
-            self.stats.lag.pop(tp, None)
+
+    def _recover(self, selected: list[tuple[str, str, int]]) -> Recovery:
+        """The takeover's recovery (``Rebalance.take_over``), judged on the loop's own view of the state log."""
+        assert self._clients is not None  # wired
+        if self._takeover_view is None:
+            self._takeover_view = StateView(self.config, self.flow)
+        recovery = recover_orphan_copies(
+            self.config, self.flow, self.replicator_id, self._clients.lifecycle_producer, selected,
+            self._takeover_view, skipped=lambda headers: not self._provenance.stamp(headers)[0],
+            previous=self._previous,
+        )  # fmt: skip
+        self._previous = None  # a clean stop speaks for the commits of the first assignment only
+        return recovery
 
     def _measure_lag(self) -> None:
         """Per assigned partition: source high watermark minus our position (cached watermarks)."""
@@ -802,149 +578,6 @@ class FlowRunner:
                 out[key] = min(tp.offset, oldest.get(key, tp.offset), held)
         return out
 
-    # -- topic lives ---------------------------------------------------------------------------
-    def _remote_topic_gone(self, err: KafkaError) -> None:
-        """A write failed for a partition the target does not know: name the remote topics that are gone."""
-        try:
-            gone = self._remote_lives.missing(self._remote)
-        except KafkaException:
-            return  # the target unreadable: the write's own error is said
-        if gone:
-            raise ReplicationError(
-                f"flow {self.flow.name}: remote topic {', '.join(map(repr, gone))} on {self.flow.target} was "
-                f"deleted while the flow ran ({err.str()}): the flow stops. Its copies are gone: the next start "
-                "creates the topic again and, under on_remote_topic_recreated: recopy (the default), copies the "
-                "source topic again from its log start"
-            ) from KafkaException(err)
-
-    def _known_remote_id(self, topic: str) -> str | None:
-        """The remote topic id the mapping's current life of ``topic`` was copied into (None: unknown)."""
-        return next(
-            (life.target_topic_id for _tp, life, _s in self._current_lives(topic) if life.target_topic_id), None
-        )
-
-    def _copied_until(self, topic: str) -> dict[int, int]:
-        """Per partition of ``topic``, one past the last target offset its mapping's current life knows."""
-        return {
-            tp[1]: max(s.downstream_end for s in segs) + 1 for tp, _life, segs in self._current_lives(topic) if segs
-        }
-
-    def _known_topic_id(self, topic: str) -> str | None:
-        """The id the mapping's current life of ``topic`` was copied under (None: unknown)."""
-        return next((life.topic_id for _tp, life, _s in self._current_lives(topic) if life.topic_id), None)
-
-    def _unproven_life(self, topic: str, partition: int) -> bool:
-        """The partition's current life holds no copy, only a ``TopicRecreated`` said it (``unproven_life``)."""
-        return self._tasks is not None and self._tasks.ctx.view.index.unproven_life(self.flow.name, topic, partition)
-
-    def _stopped_life(self, topic: str, partition: int) -> str | None:
-        """The side whose re-creation, said under ``stop``, started the partition's uncopied current life."""
-        if self._tasks is None:
-            return None
-        return self._tasks.ctx.view.index.stopped_life(self.flow.name, topic, partition)
-
-    def _check_lives(self, noticed: str) -> None:
-        """Re-created topics (``flow.topic_lives``); records deleted before their copy (``ledger.gaps``)."""
-        copied = {tp: self.ledger.last_copy(tp) for tp in self._own.assigned}  # before the check: of the topic it sees
-        recreated = self._lives.check(self._remote, noticed)
-        for tp, last in copied.items():
-            if last is not None and tp[0] in self._lives.confirmed:
-                self._sure_until[tp] = last[1] + 1  # copies before this target offset are of the known topic
-        if noticed == "start" and not self.flow.exactly_once:  # committed positions the log start passed
-            self._known_at_start = self._known_copied()
-            self._lives.check_committed(self._read_committed(set(self._remote)), self._known_at_start)
-        if recreated and noticed == "running":
-            self._drain()  # the old life's copies and syncs, under the old id
-        for r in recreated:
-            self._lives.adopt(r.topic)
-            if noticed == "running":  # at start: each partition is matched when assigned (``_relive``)
-                self._restart_topic(r.topic, r.topic_id)  # said (``announce``) once its starts are committed
-                if not any(t == r.topic for t, _p in self._own.assigned):
-                    self._lives.announce(r.topic)
-        gaps, self.ledger.gaps = self.ledger.gaps, []
-        self._lives.check_gaps(gaps)
-
-    def _check_remote_lives(self, noticed: str) -> None:
-        """Remote topics that lost their copies (``flow.remote_lives``): their source topics copied again
-        from the log start. At start each partition is matched when assigned (``_relive``); running,
-        the copies made before are drained under the old id, then the assigned partitions move."""
-        lives = self._remote_lives
-        recreated = lives.check(self._remote, noticed) if noticed == "start" else lives.poll(self._remote)
-        if recreated and noticed == "running":
-            self._drain()
-        for r in recreated:
-            self._remote_lives.adopt(r.topic)
-            if noticed == "running":
-                self._restart_topic(r.topic, self._lives.ids.get(r.topic), remote=True)
-            else:
-                self._lives.pending_reset.update((r.topic, p) for p in range(r.partitions))
-
-    def _restart_topic(self, topic: str, topic_id: str | None, remote: bool = False) -> None:
-        """Move a re-created topic's assigned partitions to their new start, a new session each: past
-        the copies of its records made before the flow noticed it (under the old id), found by content
-        (``TailRecovery.new_life``). Their syncs of the new life are published after the start is
-        committed: a crash in between finds the old id at restart and matches them again."""
-        mine = [tp for tp in self._own.assigned if tp[0] == topic]
-        # a new remote topic holds nothing of the old: matched from its offset 0
-        since = {key: 0 if remote else self._sure_until.get(key, 0) for key in mine}
-        for key in mine:
-            self._sure_until.pop(key, None)
-        syncs, starts = self._match_new_life(topic, topic_id, since)
-        moved = {key: starts.get(key, 0) for key in mine}
-        self._copier.forget(set(mine))
-        self.ledger.forget(mine)
-        for tp in _positions(list(moved.items())):
-            self._consumer.seek(tp)
-        self._own.moved(moved, syncs)
-        self._lives.relive(mine)  # the others are matched when assigned; these, again if revoked uncommitted
-        if (due := self._own.resets(now=None)) is not None:  # now, or again in 1 s when a rebalance refuses it
-            self._commit_resets(*due)
-
-    def _match_new_life(
-        self, topic: str, topic_id: str | None, since: dict[TP, int]
-    ) -> tuple[list[OffsetSync], dict[TP, int]]:
-        """The copies of a re-created topic's records on the target, per partition of ``since`` searched
-        from that target offset on, as syncs of the new life; and where each partition goes on past them."""
-        target_topic = self._remote[topic].target_topic
-        wanted = [(t, target_topic, p, d_from) for (t, p), d_from in since.items()]
-        return self._recovery().new_life(wanted, topic_id, self._remote_lives.ids.get(topic))
-
-    def _publish_matched(self, syncs: list[OffsetSync]) -> None:
-        """Publish, durably, the syncs of copies matched by content (not the ledger's)."""
-        if syncs and self._clients is not None:
-            publish_syncs(self.config, self.flow, self._clients.lifecycle_producer, syncs)
-
-    def _commit_resets(self, reset: list[tuple[TP, int]], resumed: list[tuple[TP, int]]) -> None:
-        """Commit a re-created topic's partitions' new starts, then publish the syncs of the copies
-        matched before them and say so (``announce``); and the starts past known copies (the flow's
-        position then says where it stands). Refused in a rebalance or an outage: again in 1 s."""
-        if reset and not self.flow.exactly_once:
-            # stored too: the auto-commit would otherwise commit the old life's stored position over
-            # this one (a seek keeps it), and a crash before the next copy would resume there
-            try:
-                self._consumer.store_offsets(offsets=_positions(reset))
-            except KafkaException as exc:  # not assigned any more: its next owner positions it
-                _log.debug("flow %s: store_offsets: %s", self.flow.name, exc)
-        try:
-            self._consumer.commit(offsets=_positions(reset + resumed), asynchronous=False)
-        except KafkaException as exc:
-            if not _refused_for_now(exc):
-                raise
-            _log.warning("flow %s: start positions not committed yet (%s): trying again in 1 s",
-                         self.flow.name, kafka_error_reason(exc))  # fmt: skip
-            self._own.resets_refused(reset, resumed, time.monotonic())
-            return
-        keys = [key for key, _offset in reset]
-        self._lives.relived(keys, committed=True)
-        self._publish_matched(self._own.resets_committed(reset))
-        for topic in sorted({t for t, _p in keys}):
-            self._lives.announce(topic)
-
-    def _read_committed(self, topics: set[str]) -> dict[tuple[str, int], int]:
-        source = self.config.cluster(self.flow.source).client_config()
-        found = committed_offsets(source, consumer_group_id(self.flow), sorted(topics))
-        return {(o.topic, o.partition): o.offset for o in found}
-
     def _copied_topics(self, index: MappingIndex) -> dict[str, str]:
         """Source topic -> remote topic of every topic the mapping says this flow copied."""
         name = self.flow.name
@@ -993,17 +626,3 @@ class FlowRunner:
         StateLog(producer, self.config.state_topic).emit(event)
         producer.flush(10)
         return event
-
-
-def _names(partitions: list[TopicPartition]) -> str:
-    return ", ".join(f"{tp.topic}[{tp.partition}]" for tp in partitions) or "nothing"
-
-
-def _positions(starts: list[Start] | list[tuple[TP, int]]) -> list[TopicPartition]:
-    """The consumer's view of ``starts`` (None: no start of its own, the committed position)."""
-    return [TopicPartition(t, p, OFFSET_INVALID if offset is None else offset) for (t, p), offset in starts]
-
-
-def _start(tp: TopicPartition) -> int | None:
-    """A partition's start as the group gave it (None: no start of its own)."""
-    return None if tp.offset == OFFSET_INVALID else tp.offset
