@@ -80,7 +80,10 @@ def test_an_app_consumes_through_a_failover_and_a_failback_losing_and_rereading_
         if replicator.alive:
             replicator.stop()
             replicator.wait(timeout=60)
+    app.pause_s = 0.02  # the failover found the app mid-stream (asserted below): the rest at full speed
     assert [g.outcome for g in result.groups] == ["moved"], result.groups
+    assert result.event is not None and result.event.mode == "planned"  # (test_failover_e2e's planned case, here)
+    assert (result.event.records_lost, result.event.records_reread) == (0, 0)
     on_a = {r.key for p in range(PARTITIONS) for r in read_partition(a, topic, p)}
     assert len(on_a) == 600
     wait_for(lambda: app.keys() >= on_a or app.error is not None, "the app read every record, on A then B")
