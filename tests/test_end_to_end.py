@@ -1,7 +1,8 @@
 """The thin path on real clusters and real Spark: A -> B replication, state events, lakehouse, SQL.
 
 One module-scoped replication (10k records with keys, values, headers, timestamps over four
-partitions, plus committed and aborted transactions that leave gaps) feeds every test here.
+partitions, plus committed and aborted transactions that leave gaps) feeds every test here, and
+one module-scoped lakehouse build of it every lakehouse test.
 """
 
 from __future__ import annotations
@@ -170,15 +171,22 @@ def test_a_second_run_copies_only_new_records_and_stays_exact(kafka_clusters, re
     replicated.high = {p: recs[-1].offset + 1 for p, recs in source.items()}
 
 
+@pytest.fixture(scope="module")
+def lakehouse_built(replicated: Replicated, spark):  # noqa: ANN201 - lakehouse.build.BuildReport
+    """The lakehouse built once from the flow as the tests before left it (the second run's copies
+    too); its report is what a rebuild with nothing new must give again."""
+    from lakehouse.build import build_lakehouse
+
+    return build_lakehouse(spark, replicated.config)
+
+
 @pytest.mark.spark
 def test_lakehouse_mapping_equals_the_reference_and_sql_translates_exactly(
-    kafka_clusters, replicated: Replicated, spark
+    kafka_clusters, replicated: Replicated, lakehouse_built
 ):
-    from lakehouse.build import build_lakehouse
     from lakehouse.sql import LakehouseSQL
 
-    report = build_lakehouse(spark, replicated.config)
-    assert report.offset_syncs > 0
+    assert lakehouse_built.offset_syncs > 0
     syncs = syncs_for(state_events(kafka_clusters.bootstrap("B"), "mirrorlake.events"), replicated.topic)
     sql = LakehouseSQL(replicated.config.lakehouse.path)
     try:
@@ -205,10 +213,12 @@ def test_lakehouse_mapping_equals_the_reference_and_sql_translates_exactly(
 
 
 @pytest.mark.spark
-def test_rebuild_is_idempotent_and_bad_records_are_quarantined(kafka_clusters, replicated: Replicated, spark):
+def test_rebuild_is_idempotent_and_bad_records_are_quarantined(
+    kafka_clusters, replicated: Replicated, spark, lakehouse_built
+):
     from lakehouse.build import build_lakehouse
 
-    first = build_lakehouse(spark, replicated.config)
+    first = lakehouse_built
     garbage = Producer({"bootstrap.servers": kafka_clusters.bootstrap("B")})
     garbage.produce("mirrorlake.events", key=b"junk", value=b"this is not an event")
     garbage.produce("mirrorlake.events", key=b"junk", value=b"\xc3\x01" + bytes(8) + b"unknown fingerprint")
@@ -221,7 +231,7 @@ def test_rebuild_is_idempotent_and_bad_records_are_quarantined(kafka_clusters, r
     assert second.offset_syncs == first.offset_syncs
     assert second.mapping_segments == first.mapping_segments
     third = build_lakehouse(spark, replicated.config)
-    assert third == second
+    assert third == second  # a rebuild with nothing new changes nothing
     reasons = {
         r["reason"]
         for r in spark.read.format("delta").load(str(LakehousePaths.of(replicated.config.lakehouse).quarantine))
@@ -247,12 +257,11 @@ def _forged_events() -> list:
 
 
 @pytest.mark.spark
-def test_dashboard_renders_the_flow_and_its_mapping(replicated: Replicated, spark, tmp_path: Path, monkeypatch):
+def test_dashboard_renders_the_flow_and_its_mapping(
+    replicated: Replicated, lakehouse_built, tmp_path: Path, monkeypatch
+):
     from streamlit.testing.v1 import AppTest
 
-    from lakehouse.build import build_lakehouse
-
-    build_lakehouse(spark, replicated.config)
     config_file = tmp_path / "conf.yaml"
     import yaml
 

@@ -213,9 +213,10 @@ def test_the_lakehouse_image_builds_the_gold_tables_a_host_build_does(lakehouse_
     """The events of the lakehouse tests' four rounds in a state topic of this test's own; ``lakehouse
     build`` on the host and in the image (host network, the lakehouse directory mounted at the same path,
     so one config serves both) give the same rows in every gold table."""
+    from lakehouse.api import Lakehouse
     from lakehouse.catalog import GOLD_TABLE_NAMES
     from tests import lakehouse_support as ev
-    from tests.test_spark_cluster import _rows
+    from tests.test_spark_cluster import _gold
 
     b = kafka_clusters.bootstrap("B")
     state_topic = f"mirrorlake.image-lake-{uuid.uuid4().hex[:8]}"
@@ -243,5 +244,7 @@ def test_the_lakehouse_image_builds_the_gold_tables_a_host_build_does(lakehouse_
     )  # fmt: skip
     assert built.returncode == 0, built.stderr[-3000:]
     assert "resolving" not in built.stderr  # the shipped jars, no ivy
+    image, host = _gold(Lakehouse.at(roots["image"])), _gold(Lakehouse.at(roots["host"]))
+    assert image is not None and host is not None
     for table in GOLD_TABLE_NAMES:
-        assert _rows(roots["image"], table) == _rows(roots["host"], table), table
+        assert image[table] == host[table], table

@@ -9,7 +9,8 @@ watermark of the older schema, a state topic replayed (events seen before, event
 round), forged events (partition -1), a type silver has no table for yet (delta-rs creates it, with the
 schema Spark gives it), a round more than delta-rs holds in memory (Spark decodes it, and delta-rs
 goes on after it from where Spark stopped) and a round with nothing new. After each round every
-silver table and quarantine are equal row for row and in schema (but quarantine's time of writing).
+silver table and quarantine are equal row for row and in schema (but quarantine's time of writing);
+a table whose Delta version on both sides is still the pair already held equal is not read again.
 """
 
 from __future__ import annotations
@@ -47,6 +48,10 @@ def _rounds() -> list[tuple[list[bytes], bool, int]]:
             ([], True, most)]  # fmt: skip
 
 
+def _versions(tables: list[Path]) -> tuple[int | None, ...]:
+    return tuple(ev.delta_version(t) for t in tables)
+
+
 def test_silver_on_delta_rs_equals_silver_on_spark_round_after_round(spark, tmp_path):
     from ingest.paths import LakehousePaths
     from lakehouse.duck.silver import update_silver_increment
@@ -55,6 +60,13 @@ def test_silver_on_delta_rs_equals_silver_on_spark_round_after_round(spark, tmp_
     from replicator.events import registry
 
     lakes = {engine: LakehousePaths(tmp_path / engine) for engine in ("spark", "rs")}
+    # A Delta table's version never changes once written: a table whose latest version on both sides
+    # is the pair last held equal is equal still, and is not read again (a pair of Spark reads each)
+    equal: dict[str, tuple[int | None, ...]] = {}
+
+    def unchanged_since_equal(name: str, tables: list[Path]) -> bool:
+        return equal.get(name) == _versions(tables)
+
     offset = 0
     for i, (bodies, on_delta_rs, most) in enumerate(_rounds()):
         if bodies:
@@ -69,16 +81,20 @@ def test_silver_on_delta_rs_equals_silver_on_spark_round_after_round(spark, tmp_
         else:
             assert increment.bronze_rows == len(bodies), f"round {i}"
         for event_type in registry().event_types():
-            tables = [str(paths.silver(event_type)) for paths in lakes.values()]
-            held = [t for t in tables if Path(t).exists()]
+            tables = [paths.silver(event_type) for paths in lakes.values()]
+            held = [t for t in tables if t.exists()]
             assert len(held) in (0, 2), f"round {i}: {event_type} has a table in one lakehouse only"
-            if held:
-                left, right = (spark.read.format("delta").load(t) for t in held)
-                assert left.schema == right.schema, f"round {i}: silver {event_type}'s schema"
-                ev.assert_same_rows(left, right, f"round {i}: silver {event_type}")
-        left, right = (spark.read.format("delta").load(str(p.quarantine)) for p in lakes.values())
-        left, right = left.drop("quarantined_at"), right.drop("quarantined_at")
-        ev.assert_same_rows(left, right, f"round {i}: quarantine")
+            if not held or unchanged_since_equal(event_type, held):
+                continue  # no table yet, or both sides still at the versions held equal
+            left, right = (spark.read.format("delta").load(str(t)) for t in held)
+            assert left.schema == right.schema, f"round {i}: silver {event_type}'s schema"
+            ev.assert_same_rows(left, right, f"round {i}: silver {event_type}")
+            equal[event_type] = _versions(held)
+        quarantines = [paths.quarantine for paths in lakes.values()]
+        if not unchanged_since_equal("quarantine", quarantines):
+            left, right = (spark.read.format("delta").load(str(t)).drop("quarantined_at") for t in quarantines)
+            ev.assert_same_rows(left, right, f"round {i}: quarantine")
+            equal["quarantine"] = _versions(quarantines)
     # after delta-rs moved on, Spark's silver went on from there with a stream of its own
     progress = read_progress(lakes["rs"])
     assert progress is not None and progress.spark_checkpoint is None

@@ -1,20 +1,22 @@
-"""``lakehouse build`` and ``lakehouse serve`` run unchanged on a real Spark cluster, with the
-lakehouse on S3, and give the same gold tables as the local build.
+"""``lakehouse build`` runs unchanged on a real Spark cluster, with the lakehouse on S3, and
+``lakehouse serve`` carries that lakehouse on: both give the same gold tables as the local build.
 
-A standalone master and two workers are started on 127.0.0.1 from the pyspark package itself
-(``spark-class ...Master`` / ``...Worker``), like any Spark cluster, and stopped by PID. The
-lakehouse is ``s3://<bucket>/lake`` on moto's S3 API server (``tests.s3_support``), the place
-every executor and the driver reach. The lakehouse tests' rounds of events (``rounds()``) go to a
-state topic of this test's own, round by round: ``mirrorlake lakehouse build`` on the cluster
-(``spark.master = spark://...``) builds round 1 from scratch; then ``mirrorlake lakehouse serve``
-on the cluster shows rounds 2-4, produced after its first refresh, without a restart (its
-increments: the DuckDB/delta-rs twins, on S3 too), until every gold table equals a local[2]
-``mirrorlake lakehouse build`` of the same events on a local directory (a process of its own, run
-beside the cluster's build: this module then needs no session Spark and runs on a worker beside the
-Spark unit, not after it); it stops cleanly on SIGTERM.
-Meanwhile a second build is refused, naming serve, and leaves the lakehouse whole. Then
-``mirrorlake sql`` and the dashboard read the S3 lakehouse, and ``maintain`` compacts it. Waits
-are polls with a bound, never timing assertions.
+A standalone master and a worker (two cores: one executor of two) are started on 127.0.0.1 from
+the pyspark package itself (``spark-class ...Master`` / ``...Worker``), like any Spark cluster, and
+stopped by PID. The lakehouse is ``s3://<bucket>/lake`` on moto's S3 API server
+(``tests.s3_support``), the place the executor and every driver reach. The lakehouse tests' rounds
+of events (``rounds()``) go to a state topic of this test's own, round by round: ``mirrorlake
+lakehouse build`` on the cluster (``spark.master = spark://...``: the Kafka source and the Delta
+writes to S3 run on the executor) builds round 1 from scratch; then ``mirrorlake lakehouse serve``
+on local[2] shows rounds 2-4 in the same S3 lakehouse, produced after its first refresh, without a
+restart (its refreshes run no Spark job: bronze from a Kafka consumer, silver and gold increments on
+the DuckDB/delta-rs twins, on S3 too; on the cluster it only started two more executors that did
+nothing), until every gold table equals a local[2] ``mirrorlake lakehouse build`` of the same events
+on a local directory (a process of its own, run beside the cluster's build: this module then needs
+no session Spark and runs on a worker beside the Spark unit, not after it); it stops cleanly on
+SIGTERM. Meanwhile a second build is refused, naming serve, and leaves the lakehouse whole. Then
+``mirrorlake sql`` and the dashboard read the S3 lakehouse, and ``maintain`` (local[2]) compacts it.
+Waits are polls with a bound, never timing assertions.
 """
 
 from __future__ import annotations
@@ -82,27 +84,13 @@ def standalone_cluster(tmp_path_factory) -> Iterator[str]:
     master_args = ("--host", "127.0.0.1", "--port", str(port), "--webui-port", str(ui))
     procs = [_spark_class("org.apache.spark.deploy.master.Master", *master_args, log=work / "master.log", env=env)]
     try:
-        for i in range(2):
-            worker_ui = find_free_port_pair({port, ui})
-            procs.append(
-                _spark_class(
-                    "org.apache.spark.deploy.worker.Worker",
-                    master_url,
-                    "--host",
-                    "127.0.0.1",
-                    "--cores",
-                    "1",
-                    "--memory",
-                    "1g",
-                    "--webui-port",
-                    str(worker_ui),
-                    "--work-dir",
-                    str(work / f"worker-{i}"),
-                    log=work / f"worker-{i}.log",
-                    env=env,
-                )  # fmt: skip
-            )
-        wait_for(lambda: _alive_workers(ui) == 2, "two workers registered with the standalone master", 120)
+        # one worker of two cores (two workers of one cost a JVM more, and an executor more per application)
+        worker_ui = find_free_port_pair({port, ui})
+        worker_args = ("--host", "127.0.0.1", "--cores", "2", "--memory", "1g", "--webui-port", str(worker_ui))
+        worker_args += ("--work-dir", str(work / "worker"))
+        worker = "org.apache.spark.deploy.worker.Worker"
+        procs.append(_spark_class(worker, master_url, *worker_args, log=work / "worker.log", env=env))
+        wait_for(lambda: _alive_workers(ui) == 1, "the worker registered with the standalone master", 120)
         yield master_url
     finally:
         for proc in procs:
@@ -172,14 +160,19 @@ def test_build_then_serve_on_a_standalone_cluster_and_s3_equal_the_local_build(
             "spark.executor.memory": "512m",
             "spark.cores.max": "2",
             "spark.driver.memory": "1g",
-            # Each executor has one core: a task preferring the busy one (the Kafka source's
-            # partitions, the streams' state) waited 3 s (Spark's default) before running on the idle one
+            # a task preferring a busy core (the Kafka source's partitions, the streams' state) must
+            # not wait 3 s (Spark's default) for it while another is idle
             "spark.locality.wait": "0s",
             # as the driver (SMALL_DATA_SPARK_CONF): no concurrent GC threads on 2 busy cores
             "spark.executor.extraJavaOptions": "-XX:+UseSerialGC",
         },
     }
     conf = ev.write_config(tmp_path / "cluster.yaml", kafka_clusters.bootstraps, state_topic, lakehouse, spark)
+    # serve and maintain: the same lakehouse and state topic, Spark in their own process (local[2])
+    local_spark = {"master": "local[2]", "conf": {"spark.driver.memory": "1g"}}
+    local_conf = ev.write_config(
+        tmp_path / "on-s3-local.yaml", kafka_clusters.bootstraps, state_topic, lakehouse, local_spark
+    )
     on_s3 = Lakehouse(load_config(conf))
     first, *while_serving = rounds
 
@@ -198,8 +191,8 @@ def test_build_then_serve_on_a_standalone_cluster_and_s3_equal_the_local_build(
     serve_log = tmp_path / "serve.log"
     # 10 s between refreshes: the rounds produced after the first refresh reach bronze before the
     # second starts, so the SIGTERM comes during that refresh (which serve finishes first) or the
-    # wait after it, not during a third (a minute on this cluster)
-    serve = _cli("lakehouse", "serve", "-c", str(conf), "--interval", "10", "--trigger", "1", log=serve_log)
+    # wait after it, not during a third
+    serve = _cli("lakehouse", "serve", "-c", str(local_conf), "--interval", "10", log=serve_log)
     try:
         wait_for(
             lambda: serve.poll() is not None or "refresh 1:" in serve_log.read_text(), "serve's first refresh", 600, 1.0
@@ -263,7 +256,7 @@ def test_build_then_serve_on_a_standalone_cluster_and_s3_equal_the_local_build(
     assert then.returncode == 0, then.stderr
     # maintain on S3 (OPTIMIZE, VACUUM at the safe retention): the tables read the same after it
     maintain = subprocess.run(
-        [sys.executable, "-m", "mirrorlake.cli", "lakehouse", "maintain", "-c", str(conf)],
+        [sys.executable, "-m", "mirrorlake.cli", "lakehouse", "maintain", "-c", str(local_conf)],
         capture_output=True, text=True, timeout=600,
     )  # fmt: skip
     assert maintain.returncode == 0, maintain.stderr[-3000:]
